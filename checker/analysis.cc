@@ -1,0 +1,232 @@
+#include "checker/analysis.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/strong_components.hpp>
+#include <fmt/format.h>
+
+namespace lockstep::checker {
+
+using sim::OpKind;
+using sim::RankStatus;
+using sim::Verdict;
+
+std::string format_size(int64_t bytes) {
+  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  int64_t value = bytes;
+  while (unit < 4 && value != 0 && value % 1024 == 0) {
+    value /= 1024;
+    ++unit;
+  }
+  return fmt::format("{}{}", value, units[unit]);
+}
+
+std::string describe_op(const sim::Scenario& scenario, const sim::OpRecord& rec) {
+  const sim::OpInstance& op = rec.op;
+  const std::string& group = scenario.groups[op.group].name;
+  const std::string_view kind = sim::op_kind_name(op.kind);
+  // Point to point: the sequence number (per group, source and destination) once matched;
+  // a send has one from its issue, a receive only when matched.
+  const std::string seq = rec.seq > 0 ? fmt::format(" #{}", rec.seq) : std::string();
+  if (op.kind == OpKind::SEND) return fmt::format("send to rank {}{} on {}", op.peer, seq, group);
+  if (op.kind == OpKind::RECV) {
+    if (op.peer >= 0) return fmt::format("recv from rank {}{} on {}", op.peer, seq, group);
+    if (rec.matched_peer >= 0) return fmt::format("recv from any (matched rank {}){} on {}", rec.matched_peer, seq, group);
+    return fmt::format("recv from any on {}", group);
+  }
+  if (sim::is_collective(op.kind)) return fmt::format("{} #{} on {}", kind, rec.seq, group);
+  return std::string(kind);
+}
+
+namespace {
+
+std::string where(const sim::Scenario& scenario, const sim::OpRecord& rec) {
+  return rec.op.stmt ? scenario.location(rec.op.stmt->loc) : scenario.path;
+}
+
+std::string rank_list(const std::vector<int32_t>& ranks) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? "," : "") + std::to_string(ranks[i]);
+  return out;
+}
+
+// What a rank is doing at the end: "it finished", "it waits in send to rank 0 #1 on world (...)".
+std::string rank_state(const sim::Scenario& scenario, const sim::ExecutionResult& result, int32_t rank) {
+  switch (result.rank_status[static_cast<size_t>(rank)]) {
+    case RankStatus::FINISHED: return "finished";
+    case RankStatus::EXITED: return "exited";
+    case RankStatus::CRASHED: return "crashed";
+    default: break;
+  }
+  for (const sim::StuckOp& s : result.stuck) {
+    if (s.rank == rank) return fmt::format("waits in {} ({})", describe_op(scenario, s.op), where(scenario, s.op));
+  }
+  return "is blocked";
+}
+
+// "rank 3 never issued it: it finished", grouping ranks with the same state.
+void describe_missing(const sim::Scenario& scenario, const sim::ExecutionResult& result,
+                      const std::vector<int32_t>& ranks, const std::string& what, std::string& line) {
+  std::map<std::string, std::vector<int32_t>> by_state;
+  std::vector<std::string> order;
+  for (int32_t r : ranks) {
+    std::string state = rank_state(scenario, result, r);
+    if (!by_state.count(state)) order.push_back(state);
+    by_state[state].push_back(r);
+  }
+  for (const std::string& state : order) {
+    const std::vector<int32_t>& group = by_state[state];
+    line += fmt::format("; {} {}: {} {}", rank_list(group), what, group.size() == 1 ? "it" : "they", state);
+  }
+}
+
+std::vector<std::string> explain_stuck(const sim::Scenario& scenario, const sim::ExecutionResult& result) {
+  // Collectives: one line per (group, seq) listing every rank waiting in it. P2p: one line each.
+  struct Line {
+    int32_t first_rank;
+    std::string text;
+  };
+  std::vector<Line> lines;
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<const sim::StuckOp*>> collectives;
+  for (const sim::StuckOp& s : result.stuck) {
+    if (sim::is_collective(s.op.op.kind)) {
+      collectives[{s.op.op.group, s.op.seq}].push_back(&s);
+      continue;
+    }
+    std::string text = fmt::format("rank {} waits in {} ({})", s.rank, describe_op(scenario, s.op), where(scenario, s.op));
+    const char* peer_op = s.op.op.kind == OpKind::SEND ? "the matching recv" : "the matching send";
+    std::vector<int32_t> behind;
+    for (int32_t r : s.waiting_for) {
+      if (std::find(s.never_issued.begin(), s.never_issued.end(), r) == s.never_issued.end()) behind.push_back(r);
+    }
+    describe_missing(scenario, result, s.never_issued, fmt::format("never issued {}", peer_op), text);
+    describe_missing(scenario, result, behind, fmt::format("issued {} but has not started it", peer_op), text);
+    lines.push_back({s.rank, std::move(text)});
+  }
+  for (const auto& [key, ops] : collectives) {
+    std::vector<int32_t> waiting;
+    std::set<int32_t> never;
+    std::set<int32_t> behind;
+    for (const sim::StuckOp* s : ops) {
+      waiting.push_back(s->rank);
+      never.insert(s->never_issued.begin(), s->never_issued.end());
+    }
+    for (const sim::StuckOp* s : ops) {
+      for (int32_t r : s->waiting_for) {
+        if (!never.count(r) && std::find(waiting.begin(), waiting.end(), r) == waiting.end()) behind.insert(r);
+      }
+    }
+    const sim::OpRecord& rec = ops.front()->op;
+    std::string text = fmt::format("{} wait{} in {} ({})", rank_list(waiting), waiting.size() == 1 ? "s" : "",
+                                   describe_op(scenario, rec), where(scenario, rec));
+    describe_missing(scenario, result, {never.begin(), never.end()}, "never issued it", text);
+    describe_missing(scenario, result, {behind.begin(), behind.end()}, "issued it but has not started it", text);
+    lines.push_back({waiting.front(), std::move(text)});
+  }
+  std::stable_sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) { return a.first_rank < b.first_rank; });
+  std::vector<std::string> out;
+  for (Line& line : lines) out.push_back(std::move(line.text));
+  return out;
+}
+
+std::string stuck_signature(const sim::Scenario& scenario, const std::vector<sim::StuckOp>& stuck) {
+  std::string sig;
+  for (const sim::StuckOp& s : stuck) {
+    sig += fmt::format("{}:{}:{}:{};", s.rank, sim::op_kind_name(s.op.op.kind), s.op.seq, where(scenario, s.op));
+  }
+  return sig;
+}
+
+}  // namespace
+
+std::vector<int32_t> find_wait_cycle(int32_t world, const std::vector<sim::StuckOp>& stuck) {
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+  Graph graph(static_cast<size_t>(world));
+  std::set<std::pair<int32_t, int32_t>> edges;
+  for (const sim::StuckOp& s : stuck) {
+    for (int32_t w : s.waiting_for) {
+      if (edges.insert({s.rank, w}).second) boost::add_edge(static_cast<size_t>(s.rank), static_cast<size_t>(w), graph);
+    }
+  }
+  std::vector<int> component(static_cast<size_t>(world));
+  boost::strong_components(graph, boost::make_iterator_property_map(component.begin(), boost::get(boost::vertex_index, graph)));
+  std::map<int, int> size;
+  for (int c : component) ++size[c];
+  // The lowest rank on a cycle: in a component of two or more ranks.
+  int32_t start = -1;
+  for (int32_t r = 0; r < world && start < 0; ++r) {
+    if (size[component[static_cast<size_t>(r)]] > 1) start = r;
+  }
+  if (start < 0) return {};
+  // Shortest cycle through `start` inside its component, by breadth-first search; ties go to
+  // the lower rank, so the cycle is deterministic.
+  const int comp = component[static_cast<size_t>(start)];
+  std::vector<int32_t> parent(static_cast<size_t>(world), -1);
+  std::vector<int32_t> queue{start};
+  int32_t last = -1;
+  for (size_t head = 0; head < queue.size() && last < 0; ++head) {
+    const int32_t v = queue[head];
+    std::vector<int32_t> next;
+    for (auto [it, end] = boost::adjacent_vertices(static_cast<size_t>(v), graph); it != end; ++it) next.push_back(static_cast<int32_t>(*it));
+    std::sort(next.begin(), next.end());
+    for (int32_t w : next) {
+      if (component[static_cast<size_t>(w)] != comp) continue;
+      if (w == start) {
+        last = v;
+        break;
+      }
+      if (parent[static_cast<size_t>(w)] < 0) {
+        parent[static_cast<size_t>(w)] = v;
+        queue.push_back(w);
+      }
+    }
+  }
+  std::vector<int32_t> cycle;
+  for (int32_t v = last; v != start; v = parent[static_cast<size_t>(v)]) cycle.push_back(v);
+  cycle.push_back(start);
+  std::reverse(cycle.begin(), cycle.end());
+  cycle.push_back(start);
+  return cycle;
+}
+
+std::optional<Bug> analyze(const sim::Scenario& scenario, const sim::ExecutionResult& result) {
+  Bug bug;
+  bug.rank_status = result.rank_status;
+  if (result.end == sim::ExecutionEnd::MISMATCH) {
+    const sim::MismatchInfo& m = *result.mismatch;
+    bug.kind = Verdict::MISMATCH;
+    auto detail = [&](const sim::OpRecord& rec) {
+      std::string text = fmt::format("{} of {} {}", describe_op(scenario, rec), format_size(rec.op.size_bytes),
+                                     sim::dtype_name(rec.op.dtype));
+      if (rec.op.root >= 0) text += fmt::format(" root {}", rec.op.root);
+      if (rec.op.stmt && !rec.op.stmt->tag.empty()) text += fmt::format(" tag '{}'", rec.op.stmt->tag);
+      return text + fmt::format(" ({})", where(scenario, rec));
+    };
+    const std::string what = sim::is_p2p(m.op_a.op.kind) ? "a matched send and recv" : fmt::format("operation #{} on {}", m.seq, scenario.groups[m.group].name);
+    bug.summary = fmt::format("{} differs in {}: rank {} issued {}, rank {} issued {}", what, m.field, m.rank_a,
+                              detail(m.op_a), m.rank_b, detail(m.op_b));
+    bug.explanation.push_back(bug.summary);
+    bug.mismatch = m;
+    bug.signature = fmt::format("mismatch:{}:{}:{}:{}", m.field, where(scenario, m.op_a), where(scenario, m.op_b), m.seq);
+    return bug;
+  }
+  if (result.end != sim::ExecutionEnd::STUCK) return std::nullopt;
+  bug.stuck = result.stuck;
+  bug.cycle = find_wait_cycle(scenario.world, result.stuck);
+  bug.kind = bug.cycle.empty() ? Verdict::HANG : Verdict::DEADLOCK;
+  bug.explanation = explain_stuck(scenario, result);
+  if (!bug.cycle.empty()) {
+    std::string text = "wait-for cycle: ";
+    for (size_t i = 0; i < bug.cycle.size(); ++i) text += (i ? " -> " : "") + std::to_string(bug.cycle[i]);
+    bug.explanation.push_back(text);
+  }
+  bug.summary = bug.explanation.empty() ? std::string("no rank can progress") : bug.explanation.front();
+  bug.signature = std::string(sim::verdict_name(bug.kind)) + ":" + stuck_signature(scenario, result.stuck);
+  return bug;
+}
+
+}  // namespace lockstep::checker

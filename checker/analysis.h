@@ -1,0 +1,41 @@
+// From an execution that did not finish to a bug: the wait-for graph (Boost.Graph, used here
+// only), the verdict, and the explanation of SPEC §4 "Messages".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/engine.h"
+#include "sim/scenario.h"
+
+namespace lockstep::checker {
+
+struct Bug {
+  sim::Verdict kind = sim::Verdict::DEADLOCK;
+  std::string summary;                   // one line
+  std::vector<std::string> explanation;  // the full text, one line each
+  std::vector<sim::StuckOp> stuck;
+  std::vector<int32_t> cycle;            // closed, from its lowest rank: {0, 1, 0}; empty if none
+  std::optional<sim::MismatchInfo> mismatch;
+  std::vector<sim::RankStatus> rank_status;
+  std::string signature;                 // two executions with the same signature are one bug
+  std::vector<uint32_t> schedule;        // the choices that lead to it
+  uint64_t execution = 0;                // 1-based index of the execution that found it
+};
+
+// The bug of an execution that ended STUCK or MISMATCH; nullopt for one that completed.
+std::optional<Bug> analyze(const sim::Scenario& scenario, const sim::ExecutionResult& result);
+
+// The rank-level wait-for cycle among stuck ops, closed and rotated to start at its lowest
+// rank ({} when the waits end at ranks that are not waiting, i.e. a hang).
+std::vector<int32_t> find_wait_cycle(int32_t world, const std::vector<sim::StuckOp>& stuck);
+
+// "allreduce #3 on world", "send to rank 1 #2 on pp", "recv from any on world".
+std::string describe_op(const sim::Scenario& scenario, const sim::OpRecord& op);
+
+// "100MiB", "1GiB", "1000B".
+std::string format_size(int64_t bytes);
+
+}  // namespace lockstep::checker

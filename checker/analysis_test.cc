@@ -1,0 +1,72 @@
+#include "checker/analysis.h"
+
+#include <doctest/doctest.h>
+
+#include "checker/explore.h"
+#include "tests/testing.h"
+
+namespace lockstep::checker {
+
+namespace {
+
+sim::StuckOp waits(int32_t rank, std::vector<int32_t> on) {
+  sim::StuckOp op;
+  op.rank = rank;
+  op.waiting_for = std::move(on);
+  return op;
+}
+
+}  // namespace
+
+TEST_CASE("the wait-for cycle starts and ends at its lowest rank") {
+  CHECK(find_wait_cycle(4, {waits(3, {2}), waits(2, {3})}) == std::vector<int32_t>{2, 3, 2});
+  CHECK(find_wait_cycle(4, {waits(0, {2}), waits(2, {3}), waits(3, {1}), waits(1, {2})}) ==
+        std::vector<int32_t>{1, 2, 3, 1});
+}
+
+TEST_CASE("waits that end at a rank that is not waiting are no cycle") {
+  CHECK(find_wait_cycle(4, {waits(0, {3}), waits(1, {3}), waits(2, {3})}).empty());
+  CHECK(find_wait_cycle(3, {waits(0, {1}), waits(1, {2})}).empty());
+}
+
+TEST_CASE("sizes print in the largest exact binary unit") {
+  CHECK(format_size(100LL << 20) == "100MiB");
+  CHECK(format_size(1536) == "1536B");
+  CHECK(format_size(1LL << 30) == "1GiB");
+  CHECK(format_size(0) == "0B");
+}
+
+TEST_CASE("the explanation names every stuck rank, its op and source, and whom it waits for") {
+  const sim::Scenario scenario = testing::scenario_from(R"Y(scenario: uneven
+world: 4
+program:
+  - repeat: "3 - (rank == 3)"
+    do:
+      - allreduce: {size: 1MiB}
+)Y", "uneven.yaml");
+  const CheckResult result = check_scenario(scenario, {});
+  REQUIRE(result.bugs.size() == 1);
+  CHECK(result.bugs[0].kind == sim::Verdict::HANG);
+  CHECK(result.bugs[0].explanation ==
+        std::vector<std::string>{"ranks 0,1,2 wait in allreduce #3 on world (uneven.yaml:6:9); rank 3 never issued it: it finished"});
+}
+
+TEST_CASE("a deadlock explanation ends with the wait-for cycle") {
+  const sim::Scenario scenario = testing::scenario_from(R"Y(scenario: h2h
+world: 2
+program:
+  - send: {to: "1 - rank", size: 64MiB}
+  - recv: {from: "1 - rank", size: 64MiB}
+)Y", "h2h.yaml");
+  const CheckResult result = check_scenario(scenario, {});
+  REQUIRE(result.bugs.size() == 1);
+  CHECK(result.bugs[0].explanation ==
+        std::vector<std::string>{
+            "rank 0 waits in send to rank 1 #1 on world (h2h.yaml:4:5); rank 1 issued the matching recv but has not "
+            "started it: it waits in send to rank 0 #1 on world (h2h.yaml:4:5)",
+            "rank 1 waits in send to rank 0 #1 on world (h2h.yaml:4:5); rank 0 issued the matching recv but has not "
+            "started it: it waits in send to rank 1 #1 on world (h2h.yaml:4:5)",
+            "wait-for cycle: 0 -> 1 -> 0"});
+}
+
+}  // namespace lockstep::checker

@@ -1,0 +1,43 @@
+// `lockstep check` for one scenario: run executions under a strategy until the space is
+// covered or a bound is hit, collecting every distinct bug.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checker/analysis.h"
+#include "sim/diagnostic.h"
+#include "sim/engine.h"
+#include "sim/scenario.h"
+
+namespace lockstep::checker {
+
+struct CheckOptions {
+  std::string strategy = "dpor";
+  uint64_t max_executions = 1'000'000;
+  double time_budget_s = 0;  // 0 = none
+  uint64_t seed = 0;
+  sim::EngineOptions engine;
+};
+
+struct CheckResult {
+  sim::Verdict verdict = sim::Verdict::OK;
+  bool exhaustive = false;  // the whole space was explored
+  std::string strategy;
+  uint64_t executions = 0;
+  uint64_t events = 0;
+  double seconds = 0;       // wall time (the only non-deterministic number in a report)
+  std::vector<Bug> bugs;    // distinct bugs in the order found
+  std::optional<sim::Diagnostic> error;  // a run-time error in the scenario: exit 2
+  std::string bound_hit;    // which bound made the result inconclusive, "" if none
+  uint64_t fingerprint = 0; // of every execution's schedule and end state
+};
+
+// The strategies `check` accepts.
+const std::vector<std::string>& strategy_names();
+
+CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& options);
+
+}  // namespace lockstep::checker

@@ -1,0 +1,110 @@
+#include "checker/explore.h"
+
+#include <doctest/doctest.h>
+
+#include "tests/testing.h"
+
+namespace lockstep::checker {
+
+using testing::scenario_from;
+
+TEST_CASE("a deterministic schedule costs exactly one execution") {
+  const sim::Scenario scenario = scenario_from(R"Y(
+scenario: ring
+world: 64
+program:
+  - send: {to: "(rank + 1) % world", size: 1MiB}
+  - recv: {from: "(rank + world - 1) % world", size: 1MiB}
+)Y");
+  const CheckResult result = check_scenario(scenario, {});
+  CHECK(result.executions == 1);
+  CHECK(result.exhaustive);
+  CHECK(result.verdict == sim::Verdict::DEADLOCK);
+  REQUIRE(result.bugs.size() == 1);
+  CHECK(result.bugs[0].cycle.size() == 65);
+  CHECK(result.bugs[0].cycle.front() == 0);
+  CHECK(result.bugs[0].cycle[1] == 1);
+}
+
+TEST_CASE("wildcard receives: every arrival order is explored") {
+  const sim::Scenario scenario = scenario_from(R"Y(
+scenario: gather
+world: 4
+program:
+  - if: "rank == 0"
+    then:
+      - repeat: "world - 1"
+        do: [{recv: {from: any, size: 4KiB}}]
+    else:
+      - send: {to: 0, size: 4KiB}
+)Y");
+  const CheckResult result = check_scenario(scenario, {});
+  CHECK(result.verdict == sim::Verdict::OK);
+  CHECK(result.exhaustive);
+  CHECK(result.executions == 6);  // 3! orders of three senders
+  CHECK(result.bugs.empty());
+}
+
+TEST_CASE("a bug on one schedule of several is found, with the schedule that leads to it") {
+  const sim::Scenario scenario = scenario_from(R"Y(
+scenario: race
+world: 3
+program:
+  - if: "rank == 0"
+    then:
+      - recv: {from: any, size: 1MiB}
+      - recv: {from: 2, size: 1MiB}
+    else:
+      - send: {to: 0, size: 1MiB}
+)Y");
+  const CheckResult result = check_scenario(scenario, {});
+  CHECK(result.executions == 2);
+  CHECK(result.verdict == sim::Verdict::HANG);
+  REQUIRE(result.bugs.size() == 1);
+  CHECK(result.bugs[0].schedule == std::vector<uint32_t>{1});
+  CHECK(result.bugs[0].execution == 2);
+  CHECK(result.bugs[0].cycle.empty());
+}
+
+TEST_CASE("--max-executions makes an unfinished search inconclusive") {
+  const sim::Scenario scenario = scenario_from(R"Y(
+scenario: gather
+world: 5
+program:
+  - if: "rank == 0"
+    then:
+      - repeat: "world - 1"
+        do: [{recv: {from: any, size: 4KiB}}]
+    else:
+      - send: {to: 0, size: 4KiB}
+)Y");
+  CheckOptions options;
+  options.max_executions = 5;
+  const CheckResult result = check_scenario(scenario, options);
+  CHECK(result.executions == 5);
+  CHECK_FALSE(result.exhaustive);
+  CHECK(result.verdict == sim::Verdict::INCONCLUSIVE);
+  CHECK(result.bound_hit == "--max-executions 5");
+}
+
+TEST_CASE("two runs of the same check agree on every number but the wall time") {
+  const sim::Scenario scenario = scenario_from(R"Y(
+scenario: race
+world: 4
+program:
+  - if: "rank == 0"
+    then:
+      - repeat: 3
+        do: [{recv: {from: any, size: 1MiB}}]
+    else:
+      - compute: "rank * 1ms"
+      - send: {to: 0, size: 1MiB}
+)Y");
+  const CheckResult a = check_scenario(scenario, {});
+  const CheckResult b = check_scenario(scenario, {});
+  CHECK(a.executions == b.executions);
+  CHECK(a.events == b.events);
+  CHECK(a.fingerprint == b.fingerprint);
+}
+
+}  // namespace lockstep::checker

@@ -1,0 +1,156 @@
+#include "checker/report.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sim/diagnostic.h"
+
+namespace lockstep::checker {
+
+using Json = nlohmann::ordered_json;
+
+const char* lockstep_version() { return "0.1.0"; }
+
+bool InputReport::matches_expected() const {
+  if (!scenario || !result || result->error) return false;
+  return result->verdict == scenario->expect.value_or(sim::Verdict::OK);
+}
+
+namespace {
+
+Json op_json(const sim::Scenario& scenario, const sim::OpRecord& rec) {
+  Json op;
+  op["index"] = rec.index;
+  op["kind"] = std::string(sim::op_kind_name(rec.op.kind));
+  if (sim::is_collective(rec.op.kind) || sim::is_p2p(rec.op.kind)) {
+    op["group"] = scenario.groups[rec.op.group].name;
+    op["seq"] = rec.seq;
+    op["size"] = rec.op.size_bytes;
+    op["dtype"] = std::string(sim::dtype_name(rec.op.dtype));
+  }
+  if (rec.op.kind == sim::OpKind::SEND) op["to"] = rec.op.peer;
+  if (rec.op.kind == sim::OpKind::RECV) {
+    if (rec.op.peer >= 0) op["from"] = rec.op.peer;
+    else op["from"] = "any";
+  }
+  if (rec.op.root >= 0) op["root"] = rec.op.root;
+  if (rec.op.stmt && !rec.op.stmt->tag.empty()) op["tag"] = rec.op.stmt->tag;
+  op["source"] = rec.op.stmt ? scenario.location(rec.op.stmt->loc) : scenario.path;
+  return op;
+}
+
+Json bug_json(const sim::Scenario& scenario, const Bug& bug) {
+  Json out;
+  out["kind"] = std::string(sim::verdict_name(bug.kind));
+  out["summary"] = bug.summary;
+  out["explanation"] = bug.explanation;
+  Json stuck = Json::array();
+  for (const sim::StuckOp& s : bug.stuck) {
+    Json entry;
+    entry["rank"] = s.rank;
+    entry["thread"] = s.thread;
+    entry["stream"] = s.op.stream;
+    entry["op"] = op_json(scenario, s.op);
+    entry["waiting_for"] = s.waiting_for;
+    entry["never_issued"] = s.never_issued;
+    stuck.push_back(std::move(entry));
+  }
+  out["stuck"] = std::move(stuck);
+  out["cycle"] = bug.cycle;
+  if (bug.mismatch) {
+    Json m;
+    m["field"] = bug.mismatch->field;
+    m["group"] = scenario.groups[bug.mismatch->group].name;
+    m["seq"] = bug.mismatch->seq;
+    m["ops"] = Json::array({Json{{"rank", bug.mismatch->rank_a}, {"op", op_json(scenario, bug.mismatch->op_a)}},
+                            Json{{"rank", bug.mismatch->rank_b}, {"op", op_json(scenario, bug.mismatch->op_b)}}});
+    out["mismatch"] = std::move(m);
+  }
+  Json status = Json::object();
+  for (size_t r = 0; r < bug.rank_status.size(); ++r) {
+    if (bug.rank_status[r] != sim::RankStatus::FINISHED) status[std::to_string(r)] = std::string(sim::rank_status_name(bug.rank_status[r]));
+  }
+  out["unfinished_ranks"] = std::move(status);
+  out["schedule"] = bug.schedule;
+  out["execution"] = bug.execution;
+  out["counterexample"] = nullptr;
+  return out;
+}
+
+Json input_json(const InputReport& report) {
+  Json out;
+  out["input"] = report.input;
+  if (report.scenario == nullptr) {
+    out["scenario"] = nullptr;
+    out["verdict"] = "error";
+    out["errors"] = report.errors;
+    out["seed"] = report.seed;
+    out["version"] = lockstep_version();
+    return out;
+  }
+  const sim::Scenario& scenario = *report.scenario;
+  const CheckResult& result = *report.result;
+  out["scenario"] = scenario.name;
+  if (result.error) {
+    out["verdict"] = "error";
+    out["errors"] = Json::array({sim::format_diagnostic(*result.error, scenario.text)});
+  } else {
+    out["verdict"] = std::string(sim::verdict_name(result.verdict));
+  }
+  out["exhaustive"] = result.exhaustive;
+  out["expected"] = scenario.expect ? Json(std::string(sim::verdict_name(*scenario.expect))) : Json(nullptr);
+  out["matches_expected"] = report.matches_expected();
+  Json stats;
+  stats["executions"] = result.executions;
+  stats["events"] = result.events;
+  stats["seconds"] = result.seconds;
+  stats["strategy"] = result.strategy;
+  out["stats"] = std::move(stats);
+  if (!result.bound_hit.empty()) out["bound_hit"] = result.bound_hit;
+  Json bugs = Json::array();
+  for (const Bug& bug : result.bugs) bugs.push_back(bug_json(scenario, bug));
+  out["bugs"] = std::move(bugs);
+  out["seed"] = report.seed;
+  out["version"] = lockstep_version();
+  out["fingerprint"] = fmt::format("{:016x}", result.fingerprint);
+  return out;
+}
+
+}  // namespace
+
+std::string report_json(const std::vector<InputReport>& reports, bool as_array) {
+  Json out;
+  if (as_array) {
+    out = Json::array();
+    for (const InputReport& report : reports) out.push_back(input_json(report));
+  } else {
+    out = input_json(reports.front());
+  }
+  return out.dump(2) + "\n";
+}
+
+std::string report_text(const InputReport& report, bool quiet) {
+  if (report.scenario == nullptr) {
+    std::string out;
+    for (const std::string& error : report.errors) out += error;
+    return out;
+  }
+  const sim::Scenario& scenario = *report.scenario;
+  const CheckResult& result = *report.result;
+  if (result.error) return sim::format_diagnostic(*result.error, scenario.text);
+  std::string line = fmt::format("{}: {}", report.input, sim::verdict_name(result.verdict));
+  const sim::Verdict expected = scenario.expect.value_or(sim::Verdict::OK);
+  line += fmt::format(" (expected {}{})", sim::verdict_name(expected), report.matches_expected() ? "" : ", DIFFERS");
+  line += fmt::format(" [{} execution{}, {}]", result.executions, result.executions == 1 ? "" : "s",
+                      result.exhaustive ? "exhaustive" : "bound hit: " + result.bound_hit);
+  line += '\n';
+  if (quiet) return line;
+  for (size_t i = 0; i < result.bugs.size(); ++i) {
+    const Bug& bug = result.bugs[i];
+    if (result.bugs.size() > 1) line += fmt::format("  bug {} of {}: {}\n", i + 1, result.bugs.size(), sim::verdict_name(bug.kind));
+    for (const std::string& text : bug.explanation) line += "  " + text + "\n";
+  }
+  return line;
+}
+
+}  // namespace lockstep::checker

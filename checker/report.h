@@ -1,0 +1,36 @@
+// Reports of `lockstep check`: the JSON of SPEC §2 and the text a person reads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checker/explore.h"
+#include "sim/scenario.h"
+
+namespace lockstep::checker {
+
+// What `check` learned about one input.
+struct InputReport {
+  std::string input;                      // the path as given or found
+  const sim::Scenario* scenario = nullptr;  // null when the input did not load
+  std::vector<std::string> errors;        // formatted diagnostics when it did not load
+  std::optional<CheckResult> result;
+  uint64_t seed = 0;
+
+  bool failed_to_load() const { return scenario == nullptr || (result && result->error); }
+  // Whether the verdict equals the scenario's `expect:` (a scenario without one expects ok).
+  bool matches_expected() const;
+};
+
+// The SPEC §2 JSON: one object per input, an array when there are several. Ends with a newline.
+std::string report_json(const std::vector<InputReport>& reports, bool as_array);
+
+// The text of one input: a verdict line, then (unless quiet) the explanation of every bug.
+std::string report_text(const InputReport& report, bool quiet);
+
+// The version string reports carry.
+const char* lockstep_version();
+
+}  // namespace lockstep::checker

@@ -1,0 +1,16 @@
+// The `lockstep` command line. Verdicts become exit codes here and only here.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace lockstep::cli {
+
+// Exit codes, the same for every verb (SPEC §2).
+enum ExitCode : int { EXIT_NO_BUG = 0, EXIT_BUG = 1, EXIT_BAD_INPUT = 2, EXIT_INCONCLUSIVE = 3 };
+
+// Runs one command line (args without the program name). Writes to out/err; never exits.
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace lockstep::cli

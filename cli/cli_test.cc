@@ -1,0 +1,161 @@
+#include "cli/cli.h"
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace lockstep::cli {
+
+namespace {
+
+struct Run {
+  int code = 0;
+  std::string out;
+  std::string err;
+};
+
+Run lockstep(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  Run run;
+  run.code = run_cli(args, out, err);
+  run.out = out.str();
+  run.err = err.str();
+  return run;
+}
+
+std::string temp_file(const std::string& name, const std::string& content) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "lockstep-cli-test";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / name).string();
+  std::ofstream(path) << content;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("check exits 1 on a bug and 0 on a fixed scenario") {
+  CHECK(lockstep({"check", "scenarios/corpus/head-to-head-sends.yaml"}).code == EXIT_BUG);
+  CHECK(lockstep({"check", "scenarios/corpus/head-to-head-sends-ordered.yaml"}).code == EXIT_NO_BUG);
+}
+
+TEST_CASE("check prints the verdict line and the explanation") {
+  const Run run = lockstep({"check", "scenarios/corpus/uneven-batches.yaml"});
+  CHECK(run.out ==
+        "scenarios/corpus/uneven-batches.yaml: hang (expected hang) [1 execution, exhaustive]\n"
+        "  ranks 0,1,2 wait in allreduce #3 on world (scenarios/corpus/uneven-batches.yaml:15:9); rank 3 never "
+        "issued it: it finished\n");
+}
+
+TEST_CASE("check --json - prints the SPEC report") {
+  const Run run = lockstep({"check", "scenarios/corpus/head-to-head-sends.yaml", "--json", "-"});
+  REQUIRE(run.code == EXIT_BUG);
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  CHECK(report["input"] == "scenarios/corpus/head-to-head-sends.yaml");
+  CHECK(report["scenario"] == "head-to-head-sends");
+  CHECK(report["verdict"] == "deadlock");
+  CHECK(report["exhaustive"] == true);
+  CHECK(report["expected"] == "deadlock");
+  CHECK(report["matches_expected"] == true);
+  CHECK(report["stats"]["executions"] == 1);
+  CHECK(report["stats"]["strategy"] == "dpor");
+  const nlohmann::json& bug = report["bugs"][0];
+  CHECK(bug["kind"] == "deadlock");
+  CHECK(bug["cycle"] == nlohmann::json::array({0, 1, 0}));
+  const nlohmann::json& stuck = bug["stuck"][0];
+  CHECK(stuck["rank"] == 0);
+  CHECK(stuck["thread"] == "main");
+  CHECK(stuck["stream"] == "comm:world");
+  CHECK(stuck["op"]["kind"] == "send");
+  CHECK(stuck["op"]["group"] == "world");
+  CHECK(stuck["op"]["seq"] == 1);
+  CHECK(stuck["op"]["index"] == 1);
+  CHECK(stuck["op"]["source"] == "scenarios/corpus/head-to-head-sends.yaml:11:5");
+  CHECK(stuck["waiting_for"] == nlohmann::json::array({1}));
+  CHECK(report["version"] == "0.1.0");
+}
+
+TEST_CASE("several inputs give a JSON array and a summary line") {
+  const Run run = lockstep({"check", "scenarios/corpus", "--quiet", "--json", "-"});
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  REQUIRE(report.is_array());
+  CHECK(report.size() == 8);
+  CHECK(run.code == EXIT_BUG);
+}
+
+TEST_CASE("--check-expect exits 0 when every verdict matches expect") {
+  const Run run = lockstep({"check", "scenarios", "--check-expect", "--quiet"});
+  CHECK(run.err == "");
+  CHECK(run.code == EXIT_NO_BUG);
+  CHECK(run.out.find("not as expected") != std::string::npos);
+}
+
+TEST_CASE("a malformed scenario exits 2 with file:line:col") {
+  const std::string path = temp_file("bad.yaml", "scenario: bad\nworld: 2\nprogram:\n  - allreduc: {size: 4}\n");
+  const Run run = lockstep({"check", path});
+  CHECK(run.code == EXIT_BAD_INPUT);
+  CHECK(run.err.rfind(path + ":4:5: error: unknown operation 'allreduc'", 0) == 0);
+}
+
+TEST_CASE("a run-time error in the scenario exits 2 with its location") {
+  const std::string path = temp_file("div.yaml", "scenario: div\nworld: 2\nprogram:\n  - compute: \"10ms / rank\"\n");
+  const Run run = lockstep({"check", path});
+  CHECK(run.code == EXIT_BAD_INPUT);
+  CHECK(run.err.rfind(path + ":4:", 0) == 0);
+  CHECK(run.err.find("division by zero (on rank 0)") != std::string::npos);
+}
+
+TEST_CASE("usage errors exit 2") {
+  CHECK(lockstep({}).code == EXIT_BAD_INPUT);
+  CHECK(lockstep({"frobnicate"}).err == "lockstep: error: unknown verb 'frobnicate'; verbs: check, run, validate\nrun 'lockstep --help' for usage\n");
+  CHECK(lockstep({"check", "x.yaml", "--strategy", "bfs"}).code == EXIT_BAD_INPUT);
+  CHECK(lockstep({"check", "x.yaml", "--max-executions", "many"}).code == EXIT_BAD_INPUT);
+  CHECK(lockstep({"check", "--wat", "x.yaml"}).code == EXIT_BAD_INPUT);
+  const Run missing = lockstep({"check", "does-not-exist.yaml"});
+  CHECK(missing.code == EXIT_BAD_INPUT);
+  CHECK(missing.err == "does-not-exist.yaml: error: cannot read file: No such file or directory\n");
+}
+
+TEST_CASE("-D overrides a parameter") {
+  const Run fewer = lockstep({"check", "scenarios/corpus/uneven-batches.yaml", "-D", "batches=1", "--quiet"});
+  // With one batch rank 3 issues no all-reduce at all; the others still wait in #1.
+  CHECK(fewer.code == EXIT_BUG);
+  const Run json = lockstep({"check", "scenarios/corpus/uneven-batches.yaml", "-Dbatches=1", "--json", "-"});
+  CHECK(nlohmann::json::parse(json.out)["bugs"][0]["stuck"][0]["op"]["seq"] == 1);
+}
+
+TEST_CASE("--json FILE writes the whole report") {
+  const std::string path = (std::filesystem::temp_directory_path() / "lockstep-cli-test" / "report.json").string();
+  std::filesystem::remove(path);
+  const Run run = lockstep({"check", "scenarios/corpus/uneven-batches-join.yaml", "--json", path});
+  CHECK(run.code == EXIT_NO_BUG);
+  std::ifstream file(path);
+  const nlohmann::json report = nlohmann::json::parse(file);
+  CHECK(report["verdict"] == "ok");
+  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
+TEST_CASE("validate accepts the corpus and rejects bad input") {
+  CHECK(lockstep({"validate", "scenarios", "--quiet"}).code == EXIT_NO_BUG);
+  CHECK(lockstep({"validate", "tests/bad"}).code == EXIT_BAD_INPUT);
+}
+
+TEST_CASE("run prints each rank's finish time and writes a timeline") {
+  const std::string timeline = (std::filesystem::temp_directory_path() / "lockstep-cli-test" / "t.json").string();
+  std::filesystem::create_directories(std::filesystem::path(timeline).parent_path());
+  const Run run = lockstep({"run", "scenarios/corpus/uneven-batches-join.yaml", "--timeline", timeline});
+  CHECK(run.code == EXIT_NO_BUG);
+  CHECK(run.out.find("completed: step time") != std::string::npos);
+  std::ifstream file(timeline);
+  const nlohmann::json trace = nlohmann::json::parse(file);
+  CHECK(trace["traceEvents"].is_array());
+  const Run hang = lockstep({"run", "scenarios/corpus/uneven-batches.yaml"});
+  CHECK(hang.code == EXIT_BUG);
+  CHECK(hang.out.find("hang:\n  ranks 0,1,2 wait in allreduce #3 on world") != std::string::npos);
+}
+
+}  // namespace lockstep::cli

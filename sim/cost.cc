@@ -1,0 +1,47 @@
+#include "sim/cost.h"
+
+#include <cmath>
+
+namespace lockstep::sim {
+
+int64_t comm_cost_ns(OpKind kind, int64_t size_bytes, int32_t group_size, const LinkModel& link) {
+  const double n = group_size;
+  const double bytes = static_cast<double>(size_bytes);
+  const double per_byte_ns = 1e9 / link.bandwidth_bytes_per_s;
+  const double alpha = static_cast<double>(link.latency_ns);
+  double steps = 0;      // latency terms
+  double transfer = 0;   // bytes each rank moves over its link
+  switch (kind) {
+    case OpKind::ALLREDUCE:
+    case OpKind::BARRIER:
+      // ring: reduce-scatter then all-gather, 2(n-1) steps of S/n bytes
+      steps = 2 * (n - 1);
+      transfer = 2 * (n - 1) / n * bytes;
+      break;
+    case OpKind::ALLGATHER:
+    case OpKind::REDUCE_SCATTER:
+    case OpKind::ALL_TO_ALL:
+    case OpKind::GATHER:
+    case OpKind::SCATTER:
+      steps = n - 1;
+      transfer = (n - 1) / n * bytes;
+      break;
+    case OpKind::BROADCAST:
+    case OpKind::REDUCE:
+      // pipelined ring: the whole buffer crosses each link once
+      steps = n - 1;
+      transfer = bytes;
+      break;
+    case OpKind::SEND:
+    case OpKind::RECV:
+      steps = 1;
+      transfer = bytes;
+      break;
+    default:
+      return 0;
+  }
+  if (group_size <= 1 && kind != OpKind::SEND && kind != OpKind::RECV) return 0;
+  return static_cast<int64_t>(std::llround(steps * alpha + transfer * per_byte_ns));
+}
+
+}  // namespace lockstep::sim

@@ -1,0 +1,92 @@
+#include "sim/diagnostic.h"
+
+#include <algorithm>
+
+namespace lockstep::sim {
+
+namespace {
+
+std::string_view nth_line(std::string_view text, uint32_t line) {
+  size_t begin = 0;
+  for (uint32_t i = 1; i < line; ++i) {
+    const size_t nl = text.find('\n', begin);
+    if (nl == std::string_view::npos) return {};
+    begin = nl + 1;
+  }
+  size_t end = text.find('\n', begin);
+  if (end == std::string_view::npos) end = text.size();
+  std::string_view result = text.substr(begin, end - begin);
+  if (!result.empty() && result.back() == '\r') result.remove_suffix(1);
+  return result;
+}
+
+const char* severity_name(Severity severity) {
+  switch (severity) {
+    case Severity::ERROR: return "error";
+    case Severity::WARNING: return "warning";
+    case Severity::NOTE: return "note";
+  }
+  return "error";
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string format_location(std::string_view file, SourceLoc loc) {
+  std::string out(file);
+  if (loc.line > 0) {
+    out += ':' + std::to_string(loc.line);
+    if (loc.col > 0) out += ':' + std::to_string(loc.col);
+  }
+  return out;
+}
+
+std::string format_diagnostic(const Diagnostic& diagnostic, std::string_view source_text) {
+  std::string out = format_location(diagnostic.file, diagnostic.loc);
+  out += ": ";
+  out += severity_name(diagnostic.severity);
+  out += ": ";
+  out += diagnostic.message;
+  out += '\n';
+  if (diagnostic.loc.line > 0 && !source_text.empty()) {
+    const std::string_view line = nth_line(source_text, diagnostic.loc.line);
+    if (!line.empty()) {
+      out += "  ";
+      out += line;
+      out += "\n  ";
+      const uint32_t col = diagnostic.loc.col > 0 ? diagnostic.loc.col : 1;
+      for (uint32_t i = 1; i < col && i <= line.size(); ++i) out += line[i - 1] == '\t' ? '\t' : ' ';
+      out += "^\n";
+    }
+  }
+  return out;
+}
+
+std::string closest_name(std::string_view name, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, name.size() / 3) + 1;
+  for (const std::string& candidate : candidates) {
+    const size_t distance = edit_distance(name, candidate);
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+}  // namespace lockstep::sim

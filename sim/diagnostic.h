@@ -1,0 +1,37 @@
+// User-facing diagnostics: `file:line:col: error: message`, the source line and a caret.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lockstep::sim {
+
+// A position in a scenario file, 1-based. line == 0 means "no position" (a whole-file error).
+struct SourceLoc {
+  uint32_t line = 0;
+  uint32_t col = 0;
+  friend bool operator==(const SourceLoc&, const SourceLoc&) = default;
+};
+
+enum class Severity : uint8_t { ERROR, WARNING, NOTE };
+
+struct Diagnostic {
+  std::string file;
+  SourceLoc loc;
+  Severity severity = Severity::ERROR;
+  std::string message;  // lower case, no final period
+};
+
+// "file:line:col: error: message" followed, when the position and text are known, by the
+// source line and a caret under the column. Always ends with a newline.
+std::string format_diagnostic(const Diagnostic& diagnostic, std::string_view source_text);
+
+// "file:line:col" (or just "file" when the position is unknown).
+std::string format_location(std::string_view file, SourceLoc loc);
+
+// The closest candidate by edit distance, or "" when none is close enough to suggest.
+std::string closest_name(std::string_view name, const std::vector<std::string>& candidates);
+
+}  // namespace lockstep::sim

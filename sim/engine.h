@@ -1,0 +1,116 @@
+// One execution of a scenario: every host thread of every rank runs as a Boost.Context fiber
+// that interprets its program; the engine applies the NCCL/PyTorch semantics of SPEC §4
+// (streams, kernels, per-communicator matching, rendezvous p2p) and asks a Strategy at every
+// choice point.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/diagnostic.h"
+#include "sim/scenario.h"
+#include "sim/strategy.h"
+
+namespace lockstep::sim {
+
+// An operation as a rank issued it: expressions evaluated.
+struct OpInstance {
+  OpKind kind = OpKind::COMPUTE;
+  uint32_t group = 0;         // GroupDef index
+  int64_t size_bytes = 0;
+  DType dtype = DType::BF16;
+  int32_t peer = -1;          // send: destination; recv: source, -1 = any
+  int32_t root = -1;
+  int64_t duration_ns = 0;
+  const Stmt* stmt = nullptr;  // source location and tag
+};
+
+enum class KernelState : uint8_t { QUEUED, RUNNING, DONE };
+
+// One issued operation of a rank, in the order the rank issued it.
+struct OpRecord {
+  uint32_t index = 0;       // position in the rank's issue order, 0-based
+  OpInstance op;
+  std::string thread;       // host thread that issued it
+  std::string stream;       // "main", "comm:world", ...
+  uint32_t seq = 0;         // per-communicator sequence number (collectives), per (comm, src,
+                            // dst) for p2p; 1-based; 0 for host/compute ops
+  KernelState state = KernelState::DONE;
+  int32_t matched_peer = -1;  // p2p: the rank it matched with, -1 if unmatched
+  int64_t issue_ns = 0;
+  int64_t start_ns = -1;
+  int64_t end_ns = -1;
+};
+
+enum class RankStatus : uint8_t { RUNNING, BLOCKED, FINISHED, EXITED, CRASHED };
+std::string_view rank_status_name(RankStatus status);
+
+// An op that a rank is stuck in when the execution ends without finishing.
+struct StuckOp {
+  int32_t rank = -1;
+  std::string thread;
+  OpRecord op;
+  std::vector<int32_t> waiting_for;   // ranks this op waits for, ascending
+  std::vector<int32_t> never_issued;  // among waiting_for: ranks that never issued the matching op
+};
+
+// Two ranks' k-th operations on a communicator differ.
+struct MismatchInfo {
+  uint32_t group = 0;
+  uint32_t seq = 0;
+  std::string field;  // "kind", "size", "dtype", "root", "tag"
+  int32_t rank_a = -1;
+  OpRecord op_a;
+  int32_t rank_b = -1;
+  OpRecord op_b;
+};
+
+enum class ExecutionEnd : uint8_t {
+  COMPLETED,  // every rank finished
+  STUCK,      // no transition enabled, some rank unfinished
+  MISMATCH,   // stopped at the first mismatched collective
+  ERROR,      // a run-time error in the scenario (division by zero, rank outside a group, ...)
+  LIMIT,      // a bound was hit (EngineLimits)
+};
+
+struct ExecutionResult {
+  ExecutionEnd end = ExecutionEnd::COMPLETED;
+  std::vector<RankStatus> rank_status;
+  std::vector<int64_t> rank_end_ns;     // virtual time each rank finished (or got stuck)
+  std::vector<StuckOp> stuck;            // STUCK: ordered by rank, then issue index
+  std::optional<MismatchInfo> mismatch;  // MISMATCH
+  std::optional<Diagnostic> error;       // ERROR and LIMIT
+  std::vector<std::vector<OpRecord>> ops;  // per rank, every op issued (when record_ops)
+  uint64_t events = 0;                   // issued ops + kernel starts + completions
+  uint64_t choice_points = 0;
+};
+
+struct EngineLimits {
+  uint64_t max_ops = 50'000'000;        // operations issued in one execution, all ranks
+  size_t fiber_stack_bytes = 256 * 1024;
+};
+
+struct EngineOptions {
+  EngineLimits limits;
+  bool record_ops = true;  // keep every rank's issued ops in the result (reports, timelines)
+};
+
+class Engine {
+ public:
+  Engine(const Scenario& scenario, EngineOptions options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Runs one execution from the initial state. Can be called repeatedly (the checker does).
+  ExecutionResult run(Strategy& strategy);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lockstep::sim

@@ -1,0 +1,278 @@
+#include "sim/engine.h"
+
+#include <doctest/doctest.h>
+
+#include "sim/cost.h"
+#include "sim/timeline.h"
+#include "tests/testing.h"
+
+namespace lockstep::sim {
+
+using testing::scenario_from;
+
+namespace {
+
+// Picks the first option at every choice point (a deterministic schedule for tests).
+class FirstOption final : public Strategy {
+ public:
+  size_t choose(const ChoicePoint&) override { return 0; }
+};
+
+ExecutionResult run_once(const Scenario& scenario) {
+  Engine engine(scenario);
+  TimedStrategy timed;
+  return engine.run(timed);
+}
+
+}  // namespace
+
+TEST_CASE("an all-reduce loop on every rank completes at the same virtual time") {
+  const Scenario scenario = scenario_from(R"Y(
+scenario: loop
+world: 4
+program:
+  - repeat: 3
+    do:
+      - compute: 20ms
+      - allreduce: {size: 100MiB}
+)Y");
+  const ExecutionResult result = run_once(scenario);
+  REQUIRE(result.end == ExecutionEnd::COMPLETED);
+  const int64_t allreduce_ns = comm_cost_ns(OpKind::ALLREDUCE, 100LL << 20, 4, LinkModel{});
+  for (int r = 0; r < 4; ++r) {
+    CHECK(result.rank_status[static_cast<size_t>(r)] == RankStatus::FINISHED);
+    CHECK(result.rank_end_ns[static_cast<size_t>(r)] == 3 * (20'000'000 + allreduce_ns));
+    CHECK(result.ops[static_cast<size_t>(r)].size() == 6);
+  }
+  // 6 ops per rank; each is issued, started and completed once.
+  CHECK(result.events == 4 * 6 * 3);
+}
+
+TEST_CASE("a synchronous collective waits for prior compute, and later compute waits for it") {
+  const Scenario scenario = scenario_from(R"Y(
+scenario: stream-order
+world: 2
+program:
+  - compute: "(rank + 1) * 10ms"
+  - allreduce: {size: 1MiB}
+  - compute: 5ms
+)Y");
+  const ExecutionResult result = run_once(scenario);
+  REQUIRE(result.end == ExecutionEnd::COMPLETED);
+  const OpRecord& ar0 = result.ops[0][1];
+  const OpRecord& ar1 = result.ops[1][1];
+  CHECK(ar0.stream == "comm:world");
+  CHECK(ar0.start_ns == 10'000'000);  // after rank 0's own compute
+  CHECK(ar1.start_ns == 20'000'000);
+  CHECK(ar0.end_ns == ar1.end_ns);    // a collective completes together
+  CHECK(ar0.end_ns == 20'000'000 + comm_cost_ns(OpKind::ALLREDUCE, 1 << 20, 2, LinkModel{}));
+  CHECK(result.ops[0][2].start_ns == ar0.end_ns);  // main waits for the collective
+  CHECK(result.ops[0][0].issue_ns == 0);           // the host never blocked
+  CHECK(result.ops[0][2].issue_ns == 0);
+}
+
+TEST_CASE("blocking sends in both directions deadlock under rendezvous") {
+  const Scenario scenario = scenario_from(R"Y(
+scenario: h2h
+world: 2
+program:
+  - send: {to: "1 - rank", size: 64MiB}
+  - recv: {from: "1 - rank", size: 64MiB}
+)Y");
+  const ExecutionResult result = run_once(scenario);
+  REQUIRE(result.end == ExecutionEnd::STUCK);
+  REQUIRE(result.stuck.size() == 2);
+  CHECK(result.stuck[0].rank == 0);
+  CHECK(result.stuck[0].op.op.kind == OpKind::SEND);
+  CHECK(result.stuck[0].waiting_for == std::vector<int32_t>{1});
+  CHECK(result.stuck[0].never_issued.empty());  // rank 1's recv is issued, queued behind its send
+  CHECK(result.stuck[1].rank == 1);
+  CHECK(result.stuck[1].waiting_for == std::vector<int32_t>{0});
+  CHECK(result.rank_status[0] == RankStatus::BLOCKED);
+}
+
+TEST_CASE("an eager limit at least the message size lets head-to-head sends complete") {
+  const char* text = R"Y(
+scenario: h2h-eager
+world: 2
+semantics: {p2p: eager, eager_limit: LIMIT}
+program:
+  - send: {to: "1 - rank", size: 64KiB}
+  - recv: {from: "1 - rank", size: 64KiB}
+)Y";
+  std::string fits = text;
+  fits.replace(fits.find("LIMIT"), 5, "64KiB");
+  CHECK(run_once(scenario_from(fits)).end == ExecutionEnd::COMPLETED);
+  std::string too_small = text;
+  too_small.replace(too_small.find("LIMIT"), 5, "32KiB");
+  CHECK(run_once(scenario_from(too_small)).end == ExecutionEnd::STUCK);
+}
+
+TEST_CASE("ranks waiting on a rank that finished without the op are stuck with never_issued") {
+  const Scenario scenario = scenario_from(R"Y(
+scenario: uneven
+world: 4
+program:
+  - repeat: "3 - (rank == 3)"
+    do:
+      - allreduce: {size: 1MiB}
+)Y");
+  const ExecutionResult result = run_once(scenario);
+  REQUIRE(result.end == ExecutionEnd::STUCK);
+  REQUIRE(result.stuck.size() == 3);
+  for (const StuckOp& stuck : result.stuck) {
+    CHECK(stuck.op.seq == 3);
+    CHECK(stuck.op.op.kind == OpKind::ALLREDUCE);
+    CHECK(stuck.waiting_for == std::vector<int32_t>{3});
+    CHECK(stuck.never_issued == std::vector<int32_t>{3});
+  }
+  CHECK(result.rank_status[3] == RankStatus::FINISHED);
+}
+
+TEST_CASE("the k-th collectives on a communicator must agree") {
+  SUBCASE("size") {
+    const ExecutionResult result = run_once(scenario_from(R"Y(
+scenario: size
+world: 3
+program:
+  - allreduce: {size: "rank == 2 ? 2MiB : 1MiB"}
+)Y"));
+    REQUIRE(result.end == ExecutionEnd::MISMATCH);
+    CHECK(result.mismatch->field == "size");
+    CHECK(result.mismatch->rank_a == 0);
+    CHECK(result.mismatch->rank_b == 2);
+    CHECK(result.mismatch->seq == 1);
+  }
+  SUBCASE("barrier against all-reduce is a kind mismatch") {
+    const ExecutionResult result = run_once(scenario_from(R"Y(
+scenario: kind
+world: 2
+program:
+  - if: "rank == 0"
+    then: [{barrier: world}]
+    else: [{allreduce: {size: 2}}]
+)Y"));
+    REQUIRE(result.end == ExecutionEnd::MISMATCH);
+    CHECK(result.mismatch->field == "kind");
+  }
+  SUBCASE("tag") {
+    const ExecutionResult result = run_once(scenario_from(R"Y(
+scenario: tag
+world: 2
+program:
+  - if: "rank == 0"
+    then: [{allgather: {size: 8MiB, tag: layer1.weight}}]
+    else: [{allgather: {size: 8MiB, tag: layer2.weight}}]
+)Y"));
+    REQUIRE(result.end == ExecutionEnd::MISMATCH);
+    CHECK(result.mismatch->field == "tag");
+  }
+}
+
+TEST_CASE("a run-time evaluation error stops the execution with its location") {
+  const Scenario scenario = scenario_from(R"Y(
+scenario: div
+world: 2
+program:
+  - repeat: "4 / rank"
+    do:
+      - compute: 1ms
+)Y");
+  const ExecutionResult result = run_once(scenario);
+  REQUIRE(result.end == ExecutionEnd::ERROR);
+  CHECK(result.error->loc.line == 5);
+  CHECK(result.error->message.find("division by zero") != std::string::npos);
+  CHECK(result.error->message.find("rank 0") != std::string::npos);
+}
+
+TEST_CASE("a rank outside the op's group is a run-time error") {
+  const Scenario scenario = scenario_from(R"Y(
+scenario: member
+world: 3
+groups: {evens: [0, 2]}
+program:
+  - allreduce: {group: evens, size: 4}
+)Y");
+  const ExecutionResult result = run_once(scenario);
+  REQUIRE(result.end == ExecutionEnd::ERROR);
+  CHECK(result.error->message == "rank 1 issues allreduce on group 'evens' but is not a member of it");
+}
+
+TEST_CASE("the operation bound is reported when hit") {
+  const Scenario scenario = scenario_from(R"Y(
+scenario: many
+world: 2
+program:
+  - repeat: 1000
+    do: [{compute: 1us}]
+)Y");
+  EngineOptions options;
+  options.limits.max_ops = 100;
+  Engine engine(scenario, options);
+  TimedStrategy timed;
+  const ExecutionResult result = engine.run(timed);
+  REQUIRE(result.end == ExecutionEnd::LIMIT);
+  CHECK(result.error->message == "execution exceeds the limit of 100 operations");
+}
+
+TEST_CASE("a wildcard receive is a choice point with one option per pending sender") {
+  const Scenario scenario = scenario_from(R"Y(
+scenario: wild
+world: 3
+program:
+  - if: "rank == 0"
+    then:
+      - recv: {from: any, size: 1MiB}
+      - recv: {from: 2, size: 1MiB}
+    else:
+      - send: {to: 0, size: 1MiB}
+)Y");
+  Engine engine(scenario);
+  FirstOption first;
+  const ExecutionResult takes_1 = engine.run(first);  // options sorted: sender 1 first
+  CHECK(takes_1.end == ExecutionEnd::COMPLETED);
+  CHECK(takes_1.choice_points == 1);
+  struct Second final : Strategy {
+    size_t choose(const ChoicePoint& point) override {
+      CHECK(point.options.size() == 2);
+      CHECK(point.options[1].detail == 2);
+      return 1;
+    }
+  } second;
+  const ExecutionResult takes_2 = engine.run(second);
+  REQUIRE(takes_2.end == ExecutionEnd::STUCK);
+  CHECK(takes_2.stuck.size() == 2);  // rank 0's named recv and rank 1's send
+}
+
+TEST_CASE("the same scenario gives the same timeline bytes twice") {
+  const Scenario scenario = scenario_from(R"Y(
+scenario: det
+world: 4
+program:
+  - repeat: 2
+    do:
+      - compute: "(rank + 1) * 3ms"
+      - allreduce: {size: 8MiB}
+      - if: "rank % 2 == 0"
+        then: [{send: {to: "rank + 1", size: 1MiB}}]
+        else: [{recv: {from: "rank - 1", size: 1MiB}}]
+)Y");
+  const std::string first = chrome_trace(scenario, run_once(scenario));
+  const std::string second = chrome_trace(scenario, run_once(scenario));
+  CHECK(first == second);
+  CHECK(first.find("\"allreduce #2 world\"") != std::string::npos);
+}
+
+TEST_CASE("one engine runs many executions (fiber stacks are recycled)") {
+  const Scenario scenario = scenario_from(R"Y(
+scenario: again
+world: 8
+program:
+  - allreduce: {size: 1KiB}
+)Y");
+  Engine engine(scenario);
+  TimedStrategy timed;
+  for (int i = 0; i < 200; ++i) REQUIRE(engine.run(timed).end == ExecutionEnd::COMPLETED);
+}
+
+}  // namespace lockstep::sim

@@ -1,0 +1,193 @@
+#include "sim/interpreter.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cassert>
+#include <new>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "sim/expr.h"
+
+namespace lockstep::sim {
+
+namespace ctx = boost::context;
+
+// ---------------------------------------------------------------------------------------------
+// StackPool
+
+StackPool::StackPool(size_t stack_bytes) {
+  page_bytes_ = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  stack_bytes_ = (std::max<size_t>(stack_bytes, 16 * 1024) + page_bytes_ - 1) / page_bytes_ * page_bytes_;
+}
+
+StackPool::~StackPool() {
+  for (void* base : free_) ::munmap(base, stack_bytes_ + page_bytes_);
+}
+
+ctx::stack_context StackPool::allocate() {
+  void* base = nullptr;
+  if (!free_.empty()) {
+    base = free_.back();
+    free_.pop_back();
+  } else {
+    base = ::mmap(nullptr, stack_bytes_ + page_bytes_, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) throw std::bad_alloc();
+    // The lowest page is the guard: a stack overflow faults instead of corrupting memory.
+    ::mprotect(base, page_bytes_, PROT_NONE);
+  }
+  ctx::stack_context sctx;
+  sctx.size = stack_bytes_;
+  sctx.sp = static_cast<char*>(base) + page_bytes_ + stack_bytes_;
+  return sctx;
+}
+
+void StackPool::deallocate(ctx::stack_context& sctx) {
+  void* base = static_cast<char*>(sctx.sp) - sctx.size - page_bytes_;
+  free_.push_back(base);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ProgramFiber
+
+namespace {
+
+// Thrown inside the fiber to stop the program; caught at the fiber's top.
+struct ProgramFailure {};
+
+// Bounds on what one thread's program may do without issuing an operation.
+constexpr int64_t MAX_REPEAT_COUNT = 100'000'000;
+
+}  // namespace
+
+ProgramFiber::ProgramFiber(const Scenario& scenario, const std::vector<Stmt>& body, int32_t rank,
+                           StackPool& stacks)
+    : scenario_(scenario), body_(body), env_(scenario.slot_names.size(), 0) {
+  env_[Scenario::SLOT_RANK] = rank;
+  env_[Scenario::SLOT_WORLD] = scenario.world;
+  for (size_t i = 0; i < scenario.params.size(); ++i) {
+    env_[Scenario::FIRST_PARAM_SLOT + i] = scenario.params[i].value;
+  }
+  fiber_ = ctx::fiber(std::allocator_arg, PooledStack(stacks), [this](ctx::fiber&& engine) {
+    engine_ = std::move(engine);
+    try {
+      run_block(body_);
+      state_ = State::FINISHED;
+    } catch (const ProgramFailure&) {
+      state_ = State::FAILED;
+    }
+    // Any other exception (Boost.Context's forced unwind among them) passes through.
+    return std::move(engine_);
+  });
+}
+
+ProgramFiber::~ProgramFiber() = default;  // a suspended fiber is unwound by ~fiber
+
+void ProgramFiber::advance() {
+  assert(state_ == State::NOT_STARTED || state_ == State::READY);
+  fiber_ = std::move(fiber_).resume();
+}
+
+void ProgramFiber::fail(SourceLoc loc, std::string message) {
+  failure_ = Diagnostic{scenario_.path, loc, Severity::ERROR, std::move(message)};
+  throw ProgramFailure{};
+}
+
+int64_t ProgramFiber::eval(const Expr& expr) {
+  try {
+    return eval_expr(expr, env_);
+  } catch (const EvalError& error) {
+    fail(error.loc, fmt::format("{} (on rank {})", error.what(), env_[Scenario::SLOT_RANK]));
+  }
+  return 0;  // not reached
+}
+
+void ProgramFiber::run_block(const std::vector<Stmt>& block) {
+  for (const Stmt& stmt : block) {
+    switch (stmt.kind) {
+      case StmtKind::OP:
+        run_op(stmt);
+        break;
+      case StmtKind::REPEAT: {
+        const int64_t count = eval(stmt.count);
+        const int64_t rank = env_[Scenario::SLOT_RANK];
+        if (count < 0) fail(stmt.count.loc, fmt::format("repeat count {} is negative (on rank {})", count, rank));
+        if (count > MAX_REPEAT_COUNT) {
+          fail(stmt.count.loc, fmt::format("repeat count {} exceeds the limit of {} iterations (on rank {})",
+                                           count, MAX_REPEAT_COUNT, rank));
+        }
+        for (int64_t i = 0; i < count; ++i) {
+          if (stmt.var_slot >= 0) env_[static_cast<size_t>(stmt.var_slot)] = i;
+          run_block(stmt.body);
+        }
+        break;
+      }
+      case StmtKind::IF:
+        run_block(eval(stmt.cond) != 0 ? stmt.body : stmt.else_body);
+        break;
+    }
+  }
+}
+
+void ProgramFiber::run_op(const Stmt& stmt) {
+  const int32_t rank = static_cast<int32_t>(env_[Scenario::SLOT_RANK]);
+  OpInstance op;
+  op.kind = stmt.op;
+  op.group = stmt.group;
+  op.dtype = stmt.dtype;
+  op.stmt = &stmt;
+  const GroupDef& group = scenario_.groups[stmt.group];
+  auto in_group = [&](int64_t r) {
+    return std::binary_search(group.ranks.begin(), group.ranks.end(), static_cast<int32_t>(r));
+  };
+  auto check_rank = [&](const Expr& expr, int64_t value, std::string_view role) {
+    if (value < 0 || value >= scenario_.world) {
+      fail(expr.loc, fmt::format("{} {} is outside the world of {} ranks (on rank {})", role, value,
+                                 scenario_.world, rank));
+    }
+    if (!in_group(value)) {
+      fail(expr.loc, fmt::format("{} {} is not a member of group '{}' (on rank {})", role, value,
+                                 group.name, rank));
+    }
+  };
+
+  if (stmt.op == OpKind::COMPUTE || stmt.op == OpKind::SLEEP) {
+    op.duration_ns = eval(stmt.duration);
+    if (op.duration_ns < 0) {
+      fail(stmt.duration.loc, fmt::format("duration {} ns is negative (on rank {})", op.duration_ns, rank));
+    }
+  } else if (is_collective(stmt.op) || is_p2p(stmt.op)) {
+    if (!in_group(rank)) {
+      fail(stmt.loc, fmt::format("rank {} issues {} on group '{}' but is not a member of it",
+                                 rank, op_kind_name(stmt.op), group.name));
+    }
+    op.size_bytes = eval(stmt.size);
+    if (op.size_bytes < 0) {
+      fail(stmt.size.loc, fmt::format("size {} is negative (on rank {})", op.size_bytes, rank));
+    }
+    if (stmt.has_root) {
+      const int64_t root = eval(stmt.root);
+      check_rank(stmt.root, root, "root");
+      op.root = static_cast<int32_t>(root);
+    }
+    if (stmt.has_peer && !stmt.peer_any) {
+      const int64_t peer = eval(stmt.peer);
+      check_rank(stmt.peer, peer, stmt.op == OpKind::SEND ? "destination" : "source");
+      if (peer == rank) {
+        fail(stmt.peer.loc, fmt::format("rank {} {} itself", rank,
+                                        stmt.op == OpKind::SEND ? "sends to" : "receives from"));
+      }
+      op.peer = static_cast<int32_t>(peer);
+    }
+  }
+  pending_ = op;
+  state_ = State::READY;
+  engine_ = std::move(engine_).resume();
+}
+
+}  // namespace lockstep::sim

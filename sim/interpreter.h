@@ -1,0 +1,82 @@
+// A host thread's program, interpreted inside a Boost.Context fiber. The fiber walks the
+// statement tree (repeat, if, ...) and stops before each operation, handing it to the engine;
+// the engine applies it and resumes the fiber when the thread may take its next step.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <boost/context/fiber.hpp>
+#include <boost/context/stack_context.hpp>
+
+#include "sim/diagnostic.h"
+#include "sim/engine.h"
+#include "sim/scenario.h"
+
+namespace lockstep::sim {
+
+// Guard-paged fiber stacks of one size, recycled across executions (the checker runs many).
+class StackPool {
+ public:
+  explicit StackPool(size_t stack_bytes);
+  ~StackPool();
+  StackPool(const StackPool&) = delete;
+  StackPool& operator=(const StackPool&) = delete;
+
+  boost::context::stack_context allocate();
+  void deallocate(boost::context::stack_context& sctx);
+
+ private:
+  size_t stack_bytes_;  // usable bytes, a multiple of the page size
+  size_t page_bytes_;
+  std::vector<void*> free_;  // base addresses (guard page first)
+};
+
+// The StackAllocator Boost.Context is given: a handle on a pool.
+class PooledStack {
+ public:
+  explicit PooledStack(StackPool& pool) : pool_(&pool) {}
+  boost::context::stack_context allocate() { return pool_->allocate(); }
+  void deallocate(boost::context::stack_context& sctx) { pool_->deallocate(sctx); }
+
+ private:
+  StackPool* pool_;
+};
+
+class ProgramFiber {
+ public:
+  enum class State : uint8_t { NOT_STARTED, READY, FINISHED, FAILED };
+
+  ProgramFiber(const Scenario& scenario, const std::vector<Stmt>& body, int32_t rank,
+               StackPool& stacks);
+  ~ProgramFiber();
+  ProgramFiber(const ProgramFiber&) = delete;
+  ProgramFiber& operator=(const ProgramFiber&) = delete;
+
+  // Resumes the fiber until it stops before its next operation (READY), reaches the end of its
+  // program (FINISHED), or fails to evaluate an expression (FAILED).
+  void advance();
+
+  State state() const { return state_; }
+  const OpInstance& pending() const { return pending_; }
+  const Diagnostic& failure() const { return failure_; }
+
+ private:
+  void run_block(const std::vector<Stmt>& block);
+  void run_op(const Stmt& stmt);
+  int64_t eval(const Expr& expr);
+  void fail(SourceLoc loc, std::string message);
+
+  const Scenario& scenario_;
+  const std::vector<Stmt>& body_;
+  std::vector<int64_t> env_;
+  boost::context::fiber fiber_;   // the program, while suspended
+  boost::context::fiber engine_;  // the engine, while the program runs
+  State state_ = State::NOT_STARTED;
+  OpInstance pending_;
+  Diagnostic failure_;
+};
+
+}  // namespace lockstep::sim

@@ -1,0 +1,45 @@
+// Scenario YAML -> Scenario. The only user of yaml-cpp in the tree.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/diagnostic.h"
+#include "sim/scenario.h"
+
+namespace lockstep::sim {
+
+// `-D name=value` on the command line.
+struct ParamOverride {
+  std::string name;
+  std::string value;
+};
+
+// Explicit bounds on what a scenario may ask for; each is reported by name when hit.
+struct LoadLimits {
+  int64_t max_file_bytes = 64LL << 20;  // 64 MiB
+  int32_t max_world = 1 << 20;          // ranks
+  int32_t max_nesting = 64;             // nested blocks (repeat / if / ...)
+};
+
+struct LoadResult {
+  std::optional<Scenario> scenario;     // set iff there is no error diagnostic
+  std::vector<Diagnostic> diagnostics;  // errors and warnings, in source order
+  std::string text;                     // the file's text (for formatting diagnostics)
+  bool ok() const { return scenario.has_value(); }
+};
+
+// Reads and loads one scenario file. Never throws; every problem is a diagnostic.
+LoadResult load_scenario_file(const std::string& path, std::span<const ParamOverride> overrides,
+                              const LoadLimits& limits = {});
+
+// Loads a scenario from text; `path` is used in diagnostics and Scenario::path.
+LoadResult load_scenario_text(std::string_view text, const std::string& path,
+                              std::span<const ParamOverride> overrides,
+                              const LoadLimits& limits = {});
+
+}  // namespace lockstep::sim

@@ -1,0 +1,88 @@
+#include "sim/scenario.h"
+
+#include <array>
+
+namespace lockstep::sim {
+
+std::string_view op_kind_name(OpKind kind) {
+  switch (kind) {
+    case OpKind::ALLREDUCE: return "allreduce";
+    case OpKind::ALLGATHER: return "allgather";
+    case OpKind::REDUCE_SCATTER: return "reduce_scatter";
+    case OpKind::BROADCAST: return "broadcast";
+    case OpKind::REDUCE: return "reduce";
+    case OpKind::ALL_TO_ALL: return "all_to_all";
+    case OpKind::GATHER: return "gather";
+    case OpKind::SCATTER: return "scatter";
+    case OpKind::BARRIER: return "barrier";
+    case OpKind::SEND: return "send";
+    case OpKind::RECV: return "recv";
+    case OpKind::COMPUTE: return "compute";
+    case OpKind::SLEEP: return "sleep";
+    case OpKind::SYNC: return "sync";
+    case OpKind::WAIT: return "wait";
+    case OpKind::NEW_GROUP: return "new_group";
+    case OpKind::EXIT: return "exit";
+    case OpKind::CRASH: return "crash";
+  }
+  return "?";
+}
+
+bool is_collective(OpKind kind) { return kind <= OpKind::BARRIER; }
+bool is_p2p(OpKind kind) { return kind == OpKind::SEND || kind == OpKind::RECV; }
+bool has_root(OpKind kind) {
+  return kind == OpKind::BROADCAST || kind == OpKind::REDUCE || kind == OpKind::GATHER ||
+         kind == OpKind::SCATTER;
+}
+
+std::string_view dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::INT8: return "int8";
+    case DType::UINT8: return "uint8";
+    case DType::INT32: return "int32";
+    case DType::UINT32: return "uint32";
+    case DType::INT64: return "int64";
+    case DType::UINT64: return "uint64";
+    case DType::FP16: return "fp16";
+    case DType::BF16: return "bf16";
+    case DType::FP32: return "fp32";
+    case DType::FP64: return "fp64";
+    case DType::FP8_E4M3: return "fp8_e4m3";
+    case DType::FP8_E5M2: return "fp8_e5m2";
+  }
+  return "?";
+}
+
+uint32_t dtype_bytes(DType dtype) {
+  switch (dtype) {
+    case DType::INT8: case DType::UINT8: case DType::FP8_E4M3: case DType::FP8_E5M2: return 1;
+    case DType::FP16: case DType::BF16: return 2;
+    case DType::INT32: case DType::UINT32: case DType::FP32: return 4;
+    case DType::INT64: case DType::UINT64: case DType::FP64: return 8;
+  }
+  return 1;
+}
+
+std::string_view verdict_name(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::OK: return "ok";
+    case Verdict::DEADLOCK: return "deadlock";
+    case Verdict::HANG: return "hang";
+    case Verdict::MISMATCH: return "mismatch";
+    case Verdict::TIMEOUT: return "timeout";
+    case Verdict::INCONCLUSIVE: return "inconclusive";
+  }
+  return "?";
+}
+
+std::optional<Verdict> parse_verdict(std::string_view name) {
+  static constexpr std::array<Verdict, 6> all = {Verdict::OK, Verdict::DEADLOCK, Verdict::HANG,
+                                                 Verdict::MISMATCH, Verdict::TIMEOUT,
+                                                 Verdict::INCONCLUSIVE};
+  for (Verdict v : all) {
+    if (verdict_name(v) == name) return v;
+  }
+  return std::nullopt;
+}
+
+}  // namespace lockstep::sim

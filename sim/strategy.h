@@ -1,0 +1,51 @@
+// The engine's one question to the outside world: at a choice point, which option?
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace lockstep::sim {
+
+enum class ChoiceKind : uint8_t {
+  THREAD,  // which host thread of a multi-threaded rank takes its next step
+  MATCH,   // which pending send a wildcard receive takes
+  BRANCH,  // which branch of a `choose`
+};
+
+// One option at a choice point. Options are listed in a deterministic order.
+struct Option {
+  ChoiceKind kind = ChoiceKind::THREAD;
+  int32_t rank = -1;      // the rank that acts (the receiver for MATCH)
+  int32_t thread = -1;    // THREAD: thread index within the rank
+  int32_t detail = -1;    // MATCH: the sending rank; BRANCH: the branch index
+  int64_t time_ns = 0;    // virtual time at which the option becomes possible (timed strategies)
+};
+
+struct ChoicePoint {
+  std::span<const Option> options;  // at least two
+  uint64_t index = 0;               // how many choice points came before this one
+};
+
+// Strategies (dfs, dpor, random, pct, replay, timed) implement this. The engine asks at every
+// choice point and knows nothing about how the choice is made.
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  // Returns an index into point.options.
+  virtual size_t choose(const ChoicePoint& point) = 0;
+};
+
+// Earliest virtual time first; ties to the first option. Drives `lockstep run`.
+class TimedStrategy final : public Strategy {
+ public:
+  size_t choose(const ChoicePoint& point) override {
+    size_t best = 0;
+    for (size_t i = 1; i < point.options.size(); ++i) {
+      if (point.options[i].time_ns < point.options[best].time_ns) best = i;
+    }
+    return best;
+  }
+};
+
+}  // namespace lockstep::sim

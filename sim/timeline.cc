@@ -1,0 +1,88 @@
+#include "sim/timeline.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace lockstep::sim {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+double to_us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+std::string op_name(const Scenario& scenario, const OpRecord& rec) {
+  const OpInstance& op = rec.op;
+  const std::string_view kind = op_kind_name(op.kind);
+  if (is_collective(op.kind)) return fmt::format("{} #{} {}", kind, rec.seq, scenario.groups[op.group].name);
+  if (op.kind == OpKind::SEND) return fmt::format("send->{} #{} {}", op.peer, rec.seq, scenario.groups[op.group].name);
+  if (op.kind == OpKind::RECV) {
+    return op.peer >= 0 ? fmt::format("recv<-{} #{} {}", op.peer, rec.seq, scenario.groups[op.group].name)
+                        : fmt::format("recv<-any {}", scenario.groups[op.group].name);
+  }
+  return std::string(kind);
+}
+
+}  // namespace
+
+std::string chrome_trace(const Scenario& scenario, const ExecutionResult& result) {
+  int64_t horizon = 0;
+  for (const std::vector<OpRecord>& ops : result.ops) {
+    for (const OpRecord& rec : ops) horizon = std::max({horizon, rec.end_ns, rec.start_ns, rec.issue_ns});
+  }
+  for (int64_t end : result.rank_end_ns) horizon = std::max(horizon, end);
+
+  Json events = Json::array();
+  for (size_t r = 0; r < result.ops.size(); ++r) {
+    const int pid = static_cast<int>(r);
+    events.push_back(Json{{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
+                          {"args", {{"name", fmt::format("rank {}", r)}}}});
+    events.push_back(Json{{"name", "process_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
+                          {"args", {{"sort_index", pid}}}});
+    // Tracks: host threads first (tid 1..), then streams (tid 1000..), in order of first use.
+    std::map<std::string, int> tids;
+    auto track = [&](const std::string& name, bool stream) {
+      auto it = tids.find(name);
+      if (it != tids.end()) return it->second;
+      int count = 0;
+      for (const auto& [n, t] : tids) count += (t >= 1000) == stream ? 1 : 0;
+      const int tid = (stream ? 1000 : 1) + count;
+      tids.emplace(name, tid);
+      events.push_back(Json{{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid},
+                            {"args", {{"name", stream ? "stream " + name : "thread " + name}}}});
+      return tid;
+    };
+    for (const ThreadDef& thread : scenario.threads) track(thread.name, false);
+    for (const OpRecord& rec : result.ops[r]) {
+      const bool on_stream = !rec.stream.empty();
+      const int tid = track(on_stream ? rec.stream : rec.thread, on_stream);
+      if (rec.start_ns < 0) continue;  // never started
+      const int64_t end = rec.end_ns >= 0 ? rec.end_ns : horizon;
+      Json args = Json::object();
+      if (is_collective(rec.op.kind) || is_p2p(rec.op.kind)) {
+        args["group"] = scenario.groups[rec.op.group].name;
+        args["seq"] = rec.seq;
+        args["size_bytes"] = rec.op.size_bytes;
+        args["dtype"] = std::string(dtype_name(rec.op.dtype));
+      }
+      args["index"] = rec.index;
+      args["thread"] = rec.thread;
+      if (rec.op.stmt) args["source"] = scenario.location(rec.op.stmt->loc);
+      if (rec.end_ns < 0) args["stuck"] = true;
+      events.push_back(Json{{"name", op_name(scenario, rec)},
+                            {"cat", is_collective(rec.op.kind) || is_p2p(rec.op.kind) ? "comm" : "compute"},
+                            {"ph", "X"}, {"ts", to_us(rec.start_ns)}, {"dur", to_us(end - rec.start_ns)},
+                            {"pid", pid}, {"tid", tid}, {"args", std::move(args)}});
+    }
+  }
+  Json trace;
+  trace["traceEvents"] = std::move(events);
+  trace["displayTimeUnit"] = "ns";
+  trace["otherData"] = Json{{"scenario", scenario.name}, {"generator", "lockstep"}};
+  return trace.dump() + "\n";
+}
+
+}  // namespace lockstep::sim
