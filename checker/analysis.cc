@@ -25,6 +25,14 @@ std::string format_size(int64_t bytes) {
   return fmt::format("{}{}", value, units[unit]);
 }
 
+std::string format_duration(int64_t ns) {
+  if (ns >= 60'000'000'000LL && ns % 60'000'000'000LL == 0) return fmt::format("{}min", ns / 60'000'000'000LL);
+  if (ns >= 1'000'000'000LL) return fmt::format("{:.3f}s", static_cast<double>(ns) / 1e9);
+  if (ns >= 1'000'000LL) return fmt::format("{:.3f}ms", static_cast<double>(ns) / 1e6);
+  if (ns >= 1'000LL) return fmt::format("{:.3f}us", static_cast<double>(ns) / 1e3);
+  return fmt::format("{}ns", ns);
+}
+
 std::string describe_op(const sim::Scenario& scenario, const sim::OpRecord& rec) {
   const sim::OpInstance& op = rec.op;
   const std::string& group = scenario.groups[op.group].name;
@@ -212,6 +220,23 @@ std::optional<Bug> analyze(const sim::Scenario& scenario, const sim::ExecutionRe
     bug.explanation.push_back(bug.summary);
     bug.mismatch = m;
     bug.signature = fmt::format("mismatch:{}:{}:{}:{}", m.field, where(scenario, m.op_a), where(scenario, m.op_b), m.seq);
+    return bug;
+  }
+  if (result.end == sim::ExecutionEnd::TIMEOUT) {
+    bug.kind = Verdict::TIMEOUT;
+    bug.stuck = result.stuck;
+    for (const sim::StuckOp& s : result.stuck) {
+      std::string text = fmt::format("rank {} waited {} in {} ({}), past the {} watchdog timeout", s.rank,
+                                     format_duration(s.op.end_ns - s.op.start_ns), describe_op(scenario, s.op),
+                                     where(scenario, s.op), format_duration(scenario.semantics.timeout_ns));
+      if (!s.waiting_for.empty()) {
+        std::vector<int32_t> late = s.waiting_for;
+        text += fmt::format(" for {}", rank_list(late));
+      }
+      bug.explanation.push_back(std::move(text));
+    }
+    bug.summary = bug.explanation.front();
+    bug.signature = "timeout:" + stuck_signature(scenario, result.stuck);
     return bug;
   }
   if (result.end != sim::ExecutionEnd::STUCK) return std::nullopt;

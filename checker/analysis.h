@@ -35,6 +35,9 @@ std::vector<int32_t> find_wait_cycle(int32_t world, const std::vector<sim::Stuck
 // "allreduce #3 on world", "send to rank 1 #2 on pp", "recv from any on world".
 std::string describe_op(const sim::Scenario& scenario, const sim::OpRecord& op);
 
+// "10min", "1.500s", "20.000ms", "5.000us", "12ns".
+std::string format_duration(int64_t ns);
+
 // "100MiB", "1GiB", "1000B".
 std::string format_size(int64_t bytes);
 

@@ -51,6 +51,27 @@ program:
         std::vector<std::string>{"ranks 0,1,2 wait in allreduce #3 on world (uneven.yaml:6:9); rank 3 never issued it: it finished"});
 }
 
+TEST_CASE("a timeout names who waited, how long, and for whom") {
+  const sim::Scenario scenario = testing::scenario_from(R"Y(scenario: slow
+world: 2
+program:
+  - compute: "rank == 1 ? 11min : 0ms"
+  - allreduce: {size: 0}
+)Y", "slow.yaml");
+  const CheckResult result = check_scenario(scenario, {});
+  REQUIRE(result.bugs.size() == 1);
+  CHECK(result.verdict == sim::Verdict::TIMEOUT);
+  CHECK(result.bugs[0].explanation ==
+        std::vector<std::string>{"rank 0 waited 660.000s in allreduce #1 on world (slow.yaml:5:5), past the 10min watchdog timeout for rank 1"});
+}
+
+TEST_CASE("durations print in a readable unit") {
+  CHECK(format_duration(600'000'000'000) == "10min");
+  CHECK(format_duration(1'500'000'000) == "1.500s");
+  CHECK(format_duration(20'000'000) == "20.000ms");
+  CHECK(format_duration(12) == "12ns");
+}
+
 TEST_CASE("a deadlock explanation ends with the wait-for cycle") {
   const sim::Scenario scenario = testing::scenario_from(R"Y(scenario: h2h
 world: 2

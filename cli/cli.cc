@@ -290,6 +290,10 @@ int cmd_run(const Options& options, std::ostream& out, std::ostream& err) {
     for (const std::string& e : errors) err << e;
     return EXIT_BAD_INPUT;
   }
+  if (const std::string why = sim::unsupported_semantics(*scenario); !why.empty()) {
+    err << sim::format_diagnostic(sim::Diagnostic{input, {}, sim::Severity::ERROR, why}, "");
+    return EXIT_BAD_INPUT;
+  }
   sim::Engine engine(*scenario);
   sim::TimedStrategy timed;
   const sim::ExecutionResult result = engine.run(timed);

@@ -25,6 +25,15 @@ std::string_view rank_status_name(RankStatus status) {
   return "?";
 }
 
+std::string unsupported_semantics(const Scenario& scenario) {
+  if (scenario.semantics.comm_concurrency != 0) {
+    return fmt::format("semantics comm_concurrency: {} is not modelled yet (only unlimited, 0)",
+                       scenario.semantics.comm_concurrency);
+  }
+  if (scenario.semantics.p2p_comm == P2pComm::PAIR) return "semantics p2p_comm: pair is not modelled yet";
+  return {};
+}
+
 namespace {
 
 constexpr uint32_t NO_STREAM = UINT32_MAX;
@@ -682,6 +691,7 @@ struct Engine::Impl {
     if (stopped) return;
     if (all_finished) {
       result.end = ExecutionEnd::COMPLETED;
+      find_timeouts();
       return;
     }
     result.end = ExecutionEnd::STUCK;
@@ -698,6 +708,34 @@ struct Engine::Impl {
     std::stable_sort(result.stuck.begin(), result.stuck.end(), [](const StuckOp& a, const StuckOp& b) {
       return std::tie(a.rank, a.op.index) < std::tie(b.rank, b.op.index);
     });
+  }
+
+  // A communication kernel that ran (waiting for its peers) longer than the watchdog allows.
+  // PyTorch's watchdog fires on such an op; the ranks it waited for are those that started last.
+  void find_timeouts() {
+    const int64_t limit = sc.semantics.timeout_ns;
+    for (uint32_t k = 0; k < kernels.size(); ++k) {
+      const Kernel& kernel = kernels[k];
+      if (kernel.stream == NO_STREAM || kernel.op.kind == OpKind::COMPUTE) continue;
+      if (kernel.end_ns - kernel.start_ns <= limit) continue;
+      StuckOp late;
+      late.rank = static_cast<int32_t>(kernel.rank);
+      late.thread = threads.empty() ? std::string() : threads[kernel.thread].name;
+      late.op = record_of(k);
+      if (is_collective(kernel.op.kind)) {
+        const CollSlot& slot = comms[kernel.op.group].slots[kernel.seq - 1];
+        int64_t last = 0;
+        for (int32_t other : slot.kernels) last = std::max(last, kernels[static_cast<size_t>(other)].start_ns);
+        for (int32_t other : slot.kernels) {
+          const Kernel& o = kernels[static_cast<size_t>(other)];
+          if (o.start_ns == last && o.rank != kernel.rank) late.waiting_for.push_back(static_cast<int32_t>(o.rank));
+        }
+      } else if (kernel.match >= 0) {
+        late.waiting_for.push_back(static_cast<int32_t>(kernels[static_cast<size_t>(kernel.match)].rank));
+      }
+      result.stuck.push_back(std::move(late));
+    }
+    if (!result.stuck.empty()) result.end = ExecutionEnd::TIMEOUT;
   }
 
   // Whom a running, unfinished kernel waits for.

@@ -72,6 +72,7 @@ enum class ExecutionEnd : uint8_t {
   COMPLETED,  // every rank finished
   STUCK,      // no transition enabled, some rank unfinished
   MISMATCH,   // stopped at the first mismatched collective
+  TIMEOUT,    // every rank finished, but some communication op waited longer than the watchdog
   ERROR,      // a run-time error in the scenario (division by zero, rank outside a group, ...)
   LIMIT,      // a bound was hit (EngineLimits)
 };
@@ -80,7 +81,8 @@ struct ExecutionResult {
   ExecutionEnd end = ExecutionEnd::COMPLETED;
   std::vector<RankStatus> rank_status;
   std::vector<int64_t> rank_end_ns;     // virtual time each rank finished (or got stuck)
-  std::vector<StuckOp> stuck;            // STUCK: ordered by rank, then issue index
+  std::vector<StuckOp> stuck;            // STUCK: ordered by rank, then issue index;
+                                         // TIMEOUT: the ops that waited too long
   std::optional<MismatchInfo> mismatch;  // MISMATCH
   std::optional<Diagnostic> error;       // ERROR and LIMIT
   std::vector<std::vector<OpRecord>> ops;  // per rank, every op issued (when record_ops)
@@ -97,6 +99,10 @@ struct EngineOptions {
   EngineLimits limits;
   bool record_ops = true;  // keep every rank's issued ops in the result (reports, timelines)
 };
+
+// Why the engine cannot run a scenario faithfully yet (a semantics setting it does not model),
+// or "" when it can. Callers report this as an error rather than give a wrong verdict.
+std::string unsupported_semantics(const Scenario& scenario);
 
 class Engine {
  public:

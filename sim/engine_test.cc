@@ -169,6 +169,34 @@ program:
   }
 }
 
+TEST_CASE("a collective that waits longer than the watchdog is a timeout, in virtual time") {
+  const char* text = R"Y(
+scenario: slow
+world: 3
+semantics: {timeout: LIMIT}
+program:
+  - compute: "rank == 2 ? 90s : 1s"
+  - allreduce: {size: 4MiB}
+)Y";
+  std::string tight = text;
+  tight.replace(tight.find("LIMIT"), 5, "60s");
+  const ExecutionResult late = run_once(scenario_from(tight));
+  REQUIRE(late.end == ExecutionEnd::TIMEOUT);
+  REQUIRE(late.stuck.size() == 2);  // ranks 0 and 1 waited 89 s for rank 2
+  CHECK(late.stuck[0].rank == 0);
+  CHECK(late.stuck[0].waiting_for == std::vector<int32_t>{2});
+  CHECK(late.stuck[1].rank == 1);
+  std::string loose = text;
+  loose.replace(loose.find("LIMIT"), 5, "2min");
+  CHECK(run_once(scenario_from(loose)).end == ExecutionEnd::COMPLETED);
+}
+
+TEST_CASE("settings the engine does not model yet are refused, not ignored") {
+  CHECK(unsupported_semantics(scenario_from("scenario: c\nworld: 2\nsemantics: {comm_concurrency: 1}\nprogram: [{compute: 1ms}]\n")) ==
+        "semantics comm_concurrency: 1 is not modelled yet (only unlimited, 0)");
+  CHECK(unsupported_semantics(scenario_from("scenario: c\nworld: 2\nprogram: [{compute: 1ms}]\n")).empty());
+}
+
 TEST_CASE("a run-time evaluation error stops the execution with its location") {
   const Scenario scenario = scenario_from(R"Y(
 scenario: div

@@ -164,6 +164,14 @@ std::string_view unit_kind(Unit unit) {
   return "plain number";
 }
 
+// "'name'" (built by appending: g++ 12 -O3 warns falsely on "'" + std::string(...)).
+std::string quoted(std::string_view name) {
+  std::string out = "'";
+  out += name;
+  out += '\'';
+  return out;
+}
+
 std::string join(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& name : names) {
@@ -284,7 +292,7 @@ class Parser {
 
   static std::string describe(const Token& token) {
     if (token.kind == TokenKind::END) return "end of expression";
-    return "'" + std::string(token.text) + "'";
+    return quoted(token.text);
   }
 
   // ----- lexing
@@ -344,8 +352,8 @@ class Parser {
       return begin + 1;
     }
     if (c == '=' || c == '&' || c == '|') {
-      syntax_error(begin, "'" + std::string(1, c) + "' is not an operator (did you mean '" +
-                              std::string(2, c) + "'?)");
+      syntax_error(begin, quoted(std::string(1, c)) + " is not an operator (did you mean " +
+                              quoted(std::string(2, c)) + "?)");
     }
     if (std::isprint(static_cast<unsigned char>(c))) {
       syntax_error(begin, "unexpected character '" + std::string(1, c) + "'");
@@ -560,7 +568,7 @@ class Parser {
 
   static std::string arity_message(const Function& function, size_t given) {
     const bool exact = function.min_args == function.max_args;
-    std::string message = "'" + std::string(function.name) + "' takes " + (exact ? "" : "at least ") +
+    std::string message = quoted(function.name) + " takes " + (exact ? "" : "at least ") +
                           std::to_string(function.min_args) + " argument" +
                           (function.min_args == 1 ? "" : "s");
     return message + ", got " + std::to_string(given);
@@ -592,7 +600,7 @@ class Parser {
     for (const UnitSpec& unit : UNITS) {
       if (unit.suffix != suffix) continue;
       if (source_.any_unit || unit.unit == source_.unit) return &unit;
-      error(token.offset, "'" + std::string(suffix) + "' is a " + std::string(unit_kind(unit.unit)) +
+      error(token.offset, quoted(suffix) + " is a " + std::string(unit_kind(unit.unit)) +
                               " unit; " + std::string(unit_kind(source_.unit)) + " expected");
       return nullptr;
     }
@@ -633,13 +641,13 @@ class Parser {
     std::string_view fraction = dot == std::string_view::npos ? std::string_view{} : digits.substr(dot + 1);
     while (!fraction.empty() && fraction.back() == '0') fraction.remove_suffix(1);
     const std::string_view whole = digits.substr(0, std::min(dot, digits.size()));
-    const std::string quoted = "'" + std::string(token.text) + "'";
+    const std::string literal = quoted(token.text);
     if (!fraction.empty() && unit == nullptr) {
-      error(token.offset, quoted + " is not an integer");
+      error(token.offset, literal + " is not an integer");
       return std::nullopt;
     }
     if (fraction.size() > MAX_FRACTION_DIGITS) {
-      error(token.offset, quoted + " has more than " + std::to_string(MAX_FRACTION_DIGITS) +
+      error(token.offset, literal + " has more than " + std::to_string(MAX_FRACTION_DIGITS) +
                               " digits after the point");
       return std::nullopt;
     }
@@ -653,11 +661,11 @@ class Parser {
     for (size_t i = 0; i < fraction.size(); ++i) divisor *= 10;
     int64_t scaled = 0;
     if (overflow || __builtin_mul_overflow(mantissa, scale, &scaled)) {
-      error(token.offset, "number " + quoted + " is out of range");
+      error(token.offset, "number " + literal + " is out of range");
       return std::nullopt;
     }
     if (scaled % divisor != 0) {
-      error(token.offset, quoted + " is not a whole number of " +
+      error(token.offset, literal + " is not a whole number of " +
                               (unit->unit == Unit::NANOSECONDS ? "nanoseconds" : "bytes"));
       return std::nullopt;
     }

@@ -13,6 +13,11 @@
 
 #include "sim/expr.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define LOCKSTEP_ASAN_FIBERS 1
+#endif
+
 namespace lockstep::sim {
 
 namespace ctx = boost::context;
@@ -59,6 +64,8 @@ namespace {
 
 // Thrown inside the fiber to stop the program; caught at the fiber's top.
 struct ProgramFailure {};
+// Thrown inside a suspended fiber that the engine drops, so that it unwinds its own stack.
+struct ProgramCancelled {};
 
 // Bounds on what one thread's program may do without issuing an operation.
 constexpr int64_t MAX_REPEAT_COUNT = 100'000'000;
@@ -73,24 +80,65 @@ ProgramFiber::ProgramFiber(const Scenario& scenario, const std::vector<Stmt>& bo
   for (size_t i = 0; i < scenario.params.size(); ++i) {
     env_[Scenario::FIRST_PARAM_SLOT + i] = scenario.params[i].value;
   }
-  fiber_ = ctx::fiber(std::allocator_arg, PooledStack(stacks), [this](ctx::fiber&& engine) {
+  fiber_ = ctx::fiber(std::allocator_arg, PooledStack(stacks, &stack_), [this](ctx::fiber&& engine) {
     engine_ = std::move(engine);
+#ifdef LOCKSTEP_ASAN_FIBERS
+    __sanitizer_finish_switch_fiber(nullptr, &engine_stack_bottom_, &engine_stack_size_);
+#endif
     try {
+      if (cancel_) throw ProgramCancelled{};
       run_block(body_);
       state_ = State::FINISHED;
     } catch (const ProgramFailure&) {
       state_ = State::FAILED;
+    } catch (const ProgramCancelled&) {
     }
-    // Any other exception (Boost.Context's forced unwind among them) passes through.
+    // Nothing else is caught: no exception other than these two is thrown in the program.
+    leave_program();
     return std::move(engine_);
   });
 }
 
-ProgramFiber::~ProgramFiber() = default;  // a suspended fiber is unwound by ~fiber
+ProgramFiber::~ProgramFiber() {
+  if (state_ == State::READY || state_ == State::NOT_STARTED) {
+    // Suspended: let it unwind its own stack and return, with every switch annotated.
+    cancel_ = true;
+    switch_to_program();
+  }
+}
 
 void ProgramFiber::advance() {
   assert(state_ == State::NOT_STARTED || state_ == State::READY);
+  switch_to_program();
+}
+
+void ProgramFiber::switch_to_program() {
+#ifdef LOCKSTEP_ASAN_FIBERS
+  void* engine_fake = nullptr;
+  __sanitizer_start_switch_fiber(&engine_fake, static_cast<char*>(stack_.sp) - stack_.size, stack_.size);
   fiber_ = std::move(fiber_).resume();
+  __sanitizer_finish_switch_fiber(engine_fake, nullptr, nullptr);
+#else
+  fiber_ = std::move(fiber_).resume();
+#endif
+}
+
+void ProgramFiber::switch_to_engine() {
+#ifdef LOCKSTEP_ASAN_FIBERS
+  __sanitizer_start_switch_fiber(&fake_stack_, engine_stack_bottom_, engine_stack_size_);
+  engine_ = std::move(engine_).resume();
+  __sanitizer_finish_switch_fiber(fake_stack_, &engine_stack_bottom_, &engine_stack_size_);
+#else
+  engine_ = std::move(engine_).resume();
+#endif
+  if (cancel_) throw ProgramCancelled{};
+}
+
+void ProgramFiber::leave_program() {
+#ifdef LOCKSTEP_ASAN_FIBERS
+  // A null save slot tells ASan this fiber's stack is done with.
+  __sanitizer_start_switch_fiber(nullptr, engine_stack_bottom_, engine_stack_size_);
+#endif
 }
 
 void ProgramFiber::fail(SourceLoc loc, std::string message) {
@@ -187,7 +235,7 @@ void ProgramFiber::run_op(const Stmt& stmt) {
   }
   pending_ = op;
   state_ = State::READY;
-  engine_ = std::move(engine_).resume();
+  switch_to_engine();
 }
 
 }  // namespace lockstep::sim

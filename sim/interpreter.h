@@ -37,12 +37,19 @@ class StackPool {
 // The StackAllocator Boost.Context is given: a handle on a pool.
 class PooledStack {
  public:
-  explicit PooledStack(StackPool& pool) : pool_(&pool) {}
-  boost::context::stack_context allocate() { return pool_->allocate(); }
+  // `allocated` (optional) receives the stack each allocation hands out.
+  explicit PooledStack(StackPool& pool, boost::context::stack_context* allocated = nullptr)
+      : pool_(&pool), allocated_(allocated) {}
+  boost::context::stack_context allocate() {
+    boost::context::stack_context sctx = pool_->allocate();
+    if (allocated_) *allocated_ = sctx;
+    return sctx;
+  }
   void deallocate(boost::context::stack_context& sctx) { pool_->deallocate(sctx); }
 
  private:
   StackPool* pool_;
+  boost::context::stack_context* allocated_;
 };
 
 class ProgramFiber {
@@ -64,6 +71,11 @@ class ProgramFiber {
   const Diagnostic& failure() const { return failure_; }
 
  private:
+  // Switches, annotated for AddressSanitizer where it is on.
+  void switch_to_program();
+  void switch_to_engine();
+  void leave_program();  // the last switch out of a fiber whose program has ended
+
   void run_block(const std::vector<Stmt>& block);
   void run_op(const Stmt& stmt);
   int64_t eval(const Expr& expr);
@@ -75,6 +87,11 @@ class ProgramFiber {
   boost::context::fiber fiber_;   // the program, while suspended
   boost::context::fiber engine_;  // the engine, while the program runs
   State state_ = State::NOT_STARTED;
+  bool cancel_ = false;  // set when the engine drops a suspended program: it unwinds itself
+  boost::context::stack_context stack_;
+  void* fake_stack_ = nullptr;           // ASan bookkeeping of the side that switched away
+  const void* engine_stack_bottom_ = nullptr;
+  size_t engine_stack_size_ = 0;
   OpInstance pending_;
   Diagnostic failure_;
 };

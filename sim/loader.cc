@@ -41,7 +41,13 @@ std::vector<std::string> sorted(std::vector<std::string> names) {
   return names;
 }
 
-std::string quoted(std::string_view name) { return "'" + std::string(name) + "'"; }
+// "'name'" (built by appending: g++ 12 -O3 warns falsely on "'" + std::string(...)).
+std::string quoted(std::string_view name) {
+  std::string out = "'";
+  out += name;
+  out += '\'';
+  return out;
+}
 
 // "unknown THING 'name'WHERE (did you mean 'x'?); valid THINGs: a, b, c" -- the hint is drawn from
 // `known` (which may hold names not yet supported), the list shows `valid`, sorted.

@@ -1,0 +1,629 @@
+#include "sim/loader.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "sim/expr.h"
+
+namespace doctest {
+template <>
+struct StringMaker<std::vector<std::string>> {
+  static String convert(const std::vector<std::string>& lines) {
+    std::string out = "\n";
+    for (const std::string& line : lines) out += "    " + line + "\n";
+    return out.c_str();
+  }
+};
+template <>
+struct StringMaker<lockstep::sim::SourceLoc> {
+  static String convert(const lockstep::sim::SourceLoc& loc) {
+    return (std::to_string(loc.line) + ":" + std::to_string(loc.col)).c_str();
+  }
+};
+}  // namespace doctest
+
+namespace lockstep::sim {
+namespace {
+
+LoadResult load(std::string_view text, std::vector<ParamOverride> overrides = {},
+                const LoadLimits& limits = {}) {
+  return load_scenario_text(text, "s.yaml", overrides, limits);
+}
+
+// Every diagnostic as "line:col: severity: message".
+std::vector<std::string> problems(const LoadResult& result) {
+  std::vector<std::string> out;
+  for (const Diagnostic& d : result.diagnostics) {
+    CHECK(d.file == "s.yaml");
+    const char* severity = d.severity == Severity::ERROR ? "error" : d.severity == Severity::WARNING ? "warning" : "note";
+    out.push_back(std::to_string(d.loc.line) + ":" + std::to_string(d.loc.col) + ": " + severity +
+                  ": " + d.message);
+  }
+  return out;
+}
+
+std::vector<std::string> problems(std::string_view text, std::vector<ParamOverride> overrides = {},
+                                  const LoadLimits& limits = {}) {
+  const LoadResult result = load(text, std::move(overrides), limits);
+  CHECK(result.ok() == std::none_of(result.diagnostics.begin(), result.diagnostics.end(),
+                                    [](const Diagnostic& d) { return d.severity == Severity::ERROR; }));
+  return problems(result);
+}
+
+// A scenario of `world` ranks whose program is `program` (indented by the caller as a list).
+std::string with_program(std::string_view program, std::string_view extra = "", int world = 4) {
+  return "scenario: t\nworld: " + std::to_string(world) + "\n" + std::string(extra) + "program:\n" +
+         std::string(program);
+}
+
+const Scenario& loaded(const LoadResult& result) {
+  if (!result.ok()) {
+    for (const Diagnostic& d : result.diagnostics) MESSAGE(format_diagnostic(d, result.text));
+  }
+  REQUIRE(result.ok());
+  return *result.scenario;
+}
+
+int64_t value_of(const Expr& expr) {
+  REQUIRE(expr.is_constant());
+  return expr.value;
+}
+
+constexpr std::string_view SPEC_EXAMPLE = R"y(scenario: uneven-batches
+description: One rank gets one batch fewer; the rest wait in the last all-reduce.
+source: https://example.org/issue/1
+expect: deadlock
+world: 4
+params: {batches: 3}
+groups: {evens: [2, 0]}
+semantics: {p2p: rendezvous}
+program:
+  - repeat: "batches - (rank == 3)"
+    do:
+      - compute: 20ms
+      - allreduce: {group: world, size: 100MiB}
+  - barrier: evens
+)y";
+
+TEST_CASE("loader: the SPEC example loads into the model") {
+  const LoadResult result = load(SPEC_EXAMPLE);
+  const Scenario& s = loaded(result);
+  CHECK(result.diagnostics.empty());
+  CHECK(s.path == "s.yaml");
+  CHECK(s.text == SPEC_EXAMPLE);
+  CHECK(result.text == SPEC_EXAMPLE);
+  CHECK(s.name == "uneven-batches");
+  CHECK(s.description == "One rank gets one batch fewer; the rest wait in the last all-reduce.");
+  CHECK(s.source_url == "https://example.org/issue/1");
+  REQUIRE(s.expect.has_value());
+  CHECK(*s.expect == Verdict::DEADLOCK);
+  CHECK(s.expect_loc == SourceLoc{4, 9});
+  CHECK(s.world == 4);
+  REQUIRE(s.params.size() == 1);
+  CHECK(s.params[0].name == "batches");
+  CHECK(s.params[0].value == 3);
+  CHECK(s.params[0].loc == SourceLoc{6, 10});
+  CHECK_FALSE(s.params[0].overridden);
+  REQUIRE(s.groups.size() == 2);
+  CHECK(s.groups[0].name == "world");
+  CHECK(s.groups[0].ranks == std::vector<int32_t>{0, 1, 2, 3});
+  CHECK(s.groups[1].name == "evens");
+  CHECK(s.groups[1].loc == SourceLoc{7, 10});
+  CHECK(s.groups[1].ranks == std::vector<int32_t>{0, 2});
+  CHECK(s.semantics.p2p == P2pMode::RENDEZVOUS);
+  CHECK(s.slot_names == std::vector<std::string>{"rank", "world", "batches"});
+
+  REQUIRE(s.threads.size() == 1);
+  CHECK(s.threads[0].name == "main");
+  CHECK(s.threads[0].loc == SourceLoc{9, 1});
+  const std::vector<Stmt>& body = s.threads[0].body;
+  REQUIRE(body.size() == 2);
+  const Stmt& repeat = body[0];
+  CHECK(repeat.kind == StmtKind::REPEAT);
+  CHECK(repeat.loc == SourceLoc{10, 5});
+  CHECK(repeat.var_slot == -1);
+  const std::array<int64_t, 3> rank3 = {3, 4, 3};
+  const std::array<int64_t, 3> rank0 = {0, 4, 3};
+  CHECK(eval_expr(repeat.count, rank3) == 2);
+  CHECK(eval_expr(repeat.count, rank0) == 3);
+  CHECK(repeat.count.loc == SourceLoc{10, 22});  // the '-' inside the quoted string
+  REQUIRE(repeat.body.size() == 2);
+  CHECK(repeat.body[0].kind == StmtKind::OP);
+  CHECK(repeat.body[0].op == OpKind::COMPUTE);
+  CHECK(value_of(repeat.body[0].duration) == 20'000'000);
+  const Stmt& allreduce = repeat.body[1];
+  CHECK(allreduce.op == OpKind::ALLREDUCE);
+  CHECK(allreduce.loc == SourceLoc{13, 9});
+  CHECK(allreduce.group == 0);
+  CHECK(value_of(allreduce.size) == 100LL << 20);
+  CHECK(allreduce.dtype == DType::BF16);
+  CHECK_FALSE(allreduce.has_root);
+  CHECK(allreduce.tag.empty());
+  const Stmt& barrier = body[1];
+  CHECK(barrier.op == OpKind::BARRIER);
+  CHECK(barrier.group == 1);
+  CHECK(value_of(barrier.size) == 2);
+}
+
+TEST_CASE("loader: ops take their arguments, defaults and dtype aliases") {
+  const LoadResult result = load(with_program(R"y(  - broadcast: {group: evens, size: "2 * 4KiB", root: 2, dtype: half, tag: w.0}
+  - reduce: {size: 8, root: 3, dtype: double}
+  - send: {to: "(rank + 1) % world", size: 1MB, dtype: float}
+  - recv: {from: any, size: 1MB, group: evens}
+  - recv: {from: 0, size: 0}
+  - barrier
+  - barrier:
+  - barrier: {dtype: fp32, tag: end}
+  - sleep: 1.5s
+  - all_to_all: {size: 1, dtype: fp8_e5m2}
+)y", "groups: {evens: [0, 2]}\n"));
+  const Scenario& s = loaded(result);
+  const std::vector<Stmt>& body = s.threads.at(0).body;
+  REQUIRE(body.size() == 10);
+  CHECK(body[0].op == OpKind::BROADCAST);
+  CHECK(body[0].group == 1);
+  CHECK(value_of(body[0].size) == 8192);
+  CHECK(body[0].has_root);
+  CHECK(value_of(body[0].root) == 2);
+  CHECK(body[0].dtype == DType::FP16);
+  CHECK(body[0].tag == "w.0");
+  CHECK(body[1].dtype == DType::FP64);
+  CHECK(body[1].group == 0);
+  CHECK(body[2].op == OpKind::SEND);
+  CHECK(body[2].has_peer);
+  CHECK_FALSE(body[2].peer_any);
+  const std::array<int64_t, 2> env = {3, 4};
+  CHECK(eval_expr(body[2].peer, env) == 0);
+  CHECK(value_of(body[2].size) == 1'000'000);
+  CHECK(body[2].dtype == DType::FP32);
+  CHECK(body[3].op == OpKind::RECV);
+  CHECK(body[3].has_peer);
+  CHECK(body[3].peer_any);
+  CHECK(body[3].group == 1);
+  CHECK(value_of(body[4].peer) == 0);
+  CHECK(value_of(body[4].size) == 0);
+  CHECK(body[5].op == OpKind::BARRIER);
+  CHECK(body[5].group == 0);
+  CHECK(value_of(body[5].size) == 2);
+  CHECK(body[5].loc == SourceLoc{10, 5});
+  CHECK(body[6].group == 0);
+  CHECK(value_of(body[7].size) == 4);
+  CHECK(body[7].tag == "end");
+  CHECK(body[8].op == OpKind::SLEEP);
+  CHECK(value_of(body[8].duration) == 1'500'000'000);
+  CHECK(body[9].dtype == DType::FP8_E5M2);
+}
+
+TEST_CASE("loader: every dtype name and alias") {
+  const std::vector<std::pair<std::string, DType>> names = {
+      {"int8", DType::INT8},      {"uint8", DType::UINT8},     {"int32", DType::INT32},
+      {"uint32", DType::UINT32},  {"int64", DType::INT64},     {"uint64", DType::UINT64},
+      {"fp16", DType::FP16},      {"float16", DType::FP16},    {"half", DType::FP16},
+      {"bf16", DType::BF16},      {"bfloat16", DType::BF16},   {"fp32", DType::FP32},
+      {"float32", DType::FP32},   {"float", DType::FP32},      {"fp64", DType::FP64},
+      {"float64", DType::FP64},   {"double", DType::FP64},     {"fp8_e4m3", DType::FP8_E4M3},
+      {"fp8_e5m2", DType::FP8_E5M2}};
+  for (const auto& [name, dtype] : names) {
+    CAPTURE(name);
+    const LoadResult result = load(with_program("  - allreduce: {size: 1, dtype: " + name + "}\n"));
+    CHECK(loaded(result).threads.at(0).body.at(0).dtype == dtype);
+  }
+}
+
+TEST_CASE("loader: if and repeat with loop variables get their own slots") {
+  const LoadResult result = load(with_program(R"y(  - repeat: 2
+    as: i
+    do:
+      - if: "i == 0 && rank < 2"
+        then:
+          - compute: "(i + 1) * 1ms"
+        else:
+          - sleep: 1us
+  - repeat: 3
+    as: i
+    do:
+      - repeat: n
+        as: j
+        do:
+          - send: {to: "j % world", size: "i * 1KiB"}
+)y", "params: {n: 2}\n"));
+  const Scenario& s = loaded(result);
+  CHECK(s.slot_names == std::vector<std::string>{"rank", "world", "n", "i", "i", "j"});
+  const std::vector<Stmt>& body = s.threads.at(0).body;
+  REQUIRE(body.size() == 2);
+  CHECK(body[0].var_slot == 3);
+  CHECK(value_of(body[0].count) == 2);
+  const Stmt& branch = body[0].body.at(0);
+  CHECK(branch.kind == StmtKind::IF);
+  CHECK(branch.loc == SourceLoc{8, 9});
+  const std::array<int64_t, 4> env = {1, 4, 2, 0};
+  CHECK(eval_expr(branch.cond, env) == 1);
+  REQUIRE(branch.body.size() == 1);
+  CHECK(eval_expr(branch.body[0].duration, env) == 1'000'000);
+  REQUIRE(branch.else_body.size() == 1);
+  CHECK(branch.else_body[0].op == OpKind::SLEEP);
+  CHECK(body[1].var_slot == 4);
+  const Stmt& inner = body[1].body.at(0);
+  CHECK(inner.var_slot == 5);
+  CHECK(inner.count.op == ExprOp::VAR);
+  CHECK(inner.count.value == 2);
+  const std::array<int64_t, 6> deep = {0, 4, 2, 0, 2, 5};
+  CHECK(eval_expr(inner.body.at(0).peer, deep) == 1);
+  CHECK(eval_expr(inner.body.at(0).size, deep) == 2048);
+}
+
+TEST_CASE("loader: semantics settings") {
+  const LoadResult result = load(with_program(
+      "  - barrier\n",
+      "semantics:\n  p2p: eager\n  eager_limit: 64KiB\n  p2p_comm: pair\n  comm_concurrency: 1\n"
+      "  launch_order_implicit: true\n  timeout: 30s\n"));
+  const Semantics& semantics = loaded(result).semantics;
+  CHECK(semantics.p2p == P2pMode::EAGER);
+  CHECK(semantics.eager_limit_bytes == 65536);
+  CHECK(semantics.p2p_comm == P2pComm::PAIR);
+  CHECK(semantics.comm_concurrency == 1);
+  CHECK(semantics.launch_order_implicit);
+  CHECK(semantics.timeout_ns == 30'000'000'000);
+
+  const Semantics defaults = loaded(load(with_program("  - barrier\n"))).semantics;
+  CHECK(defaults.p2p == P2pMode::RENDEZVOUS);
+  CHECK(defaults.timeout_ns == 600'000'000'000);
+  CHECK(defaults.comm_concurrency == 0);
+}
+
+TEST_CASE("loader: semantics errors") {
+  CHECK(problems(with_program("  - barrier\n",
+                              "semantics: {p2p: rendevous, p2p_comm: lazy, timeout: 0, eager_limt: 1, "
+                              "launch_order_implicit: yes, comm_concurrency: -1, link: {}}\n")) ==
+        std::vector<std::string>{
+            "3:18: error: invalid value 'rendevous' for 'p2p' (did you mean 'rendezvous'?); valid "
+            "values: eager, rendezvous",
+            "3:39: error: invalid value 'lazy' for 'p2p_comm'; valid values: group, pair",
+            "3:54: error: timeout must be positive, got 0",
+            "3:57: error: unknown key 'eager_limt' in semantics (did you mean 'eager_limit'?); valid "
+            "keys: comm_concurrency, eager_limit, launch_order_implicit, p2p, p2p_comm, timeout",
+            "3:95: error: invalid value 'yes' for 'launch_order_implicit'; valid values: false, true",
+            "3:118: error: comm_concurrency must not be negative, got -1",
+            "3:122: error: 'link' is not supported yet"});
+}
+
+TEST_CASE("loader: params accept sizes and durations; -D overrides them") {
+  const std::string text = with_program("  - compute: t\n  - allreduce: {size: \"n * chunk\"}\n",
+                                        "params: {n: 2, chunk: 4MiB, t: 1.5ms}\n");
+  const Scenario s = loaded(load(text));
+  REQUIRE(s.params.size() == 3);
+  CHECK(s.params[1].value == 4LL << 20);
+  CHECK(s.params[2].value == 1'500'000);
+
+  const LoadResult overridden = load(text, {{"n", "2 * 5"}, {"chunk", "1KiB"}});
+  const Scenario& o = loaded(overridden);
+  CHECK(o.params[0].value == 10);
+  CHECK(o.params[0].overridden);
+  CHECK(o.params[1].value == 1024);
+  CHECK(o.params[1].overridden);
+  CHECK_FALSE(o.params[2].overridden);
+  CHECK(o.params[0].loc == SourceLoc{3, 10});
+}
+
+TEST_CASE("loader: bad -D overrides have no position") {
+  const std::string text = with_program("  - repeat: \"a + b\"\n    do: []\n", "params: {a: 1, b: 2}\n");
+  CHECK(problems(text, {{"foo", "3"}, {"a", "x"}, {"b", "1 +"}}) ==
+        std::vector<std::string>{
+            "0:0: error: unknown parameter 'foo' in -D foo=3; parameters: a, b",
+            "0:0: error: in -D a=x: unknown name 'x'; only constants are allowed here",
+            "0:0: error: in -D b=1 +: expected an expression, got end of expression"});
+  CHECK(problems(with_program("  - barrier\n"), {{"bb", "1"}}) ==
+        std::vector<std::string>{"0:0: error: unknown parameter 'bb' in -D bb=1; the scenario has no parameters"});
+  CHECK(problems(text, {{"aa", "1"}}) ==
+        std::vector<std::string>{"0:0: error: unknown parameter 'aa' in -D aa=1 (did you mean 'a'?); parameters: a, b"});
+}
+
+TEST_CASE("loader: parameter names") {
+  CHECK(problems(with_program("  - barrier\n", "params: {rank: 1, 2x: 1, min: 3, ok: [1]}\n")) ==
+        std::vector<std::string>{
+            "3:10: error: parameter 'rank' clashes with the built-in name 'rank'",
+            "3:19: error: invalid parameter name '2x'; a name is a letter or '_' followed by letters, "
+            "digits or '_'",
+            "3:26: error: 'min' is reserved and cannot name a parameter",
+            "3:38: error: expected an integer, size or duration, got a list"});
+}
+
+TEST_CASE("loader: groups are checked and stored sorted") {
+  CHECK(problems(with_program("  - barrier: a\n  - barrier: b\n",
+                              "groups: {a: [3, 1, 1, 4, -1], b: [], world: [0], c: 5}\n")) ==
+        std::vector<std::string>{
+            "3:20: error: rank 1 appears twice in group 'a'",
+            "3:23: error: rank 4 is outside the world (ranks 0-3)",
+            "3:26: error: rank -1 is outside the world (ranks 0-3)",
+            "3:34: error: group 'b' has no ranks",
+            "3:38: error: group 'world' is predefined and may not be redefined",
+            "3:53: error: expected a list of ranks, got a scalar"});
+  const Scenario s = loaded(load(with_program("  - barrier: g\n", "groups: {g: [3, \"1 + 1\", 0]}\n")));
+  CHECK(s.groups.at(1).ranks == std::vector<int32_t>{0, 2, 3});
+}
+
+TEST_CASE("loader: constant peers and roots must be members of their group") {
+  CHECK(problems(with_program(R"y(  - send: {to: 5, size: 1, group: evens}
+  - recv: {from: 1, size: 1, group: evens}
+  - gather: {root: 4, size: 1, group: big}
+  - scatter: {root: "rank", size: 1, group: evens}
+)y", "groups: {evens: [0, 2], big: [0, 1, 2, 3, 5, 6, 7]}\n", 8)) ==
+        std::vector<std::string>{
+            "5:16: error: rank 5 is not a member of group 'evens' (ranks 0, 2)",
+            "6:18: error: rank 1 is not a member of group 'evens' (ranks 0, 2)",
+            "7:20: error: rank 4 is not a member of group 'big' (ranks 0-3, 5-7)"});
+}
+
+TEST_CASE("loader: world must be a positive constant within the limit") {
+  CHECK(problems("scenario: t\nworld: 1000000000\nprogram: []\n") ==
+        std::vector<std::string>{"2:8: error: world 1000000000 exceeds the limit of 1048576 ranks"});
+  CHECK(problems("scenario: t\nworld: 0\nprogram: []\n") ==
+        std::vector<std::string>{"2:8: error: world must be positive, got 0"});
+  CHECK(problems("scenario: t\nworld: n\nprogram: []\n") ==
+        std::vector<std::string>{"2:8: error: unknown name 'n'; only constants are allowed here"});
+  LoadLimits small;
+  small.max_world = 8;
+  CHECK(problems("scenario: t\nworld: \"2 * 8\"\nprogram: []\n", {}, small) ==
+        std::vector<std::string>{"2:8: error: world 16 exceeds the limit of 8 ranks"});
+  CHECK(loaded(load("scenario: t\nworld: \"2 * 4\"\nprogram: []\n", {}, small)).world == 8);
+}
+
+TEST_CASE("loader: unknown and unsupported top-level keys, missing required keys") {
+  CHECK(problems("progam: []\nmesh: {tp: 2}\nthreads: {}\nwrld: 2\n") ==
+        std::vector<std::string>{
+            "1:1: error: unknown key 'progam' (did you mean 'program'?); valid keys: description, "
+            "expect, groups, params, program, scenario, semantics, source, world",
+            "1:1: error: missing required key 'scenario'",
+            "1:1: error: missing required key 'world'",
+            "1:1: error: missing required key 'program'",
+            "2:1: error: 'mesh' is not supported yet",
+            "3:1: error: 'threads' is not supported yet",
+            "4:1: error: unknown key 'wrld' (did you mean 'world'?); valid keys: description, expect, "
+            "groups, params, program, scenario, semantics, source, world"});
+}
+
+TEST_CASE("loader: duplicate keys are errors at every level") {
+  CHECK(problems("scenario: a\nworld: 2\nscenario: b\nprogram:\n  - allreduce: {size: 1, size: 2}\n") ==
+        std::vector<std::string>{"3:1: error: duplicate key 'scenario' (first given at line 1)",
+                                 "5:26: error: duplicate key 'size' (first given at line 5)"});
+}
+
+TEST_CASE("loader: statements report unknown and unsupported operations and arguments") {
+  CHECK(problems(with_program(R"y(  - allreduc: {size: 1}
+  - sync
+  - allreduce: {size: 1, async: h}
+  - allreduce: {sise: 1, root: 0}
+  - allreduce: dp
+  - send: {size: 1}
+  - allreduce:
+    size: 1
+  - {compute: 1ms, sleep: 1ms}
+  - compute:
+  - compute: {time: 1ms}
+  - repeat: 2
+  - if: 1
+    thne: []
+)y")) == std::vector<std::string>{
+             "4:5: error: unknown operation 'allreduc' (did you mean 'allreduce'?); valid operations: "
+             "all_to_all, allgather, allreduce, barrier, broadcast, compute, gather, if, recv, reduce, "
+             "reduce_scatter, repeat, scatter, send, sleep",
+             "5:5: error: 'sync' is not supported yet",
+             "6:26: error: 'async' is not supported yet",
+             "7:17: error: unknown argument 'sise' for 'allreduce' (did you mean 'size'?); valid "
+             "arguments: dtype, group, size, tag",
+             "7:26: error: 'allreduce' takes no argument 'root'; valid arguments: dtype, group, size, tag",
+             "8:5: error: 'allreduce' requires argument 'size'",
+             "8:16: error: unknown group 'dp'; groups: world",
+             "9:5: error: 'send' requires argument 'to'",
+             "10:5: error: 'allreduce' requires argument 'size'",
+             "11:5: error: unexpected key 'size' next to 'allreduce'; arguments go under the operation",
+             "12:20: error: one statement per list item: 'sleep' needs its own '- ' (after 'compute')",
+             "13:5: error: 'compute' requires a duration",
+             "14:14: error: expected a duration, got a map",
+             "15:5: error: 'repeat' requires 'do'",
+             "16:5: error: 'if' requires 'then'",
+             "17:5: error: unknown key 'thne' in 'if' (did you mean 'then'?); valid keys: else, if, then"});
+}
+
+TEST_CASE("loader: loop variables may not shadow names in scope") {
+  CHECK(problems(with_program(R"y(  - repeat: 1
+    as: n
+    do:
+      - repeat: 1
+        as: i
+        do:
+          - repeat: 1
+            as: i
+            do: []
+  - repeat: 1
+    as: world
+    do: []
+  - repeat: 1
+    as: "true"
+    do: []
+  - repeat: -1
+    do: []
+)y", "params: {n: 1}\n")) ==
+        std::vector<std::string>{
+            "6:9: error: loop variable 'n' shadows the parameter 'n'",
+            "12:17: error: loop variable 'i' shadows the enclosing loop variable 'i'",
+            "15:9: error: loop variable 'world' shadows the built-in 'world'",
+            "18:9: error: 'true' is reserved and cannot name a loop variable",
+            "20:13: error: repeat count must not be negative, got -1"});
+}
+
+TEST_CASE("loader: negative constant sizes and durations are errors") {
+  CHECK(problems(with_program("  - allreduce: {size: \"1 - 2\"}\n  - compute: -1ms\n")) ==
+        std::vector<std::string>{"4:23: error: size must not be negative, got -1",
+                                 "5:14: error: duration must not be negative, got -1000000"});
+}
+
+TEST_CASE("loader: columns inside quoted and plain scalars are exact") {
+  CHECK(problems(with_program("  - repeat: \"batchs\"\n    do: []\n")) ==
+        std::vector<std::string>{"4:14: error: unknown name 'batchs'; names in scope: rank, world"});
+  CHECK(problems(with_program("  - repeat: '1 + x'\n    do: []\n")) ==
+        std::vector<std::string>{"4:18: error: unknown name 'x'; names in scope: rank, world"});
+  CHECK(problems(with_program("  - repeat: 1 + x\n    do: []\n")) ==
+        std::vector<std::string>{"4:17: error: unknown name 'x'; names in scope: rank, world"});
+  // An escape shifts the characters: every problem is reported at the start of the string.
+  CHECK(problems(with_program("  - repeat: \"\\x31 + x\"\n    do: []\n")) ==
+        std::vector<std::string>{"4:14: error: unknown name 'x'; names in scope: rank, world"});
+}
+
+TEST_CASE("loader: type errors name what was expected") {
+  CHECK(problems("scenario: [a]\nworld: {}\ndescription: {}\nexpect: deadlok\nprogram: {a: 1}\n") ==
+        std::vector<std::string>{
+            "1:11: error: expected a string, got a list",
+            "2:8: error: expected an integer, got a map",
+            "3:14: error: expected a string, got a map",
+            "4:9: error: invalid value 'deadlok' for 'expect' (did you mean 'deadlock'?); valid values: "
+            "deadlock, hang, inconclusive, mismatch, ok, timeout",
+            "5:10: error: expected a list of statements, got a map"});
+  CHECK(problems("- a\n") == std::vector<std::string>{"1:1: error: expected a map of scenario keys, got a list"});
+  CHECK(problems(with_program("  - ~\n  - [compute]\n  - {}\n")) ==
+        std::vector<std::string>{"4:5: error: expected a statement, got null",
+                                 "5:5: error: expected a statement, got a list",
+                                 "6:5: error: expected a statement, got an empty map"});
+}
+
+TEST_CASE("loader: yaml syntax errors become one diagnostic") {
+  CHECK(problems("scenario: t\nworld: [1, 2\n") ==
+        std::vector<std::string>{"3:1: error: end of sequence flow not found"});
+  CHECK(problems("scenario: t\n  world: 2\n") ==
+        std::vector<std::string>{"2:8: error: illegal map value"});
+}
+
+TEST_CASE("loader: empty files and extra documents") {
+  CHECK(problems("") == std::vector<std::string>{"0:0: error: empty scenario file"});
+  CHECK(problems("# only a comment\n") == std::vector<std::string>{"0:0: error: empty scenario file"});
+  CHECK(problems("---\n") == std::vector<std::string>{"0:0: error: empty scenario file"});
+  CHECK(problems("scenario: a\n---\nscenario: b\n") ==
+        std::vector<std::string>{"2:1: error: a scenario file holds one yaml document; this is a second one"});
+}
+
+TEST_CASE("loader: aliases are shared, self references and alias bombs are errors") {
+  const LoadResult result = load(with_program("  - allreduce: &ar {size: 1MiB}\n  - allreduce: *ar\n"));
+  const Scenario& s = loaded(result);
+  REQUIRE(s.threads.at(0).body.size() == 2);
+  CHECK(value_of(s.threads[0].body[1].size) == 1LL << 20);
+
+  CHECK(problems("a: &a [*a]\n") ==
+        std::vector<std::string>{"1:8: error: an alias may not refer to a node that contains it"});
+  std::string bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 9; ++i) {
+    bomb += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int j = 0; j < 10; ++j) bomb += std::string(j ? ", " : "") + "*a" + std::to_string(i - 1);
+    bomb += "]\n";
+  }
+  CHECK(problems(bomb) ==
+        std::vector<std::string>{"5:5: error: aliases expand the document beyond the limit of 1048576 nodes"});
+  CHECK(problems(with_program("  - allreduce: {<<: {size: 1}}\n")) ==
+        std::vector<std::string>{"4:5: error: 'allreduce' requires argument 'size'",
+                                 "4:17: error: yaml merge keys ('<<') are not supported"});
+}
+
+TEST_CASE("loader: odd keys, tags and non-string keys do not crash") {
+  CHECK(problems("? [a]\n: 1\n1: 2\n~: 3\n") ==
+        std::vector<std::string>{"1:1: error: missing required key 'scenario'",
+                                 "1:1: error: missing required key 'world'",
+                                 "1:1: error: missing required key 'program'",
+                                 "1:3: error: expected a string key, got a list",
+                                 "3:1: error: unknown key '1'; valid keys: description, expect, groups, "
+                                 "params, program, scenario, semantics, source, world",
+                                 "4:1: error: expected a string key, got null"});
+  CHECK(loaded(load("scenario: !!str t\nworld: !custom 2\nprogram: !!seq [barrier]\n")).world == 2);
+}
+
+TEST_CASE("loader: nesting deeper than the limit is an error") {
+  LoadLimits limits;
+  limits.max_nesting = 2;
+  CHECK(problems(with_program(R"y(  - repeat: 1
+    do:
+      - if: 1
+        then:
+          - repeat: 1
+            do: []
+)y"), {}, limits) == std::vector<std::string>{"8:13: error: blocks are nested deeper than the limit of 2"});
+}
+
+TEST_CASE("loader: unused parameters and groups are warnings that do not stop loading") {
+  const LoadResult result =
+      load(with_program("  - send: {to: 1, size: n, group: used}\n",
+                        "params: {n: 1, spare: 2}\ngroups: {used: [0, 1], idle: [2]}\n"));
+  CHECK(result.ok());
+  CHECK(problems(result) == std::vector<std::string>{"3:16: warning: parameter 'spare' is never used",
+                                                     "4:24: warning: group 'idle' is never used"});
+}
+
+TEST_CASE("loader: all errors are collected and sorted by position") {
+  const std::vector<std::string> found =
+      problems("program:\n  - compute: 1\nworld: -2\nscenario: t\nexpect: nope\n");
+  CHECK(found == std::vector<std::string>{
+                     "2:14: error: duration needs a unit (e.g. 20ms)",
+                     "3:8: error: world must be positive, got -2",
+                     "5:9: error: invalid value 'nope' for 'expect'; valid values: deadlock, hang, "
+                     "inconclusive, mismatch, ok, timeout"});
+}
+
+TEST_CASE("loader: files that cannot be read or are too large") {
+  const LoadResult missing = load_scenario_file("no/such/file.yaml", {});
+  CHECK_FALSE(missing.ok());
+  REQUIRE(missing.diagnostics.size() == 1);
+  CHECK(format_diagnostic(missing.diagnostics[0], missing.text) ==
+        "no/such/file.yaml: error: cannot read file: No such file or directory\n");
+
+  const std::string path = (std::filesystem::temp_directory_path() / "lockstep_loader_test.yaml").string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << SPEC_EXAMPLE;
+  }
+  const LoadResult read = load_scenario_file(path, {});
+  CHECK(read.ok());
+  CHECK(read.text == SPEC_EXAMPLE);
+  LoadLimits tiny;
+  tiny.max_file_bytes = 100;
+  const LoadResult big = load_scenario_file(path, {}, tiny);
+  CHECK_FALSE(big.ok());
+  REQUIRE(big.diagnostics.size() == 1);
+  CHECK(format_diagnostic(big.diagnostics[0], big.text) ==
+        path + ": error: file exceeds the limit of 100 bytes\n");
+  std::remove(path.c_str());
+
+  CHECK(problems(SPEC_EXAMPLE, {}, tiny) ==
+        std::vector<std::string>{"0:0: error: file exceeds the limit of 100 bytes"});
+}
+
+TEST_CASE("loader: never throws on mangled input") {
+  // Deterministic mutations of a valid scenario: deleted, duplicated and replaced bytes.
+  const std::string base(SPEC_EXAMPLE);
+  const std::string alphabet = "{}[]:-,&*!|>'\"#?% \n\tab0";
+  uint64_t state = 0x9E3779B97F4A7C15ULL;
+  const auto next = [&state](uint64_t bound) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % bound;
+  };
+  for (int round = 0; round < 2000; ++round) {
+    std::string text = base;
+    const uint64_t edits = 1 + next(4);
+    for (uint64_t e = 0; e < edits && !text.empty(); ++e) {
+      const size_t at = next(text.size());
+      switch (next(3)) {
+        case 0: text.erase(at, 1 + next(8)); break;
+        case 1: text.insert(at, text.substr(next(text.size()), next(12))); break;
+        default: text[at] = alphabet[next(alphabet.size())]; break;
+      }
+    }
+    CAPTURE(text);
+    LoadResult result;
+    CHECK_NOTHROW(result = load(text));
+    for (const Diagnostic& d : result.diagnostics) CHECK_FALSE(format_diagnostic(d, result.text).empty());
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::sim
