@@ -16,7 +16,8 @@ constexpr int64_t INT64_LOWEST = std::numeric_limits<int64_t>::min();
 
 std::string_view op_symbol(ExprOp op) {
   switch (op) {
-    case ExprOp::NEG: case ExprOp::SUB: return "-";
+    case ExprOp::NEG:
+    case ExprOp::SUB: return "-";
     case ExprOp::NOT: return "!";
     case ExprOp::ABS: return "abs";
     case ExprOp::ADD: return "+";
@@ -34,7 +35,8 @@ std::string_view op_symbol(ExprOp op) {
     case ExprOp::MIN: return "min";
     case ExprOp::MAX: return "max";
     case ExprOp::COND: return "?:";
-    case ExprOp::CONST: case ExprOp::VAR: break;
+    case ExprOp::CONST:
+    case ExprOp::VAR: break;
   }
   return "?";
 }
@@ -104,12 +106,15 @@ int64_t eval_expr(const Expr& expr, std::span<const int64_t> env) {
       return value < 0 ? -value : value;
     }
     case ExprOp::NOT: return eval_expr(expr.args.at(0), env) == 0;
-    case ExprOp::AND: return eval_expr(expr.args.at(0), env) != 0 && eval_expr(expr.args.at(1), env) != 0;
-    case ExprOp::OR: return eval_expr(expr.args.at(0), env) != 0 || eval_expr(expr.args.at(1), env) != 0;
+    case ExprOp::AND:
+      return eval_expr(expr.args.at(0), env) != 0 && eval_expr(expr.args.at(1), env) != 0;
+    case ExprOp::OR:
+      return eval_expr(expr.args.at(0), env) != 0 || eval_expr(expr.args.at(1), env) != 0;
     case ExprOp::COND:
       return eval_expr(expr.args.at(0), env) != 0 ? eval_expr(expr.args.at(1), env)
                                                   : eval_expr(expr.args.at(2), env);
-    case ExprOp::MIN: case ExprOp::MAX: return eval_extremum(expr, env);
+    case ExprOp::MIN:
+    case ExprOp::MAX: return eval_extremum(expr, env);
     default:
       return eval_binary(expr, eval_expr(expr.args.at(0), env), eval_expr(expr.args.at(1), env));
   }
@@ -279,7 +284,8 @@ class Parser {
   }
 
   void error_at(SourceLoc at, const std::string& message) {
-    std::string text = source_.context.empty() ? message : std::string(source_.context) + ": " + message;
+    std::string text =
+        source_.context.empty() ? message : std::string(source_.context) + ": " + message;
     diagnostics_.push_back({std::string(source_.file), at, Severity::ERROR, std::move(text)});
     failed_ = true;
   }
@@ -337,7 +343,8 @@ class Parser {
   }
 
   size_t lex_punct(size_t begin) {
-    static constexpr std::array<std::string_view, 6> two_chars = {"<=", ">=", "==", "!=", "&&", "||"};
+    static constexpr std::array<std::string_view, 6> two_chars = {
+        "<=", ">=", "==", "!=", "&&", "||"};
     const std::string_view text = source_.text;
     const std::string_view rest = text.substr(begin);
     for (std::string_view symbol : two_chars) {
@@ -403,9 +410,7 @@ class Parser {
   // ----- building nodes (with constant folding)
 
   // A stand-in for a subexpression that had an error: never folded, never evaluated.
-  Parsed placeholder(size_t start) {
-    return {Expr{ExprOp::VAR, -1, loc_at(start), {}}, 1, start};
-  }
+  Parsed placeholder(size_t start) { return {Expr{ExprOp::VAR, -1, loc_at(start), {}}, 1, start}; }
 
   Parsed make_node(ExprOp op, size_t op_offset, size_t start, std::vector<Parsed> args) {
     int32_t depth = 0;
@@ -527,7 +532,8 @@ class Parser {
       }
     }
     if (find_function(token.text) != nullptr) {
-      syntax_error(token.offset, "expected '(' after the function '" + std::string(token.text) + "'");
+      syntax_error(token.offset,
+                   "expected '(' after the function '" + std::string(token.text) + "'");
     }
     error(token.offset, unknown_name_message(token.text));
     return placeholder(token.offset);
@@ -536,7 +542,8 @@ class Parser {
   std::string unknown_name_message(std::string_view name) const {
     std::vector<std::string> names;
     for (const ExprName& entry : source_.names) names.push_back(entry.name);
-    if (names.empty()) return "unknown name '" + std::string(name) + "'; only constants are allowed here";
+    if (names.empty())
+      return "unknown name '" + std::string(name) + "'; only constants are allowed here";
     return unknown_with_hint("name", name, names) + "; names in scope: " + join(names);
   }
 
@@ -556,7 +563,8 @@ class Parser {
     if (function == nullptr) {
       std::vector<std::string> known;
       for (const Function& candidate : FUNCTIONS) known.emplace_back(candidate.name);
-      error(name.offset, unknown_with_hint("function", name.text, known) + "; functions: " + join(known));
+      error(name.offset,
+            unknown_with_hint("function", name.text, known) + "; functions: " + join(known));
       return placeholder(name.offset);
     }
     if (args.size() < function->min_args || args.size() > function->max_args) {
@@ -638,7 +646,8 @@ class Parser {
                                       const UnitSpec* unit) {
     const int64_t scale = unit != nullptr ? unit->scale : 1;
     const size_t dot = digits.find('.');
-    std::string_view fraction = dot == std::string_view::npos ? std::string_view{} : digits.substr(dot + 1);
+    std::string_view fraction =
+        dot == std::string_view::npos ? std::string_view{} : digits.substr(dot + 1);
     while (!fraction.empty() && fraction.back() == '0') fraction.remove_suffix(1);
     const std::string_view whole = digits.substr(0, std::min(dot, digits.size()));
     const std::string literal = quoted(token.text);

@@ -216,7 +216,8 @@ TEST_CASE("expr: a fold that fails is a diagnostic at the operator") {
 
 TEST_CASE("expr: unknown names suggest a close name and list the names in scope") {
   CHECK(only_error("batchs - (rank == 3)") ==
-        "3:10: unknown name 'batchs' (did you mean 'batches'?); names in scope: rank, world, batches");
+        "3:10: unknown name 'batchs' (did you mean 'batches'?); names in scope: rank, world, "
+        "batches");
   CHECK(only_error("1 + zzz") == "3:14: unknown name 'zzz'; names in scope: rank, world, batches");
   ExprSource no_names;  // world, params and groups: constants only
   no_names.text = "n + 1";
@@ -263,8 +264,10 @@ TEST_CASE("expr: a duration needs a unit unless it is zero or uses a variable") 
 TEST_CASE("expr: fractions must come out whole and numbers must fit in 64 bits") {
   CHECK(only_error("1.5") == "3:10: '1.5' is not an integer");
   CHECK(only_error("1.5B", Unit::BYTES) == "3:10: '1.5B' is not a whole number of bytes");
-  CHECK(only_error("0.3ns", Unit::NANOSECONDS) == "3:10: '0.3ns' is not a whole number of nanoseconds");
-  CHECK(only_error("99999999999999999999") == "3:10: number '99999999999999999999' is out of range");
+  CHECK(only_error("0.3ns", Unit::NANOSECONDS) ==
+        "3:10: '0.3ns' is not a whole number of nanoseconds");
+  CHECK(only_error("99999999999999999999") ==
+        "3:10: number '99999999999999999999' is out of range");
   CHECK(only_error("9000000TiB", Unit::BYTES) == "3:10: number '9000000TiB' is out of range");
   CHECK(only_error("1.0000000000000000001GiB", Unit::BYTES) ==
         "3:10: '1.0000000000000000001GiB' has more than 18 digits after the point");
@@ -280,7 +283,8 @@ TEST_CASE("expr: syntax errors point at the offending token") {
   CHECK(only_error("rank = 1") == "3:15: '=' is not an operator (did you mean '=='?)");
   CHECK(only_error("rank | 1") == "3:15: '|' is not an operator (did you mean '||'?)");
   CHECK(only_error("rank # 1") == "3:15: unexpected character '#'");
-  CHECK(only_error("1 ? 2") == "3:15: expected ':' in the conditional expression, got end of expression");
+  CHECK(only_error("1 ? 2") ==
+        "3:15: expected ':' in the conditional expression, got end of expression");
   CHECK(only_error("min + 1") == "3:10: expected '(' after the function 'min'");
   CHECK(only_error("min(1, 2") ==
         "3:18: expected ')' to close the arguments of 'min', got end of expression");
@@ -296,7 +300,8 @@ TEST_CASE("expr: function calls check names and argument counts") {
 TEST_CASE("expr: nesting is bounded") {
   ExprSource shallow;
   shallow.max_depth = 3;
-  CHECK(only_error("((((1))))", Unit::NONE, shallow) == "3:13: expression is nested deeper than the limit of 3");
+  CHECK(only_error("((((1))))", Unit::NONE, shallow) ==
+        "3:13: expression is nested deeper than the limit of 3");
   CHECK(compile("(((1)))", Unit::NONE, shallow).diagnostics.empty());
   CHECK(only_error("rank + (rank + (rank + rank))", Unit::NONE, shallow) ==
         "3:15: expression is nested deeper than the limit of 3");

@@ -71,7 +71,8 @@ bool is_identifier(std::string_view name) {
 
 // Words of the expression language that no parameter or loop variable may take.
 bool is_reserved_word(std::string_view name) {
-  static constexpr std::array<std::string_view, 6> words = {"true", "false", "any", "min", "max", "abs"};
+  static constexpr std::array<std::string_view, 6> words = {"true", "false", "any",
+                                                            "min",  "max",   "abs"};
   return std::find(words.begin(), words.end(), name) != words.end();
 }
 
@@ -93,6 +94,14 @@ std::string format_ranks(const std::vector<int32_t>& ranks) {
   return out;
 }
 
+// yaml-cpp's messages start with a capital now and then; ours never do.
+std::string lower_first(std::string message) {
+  if (!message.empty()) {
+    message[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(message[0])));
+  }
+  return message;
+}
+
 SourceLoc to_loc(const YAML::Mark& mark) {
   if (mark.is_null() || mark.line < 0 || mark.column < 0) return {};
   return {static_cast<uint32_t>(mark.line) + 1, static_cast<uint32_t>(mark.column) + 1};
@@ -109,11 +118,11 @@ using NodePtr = std::shared_ptr<const Node>;
 struct Node {
   NodeKind kind = NodeKind::NUL;
   SourceLoc loc;
-  size_t pos = 0;                                   // byte offset in the text
-  std::string value;                                // SCALAR
-  std::vector<NodePtr> items;                       // LIST
-  std::vector<std::pair<NodePtr, NodePtr>> entries; // MAP, in order, duplicates kept
-  uint64_t weight = 1;                              // nodes below, aliases expanded
+  size_t pos = 0;                                    // byte offset in the text
+  std::string value;                                 // SCALAR
+  std::vector<NodePtr> items;                        // LIST
+  std::vector<std::pair<NodePtr, NodePtr>> entries;  // MAP, in order, duplicates kept
+  uint64_t weight = 1;                               // nodes below, aliases expanded
 };
 
 std::string type_name(const Node& node) {
@@ -265,8 +274,13 @@ struct ArgName {
 };
 
 constexpr std::array<ArgName, 7> ARG_NAMES = {{
-    {"group", Arg::GROUP}, {"size", Arg::SIZE}, {"dtype", Arg::DTYPE}, {"root", Arg::ROOT},
-    {"tag", Arg::TAG}, {"to", Arg::TO}, {"from", Arg::FROM},
+    {"group", Arg::GROUP},
+    {"size", Arg::SIZE},
+    {"dtype", Arg::DTYPE},
+    {"root", Arg::ROOT},
+    {"tag", Arg::TAG},
+    {"to", Arg::TO},
+    {"from", Arg::FROM},
 }};
 
 // Arguments of the language that this slice does not implement yet.
@@ -288,7 +302,7 @@ struct OpSpec {
   std::string_view name;
   OpKind kind;
   OpForm form;
-  std::vector<Arg> args;      // accepted, in the order they are loaded
+  std::vector<Arg> args;  // accepted, in the order they are loaded
   std::vector<Arg> required;
 };
 
@@ -329,7 +343,8 @@ constexpr std::array<std::string_view, 2> BLOCK_STATEMENTS = {"repeat", "if"};
 
 bool is_statement_name(std::string_view name) {
   return find_op(name) != nullptr ||
-         std::find(BLOCK_STATEMENTS.begin(), BLOCK_STATEMENTS.end(), name) != BLOCK_STATEMENTS.end() ||
+         std::find(BLOCK_STATEMENTS.begin(), BLOCK_STATEMENTS.end(), name) !=
+             BLOCK_STATEMENTS.end() ||
          std::find(UNSUPPORTED_STATEMENTS.begin(), UNSUPPORTED_STATEMENTS.end(), name) !=
              UNSUPPORTED_STATEMENTS.end();
 }
@@ -340,13 +355,13 @@ struct DTypeName {
 };
 
 constexpr std::array<DTypeName, 19> DTYPE_NAMES = {{
-    {"int8", DType::INT8}, {"uint8", DType::UINT8}, {"int32", DType::INT32},
-    {"uint32", DType::UINT32}, {"int64", DType::INT64}, {"uint64", DType::UINT64},
-    {"fp16", DType::FP16}, {"float16", DType::FP16}, {"half", DType::FP16},
-    {"bf16", DType::BF16}, {"bfloat16", DType::BF16},
-    {"fp32", DType::FP32}, {"float32", DType::FP32}, {"float", DType::FP32},
-    {"fp64", DType::FP64}, {"float64", DType::FP64}, {"double", DType::FP64},
-    {"fp8_e4m3", DType::FP8_E4M3}, {"fp8_e5m2", DType::FP8_E5M2},
+    {"int8", DType::INT8},         {"uint8", DType::UINT8},   {"int32", DType::INT32},
+    {"uint32", DType::UINT32},     {"int64", DType::INT64},   {"uint64", DType::UINT64},
+    {"fp16", DType::FP16},         {"float16", DType::FP16},  {"half", DType::FP16},
+    {"bf16", DType::BF16},         {"bfloat16", DType::BF16}, {"fp32", DType::FP32},
+    {"float32", DType::FP32},      {"float", DType::FP32},    {"fp64", DType::FP64},
+    {"float64", DType::FP64},      {"double", DType::FP64},   {"fp8_e4m3", DType::FP8_E4M3},
+    {"fp8_e5m2", DType::FP8_E5M2},
 }};
 
 // ---------------------------------------------------------------------------------------------
@@ -392,12 +407,14 @@ class Loader {
 
  private:
   using KeyLoader = void (Loader::*)(const Entry&);
+  using Step = void (Loader::*)();
 
   struct TopLevelKey {
     std::string_view name;
     bool supported;
     bool required;
     KeyLoader load;
+    Step after = nullptr;  // runs whether or not the key is present
   };
 
   // In the order they are loaded: later keys depend on earlier ones (world, params, groups).
@@ -407,8 +424,8 @@ class Loader {
         {"description", true, false, &Loader::load_description},
         {"source", true, false, &Loader::load_source},
         {"expect", true, false, &Loader::load_expect},
-        {"world", true, true, &Loader::load_world},
-        {"params", true, false, &Loader::load_params},
+        {"world", true, true, &Loader::load_world, &Loader::define_world_group},
+        {"params", true, false, &Loader::load_params, &Loader::bind_params},
         {"groups", true, false, &Loader::load_groups},
         {"semantics", true, false, &Loader::load_semantics},
         {"program", true, true, &Loader::load_program},
@@ -443,7 +460,8 @@ class Loader {
     const auto same = [](const Diagnostic& a, const Diagnostic& b) {
       return a.loc == b.loc && a.severity == b.severity && a.message == b.message;
     };
-    diagnostics_.erase(std::unique(diagnostics_.begin(), diagnostics_.end(), same), diagnostics_.end());
+    diagnostics_.erase(std::unique(diagnostics_.begin(), diagnostics_.end(), same),
+                       diagnostics_.end());
   }
 
   // ----- YAML
@@ -457,9 +475,7 @@ class Loader {
       while (builder.documents.size() < 2 && parser.HandleNextDocument(builder)) {
       }
     } catch (const YAML::Exception& e) {
-      std::string message = e.msg;
-      if (!message.empty()) message[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(message[0])));
-      error(to_loc(e.mark), message);
+      error(to_loc(e.mark), lower_first(e.msg));
       return nullptr;
     } catch (const std::exception& e) {
       error({}, std::string("cannot parse yaml: ") + e.what());
@@ -467,7 +483,8 @@ class Loader {
     }
     for (const YamlProblem& problem : builder.problems) error(problem.loc, problem.message);
     if (builder.documents.size() > 1) {
-      error(builder.documents[1].loc, "a scenario file holds one yaml document; this is a second one");
+      error(builder.documents[1].loc,
+            "a scenario file holds one yaml document; this is a second one");
     }
     if (!builder.problems.empty() || builder.documents.size() > 1) return nullptr;
     if (builder.documents.empty() || !builder.documents[0].root ||
@@ -542,8 +559,8 @@ class Loader {
     const char first = text_[pos];
     if (first == '"' || first == '\'') {
       const size_t end = pos + 1 + value.size();
-      const bool exact = end < text_.size() && text_.substr(pos + 1, value.size()) == value &&
-                         text_[end] == first;
+      const bool exact =
+          end < text_.size() && text_.substr(pos + 1, value.size()) == value && text_[end] == first;
       return {{node.loc.line, node.loc.col + 1}, exact};
     }
     return {node.loc, text_.substr(pos, value.size()) == value};
@@ -599,8 +616,7 @@ class Loader {
       } else if (key.required) {
         error(root.loc, "missing required key " + quoted(key.name));
       }
-      if (key.name == "params") apply_overrides();
-      if (key.name == "world") define_world_group(entries);
+      if (key.after != nullptr) (this->*key.after)();
     }
     if (!has_error()) warn_unused();
   }
@@ -642,6 +658,7 @@ class Loader {
   }
 
   void load_world(const Entry& entry) {
+    world_loc_ = entry.key_node->loc;
     const std::optional<int64_t> world =
         constant_of(*entry.value, Unit::NONE, "an integer", "world", 1);
     if (!world) return;
@@ -653,11 +670,9 @@ class Loader {
     scenario_.world = static_cast<int32_t>(*world);
   }
 
-  void define_world_group(const std::vector<Entry>& entries) {
-    GroupDef world{"world", {}, {}};
-    for (const Entry& entry : entries) {
-      if (entry.key == "world") world.loc = entry.key_node->loc;
-    }
+  // groups[0]: every rank (none when `world` is missing or invalid).
+  void define_world_group() {
+    GroupDef world{"world", world_loc_, {}};
     for (int32_t rank = 0; rank < scenario_.world; ++rank) world.ranks.push_back(rank);
     scenario_.groups.push_back(std::move(world));
     group_used_.push_back(true);
@@ -696,7 +711,8 @@ class Loader {
     }
   }
 
-  void apply_overrides() {
+  // Applies the -D overrides and puts rank, world and the parameters in scope.
+  void bind_params() {
     scenario_.slot_names = {"rank", "world"};
     for (const Param& param : scenario_.params) scenario_.slot_names.push_back(param.name);
     for (const ParamOverride& override_ : overrides_) apply_override(override_);
@@ -716,7 +732,8 @@ class Loader {
       std::string message = "unknown parameter " + quoted(override_.name) + " in " + flag;
       const std::string hint = closest_name(override_.name, names);
       if (!hint.empty()) message += " (did you mean " + quoted(hint) + "?)";
-      message += names.empty() ? "; the scenario has no parameters" : "; parameters: " + join(names);
+      message +=
+          names.empty() ? "; the scenario has no parameters" : "; parameters: " + join(names);
       error({}, message);
       return;
     }
@@ -757,7 +774,8 @@ class Loader {
       if (!rank || !check_in_world(rank->value, *item)) continue;
       const auto value = static_cast<int32_t>(rank->value);
       if (std::find(ranks.begin(), ranks.end(), value) != ranks.end()) {
-        error(item->loc, "rank " + std::to_string(value) + " appears twice in group " + quoted(name));
+        error(item->loc,
+              "rank " + std::to_string(value) + " appears twice in group " + quoted(name));
         continue;
       }
       ranks.push_back(value);
@@ -795,9 +813,9 @@ class Loader {
 
   void load_semantics(const Entry& entry) {
     if (!expect_kind(*entry.value, NodeKind::MAP, "a map of semantics settings")) return;
-    const KeySet keys{{"p2p", "eager_limit", "p2p_comm", "comm_concurrency",
-                       "launch_order_implicit", "timeout"},
-                      {"link"}};
+    const KeySet keys{
+        {"p2p", "eager_limit", "p2p_comm", "comm_concurrency", "launch_order_implicit", "timeout"},
+        {"link"}};
     Semantics& semantics = scenario_.semantics;
     for (const Entry& setting : known_entries(entries_of(*entry.value), keys, " in semantics")) {
       const Node& value = *setting.value;
@@ -893,8 +911,8 @@ class Loader {
                                   int32_t depth) {
     if (head.key == "repeat" || head.key == "if") {
       if (depth >= limits_.max_nesting) {
-        error(head.key_node->loc, "blocks are nested deeper than the limit of " +
-                                      std::to_string(limits_.max_nesting));
+        error(head.key_node->loc,
+              "blocks are nested deeper than the limit of " + std::to_string(limits_.max_nesting));
         return std::nullopt;
       }
       return head.key == "repeat" ? load_repeat(head, companions, depth + 1)
@@ -967,8 +985,8 @@ class Loader {
     const auto shadowed = std::find_if(scope_.begin(), scope_.end(),
                                        [&](const ExprName& n) { return n.name == *name; });
     if (shadowed != scope_.end()) {
-      error(node.loc, "loop variable " + quoted(*name) + " shadows " + describe_slot(shadowed->slot) +
-                          " " + quoted(*name));
+      error(node.loc, "loop variable " + quoted(*name) + " shadows " +
+                          describe_slot(shadowed->slot) + " " + quoted(*name));
       return false;
     }
     stmt.var_slot = static_cast<int32_t>(scenario_.slot_names.size());
@@ -1020,7 +1038,8 @@ class Loader {
     bool ok = all_known;
     for (Arg required : spec.required) {
       if (!all_known || args.count(required) != 0) continue;
-      error(head.key_node->loc, quoted(spec.name) + " requires argument " + quoted(arg_name(required)));
+      error(head.key_node->loc,
+            quoted(spec.name) + " requires argument " + quoted(arg_name(required)));
       ok = false;
     }
     for (Arg arg : spec.args) {
@@ -1076,7 +1095,8 @@ class Loader {
                                      "; valid arguments: " + join(sorted(valid)));
       return std::nullopt;
     }
-    if (std::find(UNSUPPORTED_ARGS.begin(), UNSUPPORTED_ARGS.end(), entry.key) != UNSUPPORTED_ARGS.end()) {
+    if (std::find(UNSUPPORTED_ARGS.begin(), UNSUPPORTED_ARGS.end(), entry.key) !=
+        UNSUPPORTED_ARGS.end()) {
       error(entry.key_node->loc, quoted(entry.key) + " is not supported yet");
       return std::nullopt;
     }
@@ -1106,7 +1126,8 @@ class Loader {
         stmt.root = std::move(*root);
         return true;
       }
-      case Arg::TO: case Arg::FROM: return load_peer(value, stmt);
+      case Arg::TO:
+      case Arg::FROM: return load_peer(value, stmt);
       case Arg::TAG: {
         std::optional<std::string> tag = string_of(value);
         if (tag) stmt.tag = std::move(*tag);
@@ -1170,17 +1191,20 @@ class Loader {
     for (size_t i = 0; i < scenario_.params.size(); ++i) {
       const size_t slot = Scenario::FIRST_PARAM_SLOT + i;
       if (slot < used.size() && used[slot]) continue;
-      warning(scenario_.params[i].loc, "parameter " + quoted(scenario_.params[i].name) + " is never used");
+      warning(scenario_.params[i].loc,
+              "parameter " + quoted(scenario_.params[i].name) + " is never used");
     }
     for (size_t i = 1; i < scenario_.groups.size(); ++i) {
       if (group_used_[i]) continue;
-      warning(scenario_.groups[i].loc, "group " + quoted(scenario_.groups[i].name) + " is never used");
+      warning(scenario_.groups[i].loc,
+              "group " + quoted(scenario_.groups[i].name) + " is never used");
     }
   }
 
   static void mark_used(const std::vector<Stmt>& body, std::vector<bool>& used) {
     for (const Stmt& stmt : body) {
-      for (const Expr* expr : {&stmt.size, &stmt.peer, &stmt.root, &stmt.duration, &stmt.count, &stmt.cond}) {
+      for (const Expr* expr :
+           {&stmt.size, &stmt.peer, &stmt.root, &stmt.duration, &stmt.count, &stmt.cond}) {
         mark_used_slots(*expr, used);
       }
       mark_used(stmt.body, used);
@@ -1194,12 +1218,14 @@ class Loader {
   LoadLimits limits_;
   std::vector<Diagnostic> diagnostics_;
   Scenario scenario_;
+  SourceLoc world_loc_;
   std::vector<ExprName> scope_;   // names in scope while loading the program
   std::vector<bool> group_used_;  // by group index
 };
 
 // Reads at most `max_bytes` + 1 bytes of a file.
-std::optional<std::string> read_file(const std::string& path, int64_t max_bytes, std::string& error) {
+std::optional<std::string> read_file(const std::string& path, int64_t max_bytes,
+                                     std::string& error) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     error = std::generic_category().message(errno);
@@ -1242,7 +1268,8 @@ LoadResult load_scenario_text(std::string_view text, const std::string& path,
     return Loader(text, path, overrides, limits).run();
   } catch (const std::exception& e) {  // e.g. std::bad_alloc: still a diagnostic, never a throw
     LoadResult result;
-    result.diagnostics.push_back({path, {}, Severity::ERROR, std::string("cannot load: ") + e.what()});
+    result.diagnostics.push_back(
+        {path, {}, Severity::ERROR, std::string("cannot load: ") + e.what()});
     return result;
   }
 }

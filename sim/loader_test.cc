@@ -40,7 +40,9 @@ std::vector<std::string> problems(const LoadResult& result) {
   std::vector<std::string> out;
   for (const Diagnostic& d : result.diagnostics) {
     CHECK(d.file == "s.yaml");
-    const char* severity = d.severity == Severity::ERROR ? "error" : d.severity == Severity::WARNING ? "warning" : "note";
+    const char* severity = d.severity == Severity::ERROR     ? "error"
+                           : d.severity == Severity::WARNING ? "warning"
+                                                             : "note";
     out.push_back(std::to_string(d.loc.line) + ":" + std::to_string(d.loc.col) + ": " + severity +
                   ": " + d.message);
   }
@@ -50,8 +52,9 @@ std::vector<std::string> problems(const LoadResult& result) {
 std::vector<std::string> problems(std::string_view text, std::vector<ParamOverride> overrides = {},
                                   const LoadLimits& limits = {}) {
   const LoadResult result = load(text, std::move(overrides), limits);
-  CHECK(result.ok() == std::none_of(result.diagnostics.begin(), result.diagnostics.end(),
-                                    [](const Diagnostic& d) { return d.severity == Severity::ERROR; }));
+  CHECK(result.ok() ==
+        std::none_of(result.diagnostics.begin(), result.diagnostics.end(),
+                     [](const Diagnostic& d) { return d.severity == Severity::ERROR; }));
   return problems(result);
 }
 
@@ -151,7 +154,8 @@ TEST_CASE("loader: the SPEC example loads into the model") {
 }
 
 TEST_CASE("loader: ops take their arguments, defaults and dtype aliases") {
-  const LoadResult result = load(with_program(R"y(  - broadcast: {group: evens, size: "2 * 4KiB", root: 2, dtype: half, tag: w.0}
+  const LoadResult result = load(with_program(
+      R"y(  - broadcast: {group: evens, size: "2 * 4KiB", root: 2, dtype: half, tag: w.0}
   - reduce: {size: 8, root: 3, dtype: double}
   - send: {to: "(rank + 1) % world", size: 1MB, dtype: float}
   - recv: {from: any, size: 1MB, group: evens}
@@ -161,7 +165,8 @@ TEST_CASE("loader: ops take their arguments, defaults and dtype aliases") {
   - barrier: {dtype: fp32, tag: end}
   - sleep: 1.5s
   - all_to_all: {size: 1, dtype: fp8_e5m2}
-)y", "groups: {evens: [0, 2]}\n"));
+)y",
+      "groups: {evens: [0, 2]}\n"));
   const Scenario& s = loaded(result);
   const std::vector<Stmt>& body = s.threads.at(0).body;
   REQUIRE(body.size() == 10);
@@ -201,12 +206,12 @@ TEST_CASE("loader: ops take their arguments, defaults and dtype aliases") {
 
 TEST_CASE("loader: every dtype name and alias") {
   const std::vector<std::pair<std::string, DType>> names = {
-      {"int8", DType::INT8},      {"uint8", DType::UINT8},     {"int32", DType::INT32},
-      {"uint32", DType::UINT32},  {"int64", DType::INT64},     {"uint64", DType::UINT64},
-      {"fp16", DType::FP16},      {"float16", DType::FP16},    {"half", DType::FP16},
-      {"bf16", DType::BF16},      {"bfloat16", DType::BF16},   {"fp32", DType::FP32},
-      {"float32", DType::FP32},   {"float", DType::FP32},      {"fp64", DType::FP64},
-      {"float64", DType::FP64},   {"double", DType::FP64},     {"fp8_e4m3", DType::FP8_E4M3},
+      {"int8", DType::INT8},        {"uint8", DType::UINT8},   {"int32", DType::INT32},
+      {"uint32", DType::UINT32},    {"int64", DType::INT64},   {"uint64", DType::UINT64},
+      {"fp16", DType::FP16},        {"float16", DType::FP16},  {"half", DType::FP16},
+      {"bf16", DType::BF16},        {"bfloat16", DType::BF16}, {"fp32", DType::FP32},
+      {"float32", DType::FP32},     {"float", DType::FP32},    {"fp64", DType::FP64},
+      {"float64", DType::FP64},     {"double", DType::FP64},   {"fp8_e4m3", DType::FP8_E4M3},
       {"fp8_e5m2", DType::FP8_E5M2}};
   for (const auto& [name, dtype] : names) {
     CAPTURE(name);
@@ -231,7 +236,8 @@ TEST_CASE("loader: if and repeat with loop variables get their own slots") {
         as: j
         do:
           - send: {to: "j % world", size: "i * 1KiB"}
-)y", "params: {n: 2}\n"));
+)y",
+                                              "params: {n: 2}\n"));
   const Scenario& s = loaded(result);
   CHECK(s.slot_names == std::vector<std::string>{"rank", "world", "n", "i", "i", "j"});
   const std::vector<Stmt>& body = s.threads.at(0).body;
@@ -277,19 +283,21 @@ TEST_CASE("loader: semantics settings") {
 }
 
 TEST_CASE("loader: semantics errors") {
-  CHECK(problems(with_program("  - barrier\n",
-                              "semantics: {p2p: rendevous, p2p_comm: lazy, timeout: 0, eager_limt: 1, "
-                              "launch_order_implicit: yes, comm_concurrency: -1, link: {}}\n")) ==
-        std::vector<std::string>{
-            "3:18: error: invalid value 'rendevous' for 'p2p' (did you mean 'rendezvous'?); valid "
-            "values: eager, rendezvous",
-            "3:39: error: invalid value 'lazy' for 'p2p_comm'; valid values: group, pair",
-            "3:54: error: timeout must be positive, got 0",
-            "3:57: error: unknown key 'eager_limt' in semantics (did you mean 'eager_limit'?); valid "
-            "keys: comm_concurrency, eager_limit, launch_order_implicit, p2p, p2p_comm, timeout",
-            "3:95: error: invalid value 'yes' for 'launch_order_implicit'; valid values: false, true",
-            "3:118: error: comm_concurrency must not be negative, got -1",
-            "3:122: error: 'link' is not supported yet"});
+  CHECK(
+      problems(
+          with_program("  - barrier\n",
+                       "semantics: {p2p: rendevous, p2p_comm: lazy, timeout: 0, eager_limt: 1, "
+                       "launch_order_implicit: yes, comm_concurrency: -1, link: {}}\n")) ==
+      std::vector<std::string>{
+          "3:18: error: invalid value 'rendevous' for 'p2p' (did you mean 'rendezvous'?); valid "
+          "values: eager, rendezvous",
+          "3:39: error: invalid value 'lazy' for 'p2p_comm'; valid values: group, pair",
+          "3:54: error: timeout must be positive, got 0",
+          "3:57: error: unknown key 'eager_limt' in semantics (did you mean 'eager_limit'?); valid "
+          "keys: comm_concurrency, eager_limit, launch_order_implicit, p2p, p2p_comm, timeout",
+          "3:95: error: invalid value 'yes' for 'launch_order_implicit'; valid values: false, true",
+          "3:118: error: comm_concurrency must not be negative, got -1",
+          "3:122: error: 'link' is not supported yet"});
 }
 
 TEST_CASE("loader: params accept sizes and durations; -D overrides them") {
@@ -311,39 +319,44 @@ TEST_CASE("loader: params accept sizes and durations; -D overrides them") {
 }
 
 TEST_CASE("loader: bad -D overrides have no position") {
-  const std::string text = with_program("  - repeat: \"a + b\"\n    do: []\n", "params: {a: 1, b: 2}\n");
+  const std::string text =
+      with_program("  - repeat: \"a + b\"\n    do: []\n", "params: {a: 1, b: 2}\n");
   CHECK(problems(text, {{"foo", "3"}, {"a", "x"}, {"b", "1 +"}}) ==
         std::vector<std::string>{
             "0:0: error: unknown parameter 'foo' in -D foo=3; parameters: a, b",
             "0:0: error: in -D a=x: unknown name 'x'; only constants are allowed here",
             "0:0: error: in -D b=1 +: expected an expression, got end of expression"});
   CHECK(problems(with_program("  - barrier\n"), {{"bb", "1"}}) ==
-        std::vector<std::string>{"0:0: error: unknown parameter 'bb' in -D bb=1; the scenario has no parameters"});
+        std::vector<std::string>{
+            "0:0: error: unknown parameter 'bb' in -D bb=1; the scenario has no parameters"});
   CHECK(problems(text, {{"aa", "1"}}) ==
-        std::vector<std::string>{"0:0: error: unknown parameter 'aa' in -D aa=1 (did you mean 'a'?); parameters: a, b"});
+        std::vector<std::string>{
+            "0:0: error: unknown parameter 'aa' in -D aa=1 (did you mean 'a'?); parameters: a, b"});
 }
 
 TEST_CASE("loader: parameter names") {
   CHECK(problems(with_program("  - barrier\n", "params: {rank: 1, 2x: 1, min: 3, ok: [1]}\n")) ==
         std::vector<std::string>{
             "3:10: error: parameter 'rank' clashes with the built-in name 'rank'",
-            "3:19: error: invalid parameter name '2x'; a name is a letter or '_' followed by letters, "
+            "3:19: error: invalid parameter name '2x'; a name is a letter or '_' followed by "
+            "letters, "
             "digits or '_'",
             "3:26: error: 'min' is reserved and cannot name a parameter",
             "3:38: error: expected an integer, size or duration, got a list"});
 }
 
 TEST_CASE("loader: groups are checked and stored sorted") {
-  CHECK(problems(with_program("  - barrier: a\n  - barrier: b\n",
-                              "groups: {a: [3, 1, 1, 4, -1], b: [], world: [0], c: 5}\n")) ==
-        std::vector<std::string>{
-            "3:20: error: rank 1 appears twice in group 'a'",
-            "3:23: error: rank 4 is outside the world (ranks 0-3)",
-            "3:26: error: rank -1 is outside the world (ranks 0-3)",
-            "3:34: error: group 'b' has no ranks",
-            "3:38: error: group 'world' is predefined and may not be redefined",
-            "3:53: error: expected a list of ranks, got a scalar"});
-  const Scenario s = loaded(load(with_program("  - barrier: g\n", "groups: {g: [3, \"1 + 1\", 0]}\n")));
+  CHECK(
+      problems(with_program("  - barrier: a\n  - barrier: b\n",
+                            "groups: {a: [3, 1, 1, 4, -1], b: [], world: [0], c: 5}\n")) ==
+      std::vector<std::string>{"3:20: error: rank 1 appears twice in group 'a'",
+                               "3:23: error: rank 4 is outside the world (ranks 0-3)",
+                               "3:26: error: rank -1 is outside the world (ranks 0-3)",
+                               "3:34: error: group 'b' has no ranks",
+                               "3:38: error: group 'world' is predefined and may not be redefined",
+                               "3:53: error: expected a list of ranks, got a scalar"});
+  const Scenario s =
+      loaded(load(with_program("  - barrier: g\n", "groups: {g: [3, \"1 + 1\", 0]}\n")));
   CHECK(s.groups.at(1).ranks == std::vector<int32_t>{0, 2, 3});
 }
 
@@ -352,7 +365,8 @@ TEST_CASE("loader: constant peers and roots must be members of their group") {
   - recv: {from: 1, size: 1, group: evens}
   - gather: {root: 4, size: 1, group: big}
   - scatter: {root: "rank", size: 1, group: evens}
-)y", "groups: {evens: [0, 2], big: [0, 1, 2, 3, 5, 6, 7]}\n", 8)) ==
+)y",
+                              "groups: {evens: [0, 2], big: [0, 1, 2, 3, 5, 6, 7]}\n", 8)) ==
         std::vector<std::string>{
             "5:16: error: rank 5 is not a member of group 'evens' (ranks 0, 2)",
             "6:18: error: rank 1 is not a member of group 'evens' (ranks 0, 2)",
@@ -360,8 +374,9 @@ TEST_CASE("loader: constant peers and roots must be members of their group") {
 }
 
 TEST_CASE("loader: world must be a positive constant within the limit") {
-  CHECK(problems("scenario: t\nworld: 1000000000\nprogram: []\n") ==
-        std::vector<std::string>{"2:8: error: world 1000000000 exceeds the limit of 1048576 ranks"});
+  CHECK(
+      problems("scenario: t\nworld: 1000000000\nprogram: []\n") ==
+      std::vector<std::string>{"2:8: error: world 1000000000 exceeds the limit of 1048576 ranks"});
   CHECK(problems("scenario: t\nworld: 0\nprogram: []\n") ==
         std::vector<std::string>{"2:8: error: world must be positive, got 0"});
   CHECK(problems("scenario: t\nworld: n\nprogram: []\n") ==
@@ -380,21 +395,23 @@ TEST_CASE("loader: unknown and unsupported top-level keys, missing required keys
             "expect, groups, params, program, scenario, semantics, source, world",
             "1:1: error: missing required key 'scenario'",
             "1:1: error: missing required key 'world'",
-            "1:1: error: missing required key 'program'",
-            "2:1: error: 'mesh' is not supported yet",
+            "1:1: error: missing required key 'program'", "2:1: error: 'mesh' is not supported yet",
             "3:1: error: 'threads' is not supported yet",
-            "4:1: error: unknown key 'wrld' (did you mean 'world'?); valid keys: description, expect, "
+            "4:1: error: unknown key 'wrld' (did you mean 'world'?); valid keys: description, "
+            "expect, "
             "groups, params, program, scenario, semantics, source, world"});
 }
 
 TEST_CASE("loader: duplicate keys are errors at every level") {
-  CHECK(problems("scenario: a\nworld: 2\nscenario: b\nprogram:\n  - allreduce: {size: 1, size: 2}\n") ==
+  CHECK(problems(
+            "scenario: a\nworld: 2\nscenario: b\nprogram:\n  - allreduce: {size: 1, size: 2}\n") ==
         std::vector<std::string>{"3:1: error: duplicate key 'scenario' (first given at line 1)",
                                  "5:26: error: duplicate key 'size' (first given at line 5)"});
 }
 
 TEST_CASE("loader: statements report unknown and unsupported operations and arguments") {
-  CHECK(problems(with_program(R"y(  - allreduc: {size: 1}
+  CHECK(
+      problems(with_program(R"y(  - allreduc: {size: 1}
   - sync
   - allreduce: {size: 1, async: h}
   - allreduce: {sise: 1, root: 0}
@@ -408,26 +425,29 @@ TEST_CASE("loader: statements report unknown and unsupported operations and argu
   - repeat: 2
   - if: 1
     thne: []
-)y")) == std::vector<std::string>{
-             "4:5: error: unknown operation 'allreduc' (did you mean 'allreduce'?); valid operations: "
-             "all_to_all, allgather, allreduce, barrier, broadcast, compute, gather, if, recv, reduce, "
-             "reduce_scatter, repeat, scatter, send, sleep",
-             "5:5: error: 'sync' is not supported yet",
-             "6:26: error: 'async' is not supported yet",
-             "7:17: error: unknown argument 'sise' for 'allreduce' (did you mean 'size'?); valid "
-             "arguments: dtype, group, size, tag",
-             "7:26: error: 'allreduce' takes no argument 'root'; valid arguments: dtype, group, size, tag",
-             "8:5: error: 'allreduce' requires argument 'size'",
-             "8:16: error: unknown group 'dp'; groups: world",
-             "9:5: error: 'send' requires argument 'to'",
-             "10:5: error: 'allreduce' requires argument 'size'",
-             "11:5: error: unexpected key 'size' next to 'allreduce'; arguments go under the operation",
-             "12:20: error: one statement per list item: 'sleep' needs its own '- ' (after 'compute')",
-             "13:5: error: 'compute' requires a duration",
-             "14:14: error: expected a duration, got a map",
-             "15:5: error: 'repeat' requires 'do'",
-             "16:5: error: 'if' requires 'then'",
-             "17:5: error: unknown key 'thne' in 'if' (did you mean 'then'?); valid keys: else, if, then"});
+)y")) ==
+      std::vector<std::string>{
+          "4:5: error: unknown operation 'allreduc' (did you mean 'allreduce'?); valid operations: "
+          "all_to_all, allgather, allreduce, barrier, broadcast, compute, gather, if, recv, "
+          "reduce, "
+          "reduce_scatter, repeat, scatter, send, sleep",
+          "5:5: error: 'sync' is not supported yet", "6:26: error: 'async' is not supported yet",
+          "7:17: error: unknown argument 'sise' for 'allreduce' (did you mean 'size'?); valid "
+          "arguments: dtype, group, size, tag",
+          "7:26: error: 'allreduce' takes no argument 'root'; valid arguments: dtype, group, size, "
+          "tag",
+          "8:5: error: 'allreduce' requires argument 'size'",
+          "8:16: error: unknown group 'dp'; groups: world",
+          "9:5: error: 'send' requires argument 'to'",
+          "10:5: error: 'allreduce' requires argument 'size'",
+          "11:5: error: unexpected key 'size' next to 'allreduce'; arguments go under the "
+          "operation",
+          "12:20: error: one statement per list item: 'sleep' needs its own '- ' (after 'compute')",
+          "13:5: error: 'compute' requires a duration",
+          "14:14: error: expected a duration, got a map", "15:5: error: 'repeat' requires 'do'",
+          "16:5: error: 'if' requires 'then'",
+          "17:5: error: unknown key 'thne' in 'if' (did you mean 'then'?); valid keys: else, if, "
+          "then"});
 }
 
 TEST_CASE("loader: loop variables may not shadow names in scope") {
@@ -448,7 +468,8 @@ TEST_CASE("loader: loop variables may not shadow names in scope") {
     do: []
   - repeat: -1
     do: []
-)y", "params: {n: 1}\n")) ==
+)y",
+                              "params: {n: 1}\n")) ==
         std::vector<std::string>{
             "6:9: error: loop variable 'n' shadows the parameter 'n'",
             "12:17: error: loop variable 'i' shadows the enclosing loop variable 'i'",
@@ -464,8 +485,9 @@ TEST_CASE("loader: negative constant sizes and durations are errors") {
 }
 
 TEST_CASE("loader: columns inside quoted and plain scalars are exact") {
-  CHECK(problems(with_program("  - repeat: \"batchs\"\n    do: []\n")) ==
-        std::vector<std::string>{"4:14: error: unknown name 'batchs'; names in scope: rank, world"});
+  CHECK(
+      problems(with_program("  - repeat: \"batchs\"\n    do: []\n")) ==
+      std::vector<std::string>{"4:14: error: unknown name 'batchs'; names in scope: rank, world"});
   CHECK(problems(with_program("  - repeat: '1 + x'\n    do: []\n")) ==
         std::vector<std::string>{"4:18: error: unknown name 'x'; names in scope: rank, world"});
   CHECK(problems(with_program("  - repeat: 1 + x\n    do: []\n")) ==
@@ -477,14 +499,15 @@ TEST_CASE("loader: columns inside quoted and plain scalars are exact") {
 
 TEST_CASE("loader: type errors name what was expected") {
   CHECK(problems("scenario: [a]\nworld: {}\ndescription: {}\nexpect: deadlok\nprogram: {a: 1}\n") ==
-        std::vector<std::string>{
-            "1:11: error: expected a string, got a list",
-            "2:8: error: expected an integer, got a map",
-            "3:14: error: expected a string, got a map",
-            "4:9: error: invalid value 'deadlok' for 'expect' (did you mean 'deadlock'?); valid values: "
-            "deadlock, hang, inconclusive, mismatch, ok, timeout",
-            "5:10: error: expected a list of statements, got a map"});
-  CHECK(problems("- a\n") == std::vector<std::string>{"1:1: error: expected a map of scenario keys, got a list"});
+        std::vector<std::string>{"1:11: error: expected a string, got a list",
+                                 "2:8: error: expected an integer, got a map",
+                                 "3:14: error: expected a string, got a map",
+                                 "4:9: error: invalid value 'deadlok' for 'expect' (did you mean "
+                                 "'deadlock'?); valid values: "
+                                 "deadlock, hang, inconclusive, mismatch, ok, timeout",
+                                 "5:10: error: expected a list of statements, got a map"});
+  CHECK(problems("- a\n") ==
+        std::vector<std::string>{"1:1: error: expected a map of scenario keys, got a list"});
   CHECK(problems(with_program("  - ~\n  - [compute]\n  - {}\n")) ==
         std::vector<std::string>{"4:5: error: expected a statement, got null",
                                  "5:5: error: expected a statement, got a list",
@@ -500,14 +523,17 @@ TEST_CASE("loader: yaml syntax errors become one diagnostic") {
 
 TEST_CASE("loader: empty files and extra documents") {
   CHECK(problems("") == std::vector<std::string>{"0:0: error: empty scenario file"});
-  CHECK(problems("# only a comment\n") == std::vector<std::string>{"0:0: error: empty scenario file"});
+  CHECK(problems("# only a comment\n") ==
+        std::vector<std::string>{"0:0: error: empty scenario file"});
   CHECK(problems("---\n") == std::vector<std::string>{"0:0: error: empty scenario file"});
   CHECK(problems("scenario: a\n---\nscenario: b\n") ==
-        std::vector<std::string>{"2:1: error: a scenario file holds one yaml document; this is a second one"});
+        std::vector<std::string>{
+            "2:1: error: a scenario file holds one yaml document; this is a second one"});
 }
 
 TEST_CASE("loader: aliases are shared, self references and alias bombs are errors") {
-  const LoadResult result = load(with_program("  - allreduce: &ar {size: 1MiB}\n  - allreduce: *ar\n"));
+  const LoadResult result =
+      load(with_program("  - allreduce: &ar {size: 1MiB}\n  - allreduce: *ar\n"));
   const Scenario& s = loaded(result);
   REQUIRE(s.threads.at(0).body.size() == 2);
   CHECK(value_of(s.threads[0].body[1].size) == 1LL << 20);
@@ -515,13 +541,16 @@ TEST_CASE("loader: aliases are shared, self references and alias bombs are error
   CHECK(problems("a: &a [*a]\n") ==
         std::vector<std::string>{"1:8: error: an alias may not refer to a node that contains it"});
   std::string bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
-  for (int i = 1; i < 9; ++i) {
-    bomb += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
-    for (int j = 0; j < 10; ++j) bomb += std::string(j ? ", " : "") + "*a" + std::to_string(i - 1);
-    bomb += "]\n";
+  for (int i = 1; i < 9; ++i) {  // each level: ten aliases of the previous one
+    const std::string name = std::to_string(i);
+    const std::string previous = std::to_string(i - 1);
+    bomb.append("a").append(name).append(": &a").append(name).append(" [*a").append(previous);
+    for (int j = 1; j < 10; ++j) bomb.append(", *a").append(previous);
+    bomb.append("]\n");
   }
   CHECK(problems(bomb) ==
-        std::vector<std::string>{"5:5: error: aliases expand the document beyond the limit of 1048576 nodes"});
+        std::vector<std::string>{
+            "5:5: error: aliases expand the document beyond the limit of 1048576 nodes"});
   CHECK(problems(with_program("  - allreduce: {<<: {size: 1}}\n")) ==
         std::vector<std::string>{"4:5: error: 'allreduce' requires argument 'size'",
                                  "4:17: error: yaml merge keys ('<<') are not supported"});
@@ -529,13 +558,14 @@ TEST_CASE("loader: aliases are shared, self references and alias bombs are error
 
 TEST_CASE("loader: odd keys, tags and non-string keys do not crash") {
   CHECK(problems("? [a]\n: 1\n1: 2\n~: 3\n") ==
-        std::vector<std::string>{"1:1: error: missing required key 'scenario'",
-                                 "1:1: error: missing required key 'world'",
-                                 "1:1: error: missing required key 'program'",
-                                 "1:3: error: expected a string key, got a list",
-                                 "3:1: error: unknown key '1'; valid keys: description, expect, groups, "
-                                 "params, program, scenario, semantics, source, world",
-                                 "4:1: error: expected a string key, got null"});
+        std::vector<std::string>{
+            "1:1: error: missing required key 'scenario'",
+            "1:1: error: missing required key 'world'",
+            "1:1: error: missing required key 'program'",
+            "1:3: error: expected a string key, got a list",
+            "3:1: error: unknown key '1'; valid keys: description, expect, groups, "
+            "params, program, scenario, semantics, source, world",
+            "4:1: error: expected a string key, got null"});
   CHECK(loaded(load("scenario: !!str t\nworld: !custom 2\nprogram: !!seq [barrier]\n")).world == 2);
 }
 
@@ -548,7 +578,9 @@ TEST_CASE("loader: nesting deeper than the limit is an error") {
         then:
           - repeat: 1
             do: []
-)y"), {}, limits) == std::vector<std::string>{"8:13: error: blocks are nested deeper than the limit of 2"});
+)y"),
+                 {}, limits) ==
+        std::vector<std::string>{"8:13: error: blocks are nested deeper than the limit of 2"});
 }
 
 TEST_CASE("loader: unused parameters and groups are warnings that do not stop loading") {
@@ -556,8 +588,9 @@ TEST_CASE("loader: unused parameters and groups are warnings that do not stop lo
       load(with_program("  - send: {to: 1, size: n, group: used}\n",
                         "params: {n: 1, spare: 2}\ngroups: {used: [0, 1], idle: [2]}\n"));
   CHECK(result.ok());
-  CHECK(problems(result) == std::vector<std::string>{"3:16: warning: parameter 'spare' is never used",
-                                                     "4:24: warning: group 'idle' is never used"});
+  CHECK(problems(result) ==
+        std::vector<std::string>{"3:16: warning: parameter 'spare' is never used",
+                                 "4:24: warning: group 'idle' is never used"});
 }
 
 TEST_CASE("loader: all errors are collected and sorted by position") {
@@ -577,7 +610,8 @@ TEST_CASE("loader: files that cannot be read or are too large") {
   CHECK(format_diagnostic(missing.diagnostics[0], missing.text) ==
         "no/such/file.yaml: error: cannot read file: No such file or directory\n");
 
-  const std::string path = (std::filesystem::temp_directory_path() / "lockstep_loader_test.yaml").string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "lockstep_loader_test.yaml").string();
   {
     std::ofstream out(path, std::ios::binary);
     out << SPEC_EXAMPLE;
@@ -621,7 +655,8 @@ TEST_CASE("loader: never throws on mangled input") {
     CAPTURE(text);
     LoadResult result;
     CHECK_NOTHROW(result = load(text));
-    for (const Diagnostic& d : result.diagnostics) CHECK_FALSE(format_diagnostic(d, result.text).empty());
+    for (const Diagnostic& d : result.diagnostics)
+      CHECK_FALSE(format_diagnostic(d, result.text).empty());
   }
 }
 
