@@ -108,14 +108,16 @@ struct Engine::Impl {
   EngineOptions options;
   StackPool stacks;
   LinkModel link;
-  std::vector<std::vector<int32_t>> member_pos;  // per group: rank -> position, -1 if absent
+  std::vector<std::vector<int32_t>> member_pos;  // per group: rank -> position in its comm, -1
+  std::vector<uint32_t> comm_base;               // per group: id of its first communicator
+  uint32_t comm_count = 0;
 
   // Per-execution state.
   Strategy* strategy = nullptr;
   std::vector<Rank> ranks;
   std::vector<Thread> threads;
   std::vector<Kernel> kernels;
-  std::vector<Comm> comms;  // per group
+  std::vector<Comm> comms;  // per communicator (comm_id)
   std::unordered_map<uint64_t, std::deque<uint32_t>> send_queue;  // (group, src, dst) unmatched
   std::unordered_map<uint64_t, std::deque<uint32_t>> recv_queue;  // (group, 0, dst) unmatched
   std::unordered_map<uint64_t, uint32_t> p2p_sent;                // (group, src, dst) count
@@ -130,12 +132,24 @@ struct Engine::Impl {
   Impl(const Scenario& scenario, EngineOptions opts)
       : sc(scenario), options(opts), stacks(opts.limits.fiber_stack_bytes) {
     member_pos.resize(sc.groups.size());
+    comm_base.resize(sc.groups.size());
+    uint32_t total = 0;
     for (size_t g = 0; g < sc.groups.size(); ++g) {
+      comm_base[g] = total;
+      total += static_cast<uint32_t>(sc.groups[g].comms.size());
       member_pos[g].assign(static_cast<size_t>(sc.world), -1);
-      for (size_t i = 0; i < sc.groups[g].ranks.size(); ++i) {
-        member_pos[g][static_cast<size_t>(sc.groups[g].ranks[i])] = static_cast<int32_t>(i);
+      for (const std::vector<int32_t>& comm : sc.groups[g].comms) {
+        for (size_t i = 0; i < comm.size(); ++i) member_pos[g][static_cast<size_t>(comm[i])] = static_cast<int32_t>(i);
       }
     }
+    comm_count = total;
+  }
+
+  uint32_t comm_id(uint32_t group, uint32_t rank) const {
+    return comm_base[group] + static_cast<uint32_t>(sc.groups[group].comm_of_rank[rank]);
+  }
+  const std::vector<int32_t>& members(uint32_t group, uint32_t rank) const {
+    return *sc.groups[group].comm_for(static_cast<int32_t>(rank));
   }
 
   // -------------------------------------------------------------------------------------------
@@ -145,7 +159,7 @@ struct Engine::Impl {
     threads.clear();  // unwinds suspended fibers
     ranks.assign(static_cast<size_t>(sc.world), Rank{});
     kernels.clear();
-    comms.assign(sc.groups.size(), Comm{});
+    comms.assign(comm_count, Comm{});
     send_queue.clear();
     recv_queue.clear();
     p2p_sent.clear();
@@ -155,13 +169,13 @@ struct Engine::Impl {
     result = ExecutionResult{};
     stopped = false;
     ops_issued = 0;
-    threads.reserve(static_cast<size_t>(sc.world) * sc.threads.size());
+
     for (int32_t r = 0; r < sc.world; ++r) {
       Rank& rank = ranks[static_cast<size_t>(r)];
       rank.streams.push_back(Stream{"main", {}, 0, {}});
       rank.stream_of_group.assign(sc.groups.size(), NO_STREAM);
       rank.coll_seq.assign(sc.groups.size(), 0);
-      for (const ThreadDef& def : sc.threads) {
+      for (const ThreadDef& def : sc.program_of(r)) {
         Thread thread;
         thread.rank = static_cast<uint32_t>(r);
         thread.name = def.name;
@@ -413,10 +427,10 @@ struct Engine::Impl {
     const uint32_t group = kernel.op.group;
     Rank& rank = ranks[kernel.rank];
     kernel.seq = ++rank.coll_seq[group];
-    Comm& comm = comms[group];
+    Comm& comm = comms[comm_id(group, kernel.rank)];
     if (comm.slots.size() < kernel.seq) comm.slots.resize(kernel.seq);
     CollSlot& slot = comm.slots[kernel.seq - 1];
-    if (slot.kernels.empty()) slot.kernels.assign(sc.groups[group].ranks.size(), -1);
+    if (slot.kernels.empty()) slot.kernels.assign(members(group, kernel.rank).size(), -1);
     slot.kernels[static_cast<size_t>(member_pos[group][kernel.rank])] = static_cast<int32_t>(k);
     ++slot.issued;
     if (slot.first < 0) {
@@ -512,7 +526,7 @@ struct Engine::Impl {
       const Kernel& recv = kernels[receives.front()];
       if (recv.op.peer >= 0) continue;
       const uint32_t group = recv.op.group;
-      for (int32_t src : sc.groups[group].ranks) {
+      for (int32_t src : members(group, recv.rank)) {
         if (static_cast<uint32_t>(src) == recv.rank) continue;
         auto sends = send_queue.find(p2p_key(group, static_cast<uint32_t>(src), recv.rank));
         if (sends == send_queue.end() || sends->second.empty()) continue;
@@ -592,8 +606,9 @@ struct Engine::Impl {
     if (kernel.op.kind == OpKind::COMPUTE) {
       complete(k, start + kernel.op.duration_ns);
     } else if (is_collective(kernel.op.kind)) {
-      CollSlot& slot = comms[kernel.op.group].slots[kernel.seq - 1];
-      if (++slot.running == slot.kernels.size()) complete_collective(kernel.op.group, kernel.seq);
+      const uint32_t comm = comm_id(kernel.op.group, kernel.rank);
+      CollSlot& slot = comms[comm].slots[kernel.seq - 1];
+      if (++slot.running == slot.kernels.size()) complete_collective(comm, kernel.seq);
     } else {
       try_complete_p2p(k);
     }
@@ -607,8 +622,8 @@ struct Engine::Impl {
     mark_dirty(kernel.rank);
   }
 
-  void complete_collective(uint32_t group, uint32_t seq) {
-    CollSlot& slot = comms[group].slots[seq - 1];
+  void complete_collective(uint32_t comm, uint32_t seq) {
+    CollSlot& slot = comms[comm].slots[seq - 1];
     int64_t start = 0;
     for (int32_t k : slot.kernels) start = std::max(start, kernels[static_cast<size_t>(k)].start_ns);
     const Kernel& any = kernels[static_cast<size_t>(slot.kernels[0])];
@@ -723,7 +738,7 @@ struct Engine::Impl {
       late.thread = threads.empty() ? std::string() : threads[kernel.thread].name;
       late.op = record_of(k);
       if (is_collective(kernel.op.kind)) {
-        const CollSlot& slot = comms[kernel.op.group].slots[kernel.seq - 1];
+        const CollSlot& slot = comms[comm_id(kernel.op.group, kernel.rank)].slots[kernel.seq - 1];
         int64_t last = 0;
         for (int32_t other : slot.kernels) last = std::max(last, kernels[static_cast<size_t>(other)].start_ns);
         for (int32_t other : slot.kernels) {
@@ -746,9 +761,9 @@ struct Engine::Impl {
     };
     const uint32_t group = kernel.op.group;
     if (is_collective(kernel.op.kind)) {
-      const CollSlot& slot = comms[group].slots[kernel.seq - 1];
+      const CollSlot& slot = comms[comm_id(group, kernel.rank)].slots[kernel.seq - 1];
       for (size_t i = 0; i < slot.kernels.size(); ++i) {
-        const int32_t member = sc.groups[group].ranks[i];
+        const int32_t member = members(group, kernel.rank)[i];
         if (static_cast<uint32_t>(member) == kernel.rank) continue;
         if (slot.kernels[i] < 0) {
           add(member, true);
@@ -783,7 +798,7 @@ struct Engine::Impl {
       add(kernel.op.peer, !issued);
       return;
     }
-    for (int32_t member : sc.groups[group].ranks) {
+    for (int32_t member : members(group, kernel.rank)) {
       if (static_cast<uint32_t>(member) != kernel.rank) add(member, true);
     }
   }

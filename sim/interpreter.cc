@@ -190,8 +190,9 @@ void ProgramFiber::run_op(const Stmt& stmt) {
   op.dtype = stmt.dtype;
   op.stmt = &stmt;
   const GroupDef& group = scenario_.groups[stmt.group];
+  const std::vector<int32_t>* comm = group.comm_for(rank);
   auto in_group = [&](int64_t r) {
-    return std::binary_search(group.ranks.begin(), group.ranks.end(), static_cast<int32_t>(r));
+    return comm != nullptr && std::binary_search(comm->begin(), comm->end(), static_cast<int32_t>(r));
   };
   auto check_rank = [&](const Expr& expr, int64_t value, std::string_view role) {
     if (value < 0 || value >= scenario_.world) {

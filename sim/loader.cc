@@ -672,9 +672,9 @@ class Loader {
 
   // groups[0]: every rank (none when `world` is missing or invalid).
   void define_world_group() {
-    GroupDef world{"world", world_loc_, {}};
-    for (int32_t rank = 0; rank < scenario_.world; ++rank) world.ranks.push_back(rank);
-    scenario_.groups.push_back(std::move(world));
+    std::vector<int32_t> ranks;
+    for (int32_t rank = 0; rank < scenario_.world; ++rank) ranks.push_back(rank);
+    scenario_.groups.push_back(make_group("world", world_loc_, std::move(ranks), scenario_.world));
     group_used_.push_back(true);
   }
 
@@ -758,11 +758,11 @@ class Loader {
         continue;
       }
       if (!check_name(*group.key_node, "group", false)) continue;
-      GroupDef def{group.key, group.key_node->loc, {}};
+      std::vector<int32_t> ranks;
       if (expect_kind(*group.value, NodeKind::LIST, "a list of ranks")) {
-        def.ranks = load_group_ranks(def.name, *group.value);
+        ranks = load_group_ranks(group.key, *group.value);
       }
-      scenario_.groups.push_back(std::move(def));
+      scenario_.groups.push_back(make_group(group.key, group.key_node->loc, std::move(ranks), scenario_.world));
       group_used_.push_back(false);
     }
   }
@@ -804,9 +804,10 @@ class Loader {
   void check_member(const Expr& rank, const Node& at, uint32_t group) {
     if (!rank.is_constant() || !check_in_world(rank.value, at)) return;
     const GroupDef& def = scenario_.groups.at(group);
-    if (group == 0 || std::binary_search(def.ranks.begin(), def.ranks.end(), rank.value)) return;
+    // Only a single-communicator group has a membership that does not depend on the rank.
+    if (group == 0 || !def.single() || def.comm_for(static_cast<int32_t>(rank.value)) != nullptr) return;
     error(at.loc, "rank " + std::to_string(rank.value) + " is not a member of group " +
-                      quoted(def.name) + " (ranks " + format_ranks(def.ranks) + ")");
+                      quoted(def.name) + " (ranks " + format_ranks(def.comms.front()) + ")");
   }
 
   // ----- semantics
@@ -863,7 +864,8 @@ class Loader {
   void load_program(const Entry& entry) {
     ThreadDef thread{"main", entry.key_node->loc, {}};
     load_block(*entry.value, thread.body, 0);
-    scenario_.threads.push_back(std::move(thread));
+    scenario_.programs.push_back(RankProgram{std::move(thread)});
+    scenario_.rank_program.assign(static_cast<size_t>(std::max(scenario_.world, 0)), 0);
   }
 
   void load_block(const Node& list, std::vector<Stmt>& out, int32_t depth) {
@@ -1187,7 +1189,9 @@ class Loader {
 
   void warn_unused() {
     std::vector<bool> used;
-    for (const ThreadDef& thread : scenario_.threads) mark_used(thread.body, used);
+    for (const RankProgram& program : scenario_.programs) {
+      for (const ThreadDef& thread : program) mark_used(thread.body, used);
+    }
     for (size_t i = 0; i < scenario_.params.size(); ++i) {
       const size_t slot = Scenario::FIRST_PARAM_SLOT + i;
       if (slot < used.size() && used[slot]) continue;

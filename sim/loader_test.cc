@@ -114,17 +114,17 @@ TEST_CASE("loader: the SPEC example loads into the model") {
   CHECK_FALSE(s.params[0].overridden);
   REQUIRE(s.groups.size() == 2);
   CHECK(s.groups[0].name == "world");
-  CHECK(s.groups[0].ranks == std::vector<int32_t>{0, 1, 2, 3});
+  CHECK(s.groups[0].comms.at(0) == std::vector<int32_t>{0, 1, 2, 3});
   CHECK(s.groups[1].name == "evens");
   CHECK(s.groups[1].loc == SourceLoc{7, 10});
-  CHECK(s.groups[1].ranks == std::vector<int32_t>{0, 2});
+  CHECK(s.groups[1].comms.at(0) == std::vector<int32_t>{0, 2});
   CHECK(s.semantics.p2p == P2pMode::RENDEZVOUS);
   CHECK(s.slot_names == std::vector<std::string>{"rank", "world", "batches"});
 
-  REQUIRE(s.threads.size() == 1);
-  CHECK(s.threads[0].name == "main");
-  CHECK(s.threads[0].loc == SourceLoc{9, 1});
-  const std::vector<Stmt>& body = s.threads[0].body;
+  REQUIRE(s.programs.at(0).size() == 1);
+  CHECK(s.programs.at(0)[0].name == "main");
+  CHECK(s.programs.at(0)[0].loc == SourceLoc{9, 1});
+  const std::vector<Stmt>& body = s.programs.at(0)[0].body;
   REQUIRE(body.size() == 2);
   const Stmt& repeat = body[0];
   CHECK(repeat.kind == StmtKind::REPEAT);
@@ -168,7 +168,7 @@ TEST_CASE("loader: ops take their arguments, defaults and dtype aliases") {
 )y",
       "groups: {evens: [0, 2]}\n"));
   const Scenario& s = loaded(result);
-  const std::vector<Stmt>& body = s.threads.at(0).body;
+  const std::vector<Stmt>& body = s.programs.at(0).at(0).body;
   REQUIRE(body.size() == 10);
   CHECK(body[0].op == OpKind::BROADCAST);
   CHECK(body[0].group == 1);
@@ -216,7 +216,7 @@ TEST_CASE("loader: every dtype name and alias") {
   for (const auto& [name, dtype] : names) {
     CAPTURE(name);
     const LoadResult result = load(with_program("  - allreduce: {size: 1, dtype: " + name + "}\n"));
-    CHECK(loaded(result).threads.at(0).body.at(0).dtype == dtype);
+    CHECK(loaded(result).programs.at(0).at(0).body.at(0).dtype == dtype);
   }
 }
 
@@ -240,7 +240,7 @@ TEST_CASE("loader: if and repeat with loop variables get their own slots") {
                                               "params: {n: 2}\n"));
   const Scenario& s = loaded(result);
   CHECK(s.slot_names == std::vector<std::string>{"rank", "world", "n", "i", "i", "j"});
-  const std::vector<Stmt>& body = s.threads.at(0).body;
+  const std::vector<Stmt>& body = s.programs.at(0).at(0).body;
   REQUIRE(body.size() == 2);
   CHECK(body[0].var_slot == 3);
   CHECK(value_of(body[0].count) == 2);
@@ -357,7 +357,7 @@ TEST_CASE("loader: groups are checked and stored sorted") {
                                "3:53: error: expected a list of ranks, got a scalar"});
   const Scenario s =
       loaded(load(with_program("  - barrier: g\n", "groups: {g: [3, \"1 + 1\", 0]}\n")));
-  CHECK(s.groups.at(1).ranks == std::vector<int32_t>{0, 2, 3});
+  CHECK(s.groups.at(1).comms.at(0) == std::vector<int32_t>{0, 2, 3});
 }
 
 TEST_CASE("loader: constant peers and roots must be members of their group") {
@@ -535,8 +535,8 @@ TEST_CASE("loader: aliases are shared, self references and alias bombs are error
   const LoadResult result =
       load(with_program("  - allreduce: &ar {size: 1MiB}\n  - allreduce: *ar\n"));
   const Scenario& s = loaded(result);
-  REQUIRE(s.threads.at(0).body.size() == 2);
-  CHECK(value_of(s.threads[0].body[1].size) == 1LL << 20);
+  REQUIRE(s.programs.at(0).at(0).body.size() == 2);
+  CHECK(value_of(s.programs.at(0)[0].body[1].size) == 1LL << 20);
 
   CHECK(problems("a: &a [*a]\n") ==
         std::vector<std::string>{"1:8: error: an alias may not refer to a node that contains it"});

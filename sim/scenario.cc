@@ -1,5 +1,6 @@
 #include "sim/scenario.h"
 
+#include <algorithm>
 #include <array>
 
 namespace lockstep::sim {
@@ -83,6 +84,18 @@ std::optional<Verdict> parse_verdict(std::string_view name) {
     if (verdict_name(v) == name) return v;
   }
   return std::nullopt;
+}
+
+GroupDef make_group(std::string name, SourceLoc loc, std::vector<int32_t> ranks, int32_t world) {
+  GroupDef group;
+  group.name = std::move(name);
+  group.loc = loc;
+  group.comm_of_rank.assign(static_cast<size_t>(std::max(world, 0)), -1);
+  for (int32_t r : ranks) {
+    if (r >= 0 && r < world) group.comm_of_rank[static_cast<size_t>(r)] = 0;
+  }
+  group.comms.push_back(std::move(ranks));
+  return group;
 }
 
 }  // namespace lockstep::sim

@@ -60,9 +60,20 @@ std::string_view dtype_name(DType dtype);     // canonical PyTorch name: "bf16",
 uint32_t dtype_bytes(DType dtype);
 
 enum class StmtKind : uint8_t {
-  OP,       // one operation (fields op..duration)
-  REPEAT,   // count, var_slot, body
-  IF,       // cond, body (then), else_body
+  OP,          // one operation (fields op..new_group)
+  REPEAT,      // count, var_slot, body
+  IF,          // cond, body (then), else_body
+  CHOOSE,      // branches; agreed (group) — a nondeterministic choice the checker explores
+  CALL,        // callee, args — a `define`d block
+  NCCL_GROUP,  // body: ops issued between ncclGroupStart and ncclGroupEnd
+};
+
+struct Stmt;
+
+struct Branch {
+  std::string label;
+  SourceLoc loc;
+  std::vector<Stmt> body;
 };
 
 struct Stmt {
@@ -71,7 +82,7 @@ struct Stmt {
 
   // OP
   OpKind op = OpKind::COMPUTE;
-  uint32_t group = 0;       // index into Scenario::groups (collectives and p2p)
+  uint32_t group = 0;       // index into Scenario::groups (collectives, p2p; CHOOSE: agreed)
   Expr size;                // bytes (collectives and p2p)
   DType dtype = DType::BF16;
   bool has_peer = false;    // send: `to`, recv: `from`
@@ -81,6 +92,9 @@ struct Stmt {
   Expr root;                // global rank (broadcast, reduce, gather, scatter)
   std::string tag;          // logical identity, "" when not given
   Expr duration;            // nanoseconds (compute, sleep)
+  std::string stream;       // `stream:` (a kernel's stream; SYNC: the stream, "" = all)
+  std::string handle;       // `async: H` on a communication op; WAIT: the handle waited for
+  uint32_t new_group = 0;   // NEW_GROUP: the group (index into Scenario::groups) it creates
 
   // REPEAT
   Expr count;
@@ -89,7 +103,16 @@ struct Stmt {
   // IF
   Expr cond;
 
-  std::vector<Stmt> body;       // repeat: do; if: then
+  // CHOOSE
+  bool agreed = false;      // every member of `group` (this rank's communicator) takes the
+                            // same branch
+  std::vector<Branch> branches;
+
+  // CALL
+  uint32_t callee = 0;      // index into Scenario::defines
+  std::vector<Expr> args;   // one per parameter of the define, evaluated in the caller
+
+  std::vector<Stmt> body;       // repeat: do; if: then; nccl group: its ops
   std::vector<Stmt> else_body;  // if: else
 };
 
@@ -122,10 +145,45 @@ struct Param {
   bool overridden = false;  // set by -D name=value
 };
 
+// A group name and the communicators it stands for. `world` and explicit groups are one
+// communicator; a mesh dimension is one communicator per coordinate of the other dimensions
+// (the name `tp` means, on each rank, the tp communicator that contains it).
 struct GroupDef {
   std::string name;
   SourceLoc loc;
-  std::vector<int32_t> ranks;  // global ranks, ascending; groups[0] is `world`
+  std::vector<std::vector<int32_t>> comms;  // each: global ranks, ascending
+  std::vector<int32_t> comm_of_rank;        // size world: index into comms, -1 if not a member
+  int32_t mesh_dim = -1;                    // index into Scenario::mesh, -1 if not a dimension
+  bool from_new_group = false;              // exists on a rank only after its new_group op
+
+  // The communicator `rank` belongs to, or null.
+  const std::vector<int32_t>* comm_for(int32_t rank) const {
+    if (rank < 0 || static_cast<size_t>(rank) >= comm_of_rank.size() || comm_of_rank[static_cast<size_t>(rank)] < 0) return nullptr;
+    return &comms[static_cast<size_t>(comm_of_rank[static_cast<size_t>(rank)])];
+  }
+  bool single() const { return comms.size() == 1; }
+};
+
+// A group that is one communicator over `ranks` (ascending) in a world of `world` ranks.
+GroupDef make_group(std::string name, SourceLoc loc, std::vector<int32_t> ranks, int32_t world);
+
+// One dimension of `mesh:`, in Megatron order (the first dimension varies fastest).
+struct MeshDim {
+  std::string name;
+  SourceLoc loc;
+  int32_t size = 1;
+  int32_t coord_slot = -1;  // environment slot of the coordinate (`tp`)
+  int32_t size_slot = -1;   // environment slot of the size (`tp_size`)
+  uint32_t group = 0;       // the group the dimension defines
+};
+
+// `define: {NAME: ...}`: a block with parameters, run by `call`.
+struct Define {
+  std::string name;
+  SourceLoc loc;
+  std::vector<std::string> params;
+  std::vector<int32_t> param_slots;  // environment slots the arguments are bound to
+  std::vector<Stmt> body;
 };
 
 struct ThreadDef {
@@ -133,6 +191,9 @@ struct ThreadDef {
   SourceLoc loc;
   std::vector<Stmt> body;
 };
+
+// The host threads of a rank.
+using RankProgram = std::vector<ThreadDef>;
 
 struct Scenario {
   std::string path;  // as the user named it
@@ -145,18 +206,26 @@ struct Scenario {
 
   int32_t world = 0;
   std::vector<Param> params;
+  std::vector<MeshDim> mesh;
   std::vector<GroupDef> groups;  // groups[0] is world
   Semantics semantics;
-  std::vector<ThreadDef> threads;
+  std::vector<Define> defines;
 
-  // The environment of a rank's program: slot 0 = rank, 1 = world, 2.. = params in order,
-  // then loop variables. Expressions refer to slots.
+  // What each rank runs: `program:` or `threads:` give one template for every rank
+  // (programs.size() == 1); recorded `ranks:` give one program per listed rank set.
+  std::vector<RankProgram> programs;
+  std::vector<uint32_t> rank_program;  // size world: index into programs
+
+  // The environment of a rank's program: slot 0 = rank, 1 = world, 2.. = params in order
+  // (their final values, after -D), then mesh coordinates and sizes, define parameters and
+  // loop variables. Expressions refer to slots.
   std::vector<std::string> slot_names;
 
   static constexpr int32_t SLOT_RANK = 0;
   static constexpr int32_t SLOT_WORLD = 1;
   static constexpr int32_t FIRST_PARAM_SLOT = 2;
 
+  const RankProgram& program_of(int32_t rank) const { return programs[rank_program[static_cast<size_t>(rank)]]; }
   std::string location(SourceLoc loc) const { return format_location(path, loc); }
 };
 

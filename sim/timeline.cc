@@ -55,7 +55,7 @@ std::string chrome_trace(const Scenario& scenario, const ExecutionResult& result
                             {"args", {{"name", stream ? "stream " + name : "thread " + name}}}});
       return tid;
     };
-    for (const ThreadDef& thread : scenario.threads) track(thread.name, false);
+    for (const ThreadDef& thread : scenario.program_of(pid)) track(thread.name, false);
     for (const OpRecord& rec : result.ops[r]) {
       const bool on_stream = !rec.stream.empty();
       const int tid = track(on_stream ? rec.stream : rec.thread, on_stream);
