@@ -7,10 +7,7 @@
 
 namespace lockstep::sim {
 
-struct LinkModel {
-  int64_t latency_ns = 5'000;              // alpha, per ring step
-  double bandwidth_bytes_per_s = 100e9;    // beta^-1, per link
-};
+using LinkModel = Link;
 
 // Time a communication op takes once every participant's kernel runs. `group_size` counts
 // the ranks of the communicator (2 for point to point).

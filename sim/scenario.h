@@ -122,6 +122,14 @@ struct Stmt {
 enum class P2pMode : uint8_t { RENDEZVOUS, EAGER };
 enum class P2pComm : uint8_t { GROUP, PAIR };
 
+enum class Algorithm : uint8_t { RING, TREE };
+
+// The alpha-beta model of a link (SPEC §4 "Time").
+struct Link {
+  int64_t latency_ns = 5'000;            // alpha, per algorithm step
+  double bandwidth_bytes_per_s = 100e9;  // per rank's link
+};
+
 struct Semantics {
   P2pMode p2p = P2pMode::RENDEZVOUS;
   int64_t eager_limit_bytes = 0;       // p2p: eager completes sends of at most this size
@@ -129,6 +137,7 @@ struct Semantics {
   int64_t comm_concurrency = 0;        // 0 = unlimited
   bool launch_order_implicit = false;
   int64_t timeout_ns = 600'000'000'000;  // 10 min
+  Algorithm allreduce_algorithm = Algorithm::RING;  // `algorithm: ring|tree`
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -209,6 +218,8 @@ struct Scenario {
   std::vector<MeshDim> mesh;
   std::vector<GroupDef> groups;  // groups[0] is world
   Semantics semantics;
+  Link link;                               // `link:` default for every group
+  std::vector<std::optional<Link>> group_link;  // per group (e.g. per mesh dimension), if set
   std::vector<Define> defines;
 
   // What each rank runs: `program:` or `threads:` give one template for every rank
