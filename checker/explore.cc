@@ -43,10 +43,6 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
   const auto started = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
 
-  if (const std::string why = sim::unsupported_semantics(scenario); !why.empty()) {
-    out.error = sim::Diagnostic{scenario.path, {}, sim::Severity::ERROR, why};
-    return out;
-  }
   sim::EngineOptions engine_options = options.engine;
   engine_options.record_ops = false;
   sim::Engine engine(scenario, engine_options);

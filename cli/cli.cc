@@ -36,6 +36,12 @@ common options:
   --seed N               seed of randomised strategies (reported)
   --json FILE|-          machine report (SPEC §2)
   --quiet                one line per input
+  --max-world N          bound on ranks (default 1048576)
+  --max-file-bytes N     bound on a scenario file's size (default 67108864)
+  --max-nesting N        bound on nested blocks (default 64)
+  --max-ops N            bound on operations in one execution (default 50000000)
+  --max-repeat N         bound on one repeat's iterations (default 100000000)
+  --max-call-depth N     bound on nested calls (default 128)
 
 check options:
   --strategy dpor|dfs    exploration strategy (default dpor)
@@ -62,7 +68,8 @@ struct Options {
   std::optional<std::string> timeline_path;
   bool quiet = false;
   bool check_expect = false;
-  checker::CheckOptions check;
+  sim::LoadLimits load_limits;
+  checker::CheckOptions check;  // its engine limits apply to `run` too
 };
 
 uint64_t parse_count(const std::string& option, const std::string& text) {
@@ -112,6 +119,19 @@ Options parse_args(const std::vector<std::string>& args) {
       options.overrides.push_back({assignment.substr(0, eq), assignment.substr(eq + 1)});
     } else if (auto v = value_of(arg, "--seed")) {
       options.seed = parse_count("--seed", *v);
+    } else if (auto v = value_of(arg, "--max-world")) {
+      options.load_limits.max_world = static_cast<int32_t>(std::min<uint64_t>(parse_count("--max-world", *v), INT32_MAX));
+    } else if (auto v = value_of(arg, "--max-file-bytes")) {
+      options.load_limits.max_file_bytes = static_cast<int64_t>(std::min<uint64_t>(parse_count("--max-file-bytes", *v), INT64_MAX));
+    } else if (auto v = value_of(arg, "--max-nesting")) {
+      options.load_limits.max_nesting = static_cast<int32_t>(std::min<uint64_t>(parse_count("--max-nesting", *v), INT32_MAX));
+    } else if (auto v = value_of(arg, "--max-ops")) {
+      options.check.engine.limits.max_ops = parse_count("--max-ops", *v);
+      options.load_limits.max_ops = static_cast<int64_t>(std::min<uint64_t>(options.check.engine.limits.max_ops, INT64_MAX));
+    } else if (auto v = value_of(arg, "--max-repeat")) {
+      options.check.engine.limits.max_repeat = static_cast<int64_t>(std::min<uint64_t>(parse_count("--max-repeat", *v), INT64_MAX));
+    } else if (auto v = value_of(arg, "--max-call-depth")) {
+      options.check.engine.limits.max_call_depth = static_cast<int32_t>(std::min<uint64_t>(parse_count("--max-call-depth", *v), 100'000));
     } else if (auto json = value_of(arg, "--json")) {
       options.json_path = *json;
     } else if (arg == "--quiet") {
@@ -210,7 +230,7 @@ bool emit_json(const Options& options, const std::string& json, std::ostream& ou
 // Loads one input, printing its diagnostics (warnings too). nullopt on error.
 std::optional<sim::Scenario> load(const std::string& path, const Options& options, std::vector<std::string>& errors,
                                   std::ostream& err) {
-  sim::LoadResult loaded = sim::load_scenario_file(path, options.overrides);
+  sim::LoadResult loaded = sim::load_scenario_file(path, options.overrides, options.load_limits);
   for (const sim::Diagnostic& d : loaded.diagnostics) {
     std::string text = sim::format_diagnostic(d, loaded.text);
     if (d.severity == sim::Severity::ERROR) errors.push_back(text);
@@ -290,11 +310,7 @@ int cmd_run(const Options& options, std::ostream& out, std::ostream& err) {
     for (const std::string& e : errors) err << e;
     return EXIT_BAD_INPUT;
   }
-  if (const std::string why = sim::unsupported_semantics(*scenario); !why.empty()) {
-    err << sim::format_diagnostic(sim::Diagnostic{input, {}, sim::Severity::ERROR, why}, "");
-    return EXIT_BAD_INPUT;
-  }
-  sim::Engine engine(*scenario);
+  sim::Engine engine(*scenario, options.check.engine);
   sim::TimedStrategy timed;
   const sim::ExecutionResult result = engine.run(timed);
   if (result.end == sim::ExecutionEnd::ERROR || result.end == sim::ExecutionEnd::LIMIT) {

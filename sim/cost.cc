@@ -4,7 +4,7 @@
 
 namespace lockstep::sim {
 
-int64_t comm_cost_ns(OpKind kind, int64_t size_bytes, int32_t group_size, const LinkModel& link) {
+int64_t comm_cost_ns(OpKind kind, int64_t size_bytes, int32_t group_size, const Link& link, Algorithm algorithm) {
   const double n = group_size;
   const double bytes = static_cast<double>(size_bytes);
   const double per_byte_ns = 1e9 / link.bandwidth_bytes_per_s;
@@ -14,9 +14,16 @@ int64_t comm_cost_ns(OpKind kind, int64_t size_bytes, int32_t group_size, const 
   switch (kind) {
     case OpKind::ALLREDUCE:
     case OpKind::BARRIER:
-      // ring: reduce-scatter then all-gather, 2(n-1) steps of S/n bytes
-      steps = 2 * (n - 1);
-      transfer = 2 * (n - 1) / n * bytes;
+      if (algorithm == Algorithm::TREE) {
+        // (double binary) tree: reduce up and broadcast down, pipelined: 2 log2(n) steps, the
+        // buffer crosses a link twice
+        steps = 2 * std::ceil(std::log2(n));
+        transfer = 2 * bytes;
+      } else {
+        // ring: reduce-scatter then all-gather, 2(n-1) steps of S/n bytes
+        steps = 2 * (n - 1);
+        transfer = 2 * (n - 1) / n * bytes;
+      }
       break;
     case OpKind::ALLGATHER:
     case OpKind::REDUCE_SCATTER:

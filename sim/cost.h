@@ -7,10 +7,11 @@
 
 namespace lockstep::sim {
 
-using LinkModel = Link;
 
 // Time a communication op takes once every participant's kernel runs. `group_size` counts
 // the ranks of the communicator (2 for point to point).
-int64_t comm_cost_ns(OpKind kind, int64_t size_bytes, int32_t group_size, const LinkModel& link);
+// `algorithm` applies to all-reduce (and barrier): ring or tree.
+int64_t comm_cost_ns(OpKind kind, int64_t size_bytes, int32_t group_size, const Link& link,
+                     Algorithm algorithm = Algorithm::RING);
 
 }  // namespace lockstep::sim

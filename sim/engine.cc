@@ -25,31 +25,37 @@ std::string_view rank_status_name(RankStatus status) {
   return "?";
 }
 
-std::string unsupported_semantics(const Scenario& scenario) {
-  if (scenario.semantics.comm_concurrency != 0) {
-    return fmt::format("semantics comm_concurrency: {} is not modelled yet (only unlimited, 0)",
-                       scenario.semantics.comm_concurrency);
+std::string_view kernel_state_name(KernelState state) {
+  switch (state) {
+    case KernelState::QUEUED: return "queued";
+    case KernelState::RUNNING: return "running";
+    case KernelState::DONE: return "done";
+    case KernelState::ABORTED: return "aborted";
   }
-  if (scenario.semantics.p2p_comm == P2pComm::PAIR) return "semantics p2p_comm: pair is not modelled yet";
-  return {};
+  return "?";
 }
 
 namespace {
 
 constexpr uint32_t NO_STREAM = UINT32_MAX;
 constexpr uint32_t MAIN_STREAM = 0;
+constexpr uint32_t NO_INDEX = UINT32_MAX;
 
-// An issued operation. Device ops are kernels on a stream; host ops (sleep) have no stream.
+// An issued operation. Device ops are kernels on a stream; host ops have no stream. The ops of
+// an NCCL group are children of one composite kernel that holds their place on the stream.
 struct Kernel {
   uint32_t rank = 0;
-  uint32_t thread = 0;        // global thread index
+  uint32_t thread = 0;         // global thread index
   uint32_t stream = NO_STREAM;
-  uint32_t index = 0;         // position in the rank's issue order
+  uint32_t index = NO_INDEX;   // position in the rank's issue order (NO_INDEX: a composite)
   uint32_t seq = 0;
   OpInstance op;
   KernelState state = KernelState::QUEUED;
-  int32_t match = -1;         // p2p: matched kernel
-  std::vector<uint32_t> deps; // kernels of the same rank that must be done first
+  bool comm = false;           // occupies a communication slot while it runs
+  int32_t match = -1;          // p2p: the matched kernel
+  int32_t parent = -1;         // the NCCL group composite it belongs to
+  std::vector<uint32_t> children;  // a composite's ops
+  std::vector<uint32_t> deps;  // kernels of the same rank that must be done first
   int64_t issue_ns = 0;
   int64_t start_ns = -1;
   int64_t end_ns = -1;
@@ -66,6 +72,7 @@ enum class ThreadState : uint8_t { RUNNABLE, BLOCKED, DONE };
 
 struct Thread {
   uint32_t rank = 0;
+  uint32_t local = 0;              // index among its rank's threads
   std::string name;
   std::unique_ptr<ProgramFiber> fiber;
   ThreadState state = ThreadState::RUNNABLE;
@@ -77,15 +84,22 @@ struct Thread {
 struct Rank {
   std::vector<uint32_t> threads;   // global thread indices
   std::vector<Stream> streams;     // streams[0] is main
-  std::vector<uint32_t> stream_of_group;  // group -> stream index, NO_STREAM until used
+  std::unordered_map<std::string, uint32_t> stream_by_name;
+  std::vector<uint32_t> group_stream;  // group -> its default stream, NO_STREAM until used
   std::vector<uint32_t> coll_seq;  // per group: collectives issued
+  std::vector<uint32_t> agreed_seq;  // per group: agreed chooses reached
+  std::vector<bool> created;       // per group: a new_group made it usable here
+  std::unordered_map<std::string, uint32_t> handles;  // async handle -> kernel
+  std::deque<uint32_t> launch_order;  // comm kernels not yet started, in launch order
+  uint32_t running_comm = 0;       // comm kernels running (comm_concurrency)
+  uint32_t new_groups = 0;         // new_group calls made
   RankStatus status = RankStatus::RUNNING;
   uint32_t live_threads = 0;
   uint32_t issued = 0;
   int64_t end_ns = 0;
 };
 
-// The k-th collective of a communicator.
+// The k-th collective of a communicator (or the k-th new_group over world).
 struct CollSlot {
   std::vector<int32_t> kernels;  // per member position, -1 until issued
   uint32_t issued = 0;
@@ -101,13 +115,14 @@ uint64_t p2p_key(uint32_t group, uint32_t src, uint32_t dst) {
   return (static_cast<uint64_t>(group) << 42) | (static_cast<uint64_t>(src) << 21) | dst;
 }
 
+bool is_communication(OpKind kind) { return is_collective(kind) || is_p2p(kind); }
+
 }  // namespace
 
 struct Engine::Impl {
   const Scenario& sc;
   EngineOptions options;
   StackPool stacks;
-  LinkModel link;
   std::vector<std::vector<int32_t>> member_pos;  // per group: rank -> position in its comm, -1
   std::vector<uint32_t> comm_base;               // per group: id of its first communicator
   uint32_t comm_count = 0;
@@ -117,10 +132,12 @@ struct Engine::Impl {
   std::vector<Rank> ranks;
   std::vector<Thread> threads;
   std::vector<Kernel> kernels;
-  std::vector<Comm> comms;  // per communicator (comm_id)
+  std::vector<Comm> comms;            // per communicator (comm_id)
+  Comm new_group_calls;               // the k-th new_group of every rank
   std::unordered_map<uint64_t, std::deque<uint32_t>> send_queue;  // (group, src, dst) unmatched
   std::unordered_map<uint64_t, std::deque<uint32_t>> recv_queue;  // (group, 0, dst) unmatched
   std::unordered_map<uint64_t, uint32_t> p2p_sent;                // (group, src, dst) count
+  std::unordered_map<uint64_t, uint32_t> agreed_branch;           // (comm, k) -> branch
   std::deque<uint32_t> ready;        // eager runnable threads
   std::deque<uint32_t> dirty_ranks;  // ranks whose kernels/threads need re-examination
   std::vector<bool> dirty_flag;
@@ -151,48 +168,60 @@ struct Engine::Impl {
   const std::vector<int32_t>& members(uint32_t group, uint32_t rank) const {
     return *sc.groups[group].comm_for(static_cast<int32_t>(rank));
   }
+  bool alive(uint32_t r) const {
+    return ranks[r].status != RankStatus::EXITED && ranks[r].status != RankStatus::CRASHED;
+  }
+  const Link& link_of(uint32_t group) const {
+    if (group < sc.group_link.size() && sc.group_link[group]) return *sc.group_link[group];
+    return sc.link;
+  }
 
   // -------------------------------------------------------------------------------------------
   // Setup and the main loop.
 
   void reset() {
-    threads.clear();  // unwinds suspended fibers
+    threads.clear();  // suspended fibers unwind themselves
     ranks.assign(static_cast<size_t>(sc.world), Rank{});
     kernels.clear();
     comms.assign(comm_count, Comm{});
+    new_group_calls = Comm{};
     send_queue.clear();
     recv_queue.clear();
     p2p_sent.clear();
+    agreed_branch.clear();
     ready.clear();
     dirty_ranks.clear();
     dirty_flag.assign(static_cast<size_t>(sc.world), false);
     result = ExecutionResult{};
     stopped = false;
     ops_issued = 0;
-
     for (int32_t r = 0; r < sc.world; ++r) {
       Rank& rank = ranks[static_cast<size_t>(r)];
       rank.streams.push_back(Stream{"main", {}, 0, {}});
-      rank.stream_of_group.assign(sc.groups.size(), NO_STREAM);
+      rank.stream_by_name.emplace("main", MAIN_STREAM);
+      rank.group_stream.assign(sc.groups.size(), NO_STREAM);
       rank.coll_seq.assign(sc.groups.size(), 0);
+      rank.agreed_seq.assign(sc.groups.size(), 0);
+      rank.created.assign(sc.groups.size(), false);
       for (const ThreadDef& def : sc.program_of(r)) {
         Thread thread;
         thread.rank = static_cast<uint32_t>(r);
+        thread.local = static_cast<uint32_t>(rank.threads.size());
         thread.name = def.name;
-        thread.fiber = std::make_unique<ProgramFiber>(sc, def.body, r, stacks);
+        thread.fiber = std::make_unique<ProgramFiber>(sc, def.body, r, stacks, options.limits);
         rank.threads.push_back(static_cast<uint32_t>(threads.size()));
         threads.push_back(std::move(thread));
         ++rank.live_threads;
       }
+      if (rank.live_threads == 0) rank.status = RankStatus::FINISHED;  // a recorded rank with no ops
     }
   }
 
   ExecutionResult run(Strategy& chooser) {
     strategy = &chooser;
     reset();
-    for (uint32_t t = 0; t < threads.size(); ++t) {
+    for (uint32_t t = 0; t < threads.size() && !stopped; ++t) {
       advance_fiber(t);
-      if (stopped) break;
       schedule_thread(t);
     }
     while (!stopped) {
@@ -218,9 +247,7 @@ struct Engine::Impl {
         const uint32_t t = ready.front();
         ready.pop_front();
         // A burst: step the thread until it blocks or ends.
-        while (!stopped && threads[t].state == ThreadState::RUNNABLE && is_eager(t)) {
-          step_thread(t);
-        }
+        while (!stopped && threads[t].state == ThreadState::RUNNABLE && is_eager(t)) step_thread(t);
       }
     }
   }
@@ -239,31 +266,43 @@ struct Engine::Impl {
     }
   }
 
+  size_t ask(std::vector<Option>& opts) {
+    if (opts.size() == 1) return 0;
+    const size_t pick = strategy->choose(ChoicePoint{opts, result.choice_points});
+    assert(pick < opts.size());
+    ++result.choice_points;
+    return pick;
+  }
+
+  // At quiescence: every option that needs a choice, then the strategy's pick.
   bool choose_and_apply() {
     options_buf.clear();
     for (uint32_t t = 0; t < threads.size(); ++t) {
       const Thread& thread = threads[t];
       if (thread.state == ThreadState::RUNNABLE && !is_eager(t)) {
-        const Rank& rank = ranks[thread.rank];
-        const int32_t local = static_cast<int32_t>(
-            std::find(rank.threads.begin(), rank.threads.end(), t) - rank.threads.begin());
-        options_buf.push_back(Option{ChoiceKind::THREAD, static_cast<int32_t>(thread.rank), local,
-                                     static_cast<int32_t>(t), thread.clock_ns});
+        options_buf.push_back(Option{ChoiceKind::THREAD, static_cast<int32_t>(thread.rank),
+                                     static_cast<int32_t>(thread.local), static_cast<int32_t>(t), thread.clock_ns});
       }
     }
     collect_wildcard_options();
+    collect_start_options();
     if (options_buf.empty()) return false;
-    size_t pick = 0;
-    if (options_buf.size() > 1) {
-      pick = strategy->choose(ChoicePoint{options_buf, result.choice_points});
-      assert(pick < options_buf.size());
-      ++result.choice_points;
+    std::sort(options_buf.begin(), options_buf.end(), [](const Option& a, const Option& b) {
+      return std::tie(a.rank, a.kind, a.thread, a.detail) < std::tie(b.rank, b.kind, b.thread, b.detail);
+    });
+    if (options.rank_persistent_sets) {
+      // The lowest acting rank's options form a persistent set (see EngineOptions).
+      const int32_t lowest = options_buf.front().rank;
+      options_buf.erase(std::find_if(options_buf.begin(), options_buf.end(),
+                                     [&](const Option& o) { return o.rank != lowest; }),
+                        options_buf.end());
     }
-    const Option chosen = options_buf[pick];
-    if (chosen.kind == ChoiceKind::THREAD) {
-      step_thread(static_cast<uint32_t>(chosen.detail));
-    } else if (chosen.kind == ChoiceKind::MATCH) {
-      apply_wildcard(chosen);
+    const Option chosen = options_buf[ask(options_buf)];
+    switch (chosen.kind) {
+      case ChoiceKind::THREAD: step_thread(static_cast<uint32_t>(chosen.detail)); break;
+      case ChoiceKind::MATCH: apply_wildcard(chosen); break;
+      case ChoiceKind::START: start_kernel(static_cast<uint32_t>(chosen.detail)); break;
+      case ChoiceKind::BRANCH: assert(false); break;
     }
     return true;
   }
@@ -271,19 +310,23 @@ struct Engine::Impl {
   // -------------------------------------------------------------------------------------------
   // Host threads.
 
+  // Resumes the thread's program to its next action. A `choose` is decided on the spot: the
+  // branch depends on nothing else, so deciding it now or later explores the same executions.
   void advance_fiber(uint32_t t) {
-    Thread& thread = threads[t];
-    thread.fiber->advance();
-    switch (thread.fiber->state()) {
+    ProgramFiber& fiber = *threads[t].fiber;
+    fiber.advance();
+    while (!stopped && fiber.state() == ProgramFiber::State::READY && fiber.action() == ProgramFiber::Action::CHOOSE) {
+      if (!choose_branch(t)) return;
+      fiber.advance();
+    }
+    switch (fiber.state()) {
       case ProgramFiber::State::READY:
         break;
       case ProgramFiber::State::FINISHED:
         begin_thread_end(t);
         break;
       case ProgramFiber::State::FAILED:
-        result.end = ExecutionEnd::ERROR;
-        result.error = thread.fiber->failure();
-        stopped = true;
+        stop_with_error(ExecutionEnd::ERROR, fiber.failure());
         break;
       case ProgramFiber::State::NOT_STARTED:
         assert(false);
@@ -291,87 +334,269 @@ struct Engine::Impl {
     }
   }
 
+  void stop_with_error(ExecutionEnd end, Diagnostic diagnostic) {
+    result.end = end;
+    result.error = std::move(diagnostic);
+    stopped = true;
+  }
+
+  void runtime_error(const OpInstance& op, std::string message) {
+    stop_with_error(ExecutionEnd::ERROR,
+                    Diagnostic{sc.path, op.stmt ? op.stmt->loc : SourceLoc{}, Severity::ERROR, std::move(message)});
+  }
+
+  // A `choose`: per rank, the strategy picks; with `agreed: G`, the first member of the rank's
+  // communicator to reach its k-th agreed choice picks for all of them.
+  bool choose_branch(uint32_t t) {
+    Thread& thread = threads[t];
+    const Stmt& stmt = thread.fiber->choose_stmt();
+    const uint32_t count = static_cast<uint32_t>(stmt.branches.size());
+    uint32_t branch = 0;
+    uint64_t key = 0;
+    bool decided = false;
+    if (stmt.agreed) {
+      Rank& rank = ranks[thread.rank];
+      if (sc.groups[stmt.group].comm_for(static_cast<int32_t>(thread.rank)) == nullptr) {
+        stop_with_error(ExecutionEnd::ERROR, Diagnostic{sc.path, stmt.loc, Severity::ERROR,
+                                                        fmt::format("rank {} reaches a choice agreed on group '{}' but is "
+                                                                    "not a member of it", thread.rank, sc.groups[stmt.group].name)});
+        return false;
+      }
+      key = (static_cast<uint64_t>(comm_id(stmt.group, thread.rank)) << 32) | rank.agreed_seq[stmt.group]++;
+      if (auto it = agreed_branch.find(key); it != agreed_branch.end()) {
+        branch = it->second;
+        decided = true;
+      }
+    }
+    if (!decided && count > 1) {
+      std::vector<Option> opts;
+      for (uint32_t i = 0; i < count; ++i) {
+        opts.push_back(Option{ChoiceKind::BRANCH, static_cast<int32_t>(thread.rank), static_cast<int32_t>(thread.local),
+                              static_cast<int32_t>(i), thread.clock_ns});
+      }
+      branch = static_cast<uint32_t>(ask(opts));
+    }
+    if (stmt.agreed && !decided) agreed_branch.emplace(key, branch);
+    if (branch >= count) {
+      stop_with_error(ExecutionEnd::ERROR, Diagnostic{sc.path, stmt.loc, Severity::ERROR,
+                                                      fmt::format("agreed choice #{} on group '{}' has {} branches on rank {} "
+                                                                  "but another member took branch {}",
+                                                                  key & 0xffffffffu, sc.groups[stmt.group].name, count, thread.rank, branch + 1)});
+      return false;
+    }
+    ++result.events;
+    thread.fiber->set_branch(branch);
+    return true;
+  }
+
   // At its end a thread waits for all of its rank's GPU work (a process waits before exit).
   void begin_thread_end(uint32_t t) {
     Thread& thread = threads[t];
-    Rank& rank = ranks[thread.rank];
     thread.ending = true;
+    wait_for_streams(t, NO_STREAM);
+  }
+
+  // Blocks the thread until the current tail of one stream (or of every stream) is done.
+  void wait_for_streams(uint32_t t, uint32_t only) {
+    Thread& thread = threads[t];
+    const Rank& rank = ranks[thread.rank];
     thread.waits.clear();
-    for (const Stream& stream : rank.streams) {
-      if (!stream.kernels.empty()) thread.waits.push_back(stream.kernels.back());
+    for (uint32_t s = 0; s < rank.streams.size(); ++s) {
+      if ((only == NO_STREAM || only == s) && !rank.streams[s].kernels.empty()) {
+        thread.waits.push_back(rank.streams[s].kernels.back());
+      }
     }
     block_thread(t);
   }
 
+  // The caller advances the thread's program if it is RUNNABLE afterwards.
   void block_thread(uint32_t t) {
-    Thread& thread = threads[t];
-    thread.state = ThreadState::BLOCKED;
-    try_unblock(t);
+    threads[t].state = ThreadState::BLOCKED;
+    wake_if_done(t);
   }
 
-  // Wakes a blocked thread whose waits are all done.
-  void try_unblock(uint32_t t) {
+  // A blocked thread whose waits are all done becomes RUNNABLE (or DONE, at its end).
+  bool wake_if_done(uint32_t t) {
     Thread& thread = threads[t];
-    if (thread.state != ThreadState::BLOCKED) return;
+    if (thread.state != ThreadState::BLOCKED) return false;
     for (uint32_t k : thread.waits) {
-      if (kernels[k].state != KernelState::DONE) return;
+      if (kernels[k].state != KernelState::DONE) return false;
       thread.clock_ns = std::max(thread.clock_ns, kernels[k].end_ns);
     }
     thread.waits.clear();
-    if (thread.ending) {
-      thread.state = ThreadState::DONE;
-      Rank& rank = ranks[thread.rank];
-      rank.end_ns = std::max(rank.end_ns, thread.clock_ns);
-      if (--rank.live_threads == 0) {
-        rank.status = RankStatus::FINISHED;
-      } else {
-        for (uint32_t other : rank.threads) schedule_thread(other);
-      }
-      return;
+    if (!thread.ending) {
+      thread.state = ThreadState::RUNNABLE;
+      return true;
     }
-    thread.state = ThreadState::RUNNABLE;
-    advance_fiber(t);
-    schedule_thread(t);
+    thread.state = ThreadState::DONE;
+    Rank& rank = ranks[thread.rank];
+    rank.end_ns = std::max(rank.end_ns, thread.clock_ns);
+    if (--rank.live_threads == 0) {
+      rank.status = RankStatus::FINISHED;
+    } else {
+      for (uint32_t other : rank.threads) schedule_thread(other);
+    }
+    return true;
   }
 
-  // Applies the thread's pending operation, then advances its program.
+  // Applies the thread's pending action, then advances its program unless it blocked.
   void step_thread(uint32_t t) {
     Thread& thread = threads[t];
     assert(thread.state == ThreadState::RUNNABLE && thread.fiber->state() == ProgramFiber::State::READY);
-    if (++ops_issued > options.limits.max_ops) {
-      result.end = ExecutionEnd::LIMIT;
-      result.error = Diagnostic{sc.path, {}, Severity::ERROR,
-                                fmt::format("execution exceeds the limit of {} operations",
-                                            options.limits.max_ops)};
-      stopped = true;
-      return;
+    if (thread.fiber->action() == ProgramFiber::Action::NCCL_GROUP) {
+      issue_nccl_group(t, thread.fiber->group_ops());
+    } else {
+      apply_op(t, thread.fiber->pending());
     }
-    const OpInstance& op = thread.fiber->pending();
+    if (!stopped && threads[t].state == ThreadState::RUNNABLE) advance_fiber(t);
+  }
+
+  bool count_op() {
+    if (++ops_issued <= options.limits.max_ops) return true;
+    stop_with_error(ExecutionEnd::LIMIT,
+                    Diagnostic{sc.path, {}, Severity::ERROR,
+                               fmt::format("execution exceeds the limit of {} operations (raise it with --max-ops)",
+                                           options.limits.max_ops)});
+    return false;
+  }
+
+  void apply_op(uint32_t t, const OpInstance& op) {
+    if (!count_op()) return;
     ++result.events;
-    const uint32_t k = issue(t, op);
+    Thread& thread = threads[t];
+    Rank& rank = ranks[thread.rank];
+    switch (op.kind) {
+      case OpKind::SLEEP: {
+        const uint32_t k = new_kernel(t, op);
+        thread.clock_ns += op.duration_ns;
+        finish_host_op(k, thread.clock_ns);
+        return;
+      }
+      case OpKind::WAIT: {
+        const auto it = rank.handles.find(op.stmt->handle);
+        if (it == rank.handles.end()) {
+          runtime_error(op, fmt::format("rank {} waits for handle '{}' before any op set it", thread.rank, op.stmt->handle));
+          return;
+        }
+        // work.wait(): the current stream (main) waits for the op; the host does not.
+        if (kernels[it->second].state != KernelState::DONE) rank.streams[MAIN_STREAM].pending_waits.push_back(it->second);
+        finish_host_op(new_kernel(t, op), thread.clock_ns);
+        return;
+      }
+      case OpKind::SYNC: {
+        uint32_t only = NO_STREAM;
+        if (!op.stmt->stream.empty()) {
+          const auto it = rank.stream_by_name.find(op.stmt->stream);
+          if (it == rank.stream_by_name.end()) {  // a stream never used: nothing to wait for
+            finish_host_op(new_kernel(t, op), thread.clock_ns);
+            return;
+          }
+          only = it->second;
+        }
+        finish_host_op(new_kernel(t, op), thread.clock_ns);
+        wait_for_streams(t, only);
+        return;
+      }
+      case OpKind::NEW_GROUP:
+        issue_new_group(t, op);
+        return;
+      case OpKind::EXIT:
+      case OpKind::CRASH:
+        finish_host_op(new_kernel(t, op), thread.clock_ns);
+        terminate_rank(thread.rank, op.kind == OpKind::EXIT ? RankStatus::EXITED : RankStatus::CRASHED, thread.clock_ns);
+        return;
+      case OpKind::COMPUTE: {
+        const uint32_t k = new_kernel(t, op);
+        enqueue(thread.rank, op.stmt && !op.stmt->stream.empty() ? named_stream(rank, op.stmt->stream) : MAIN_STREAM, k);
+        mark_dirty(thread.rank);
+        return;
+      }
+      default:
+        break;
+    }
+    // Collectives and point to point.
+    if (!usable_group(thread.rank, op)) return;
+    const uint32_t k = new_kernel(t, op);
+    kernels[k].comm = true;
+    const uint32_t s = comm_stream(thread.rank, op);
+    link_synchronous(thread.rank, s, k, op.stmt && !op.stmt->handle.empty());
+    if (op.stmt && !op.stmt->handle.empty()) rank.handles[op.stmt->handle] = k;
+    if (sc.semantics.comm_concurrency > 0) rank.launch_order.push_back(k);
+    if (is_collective(op.kind)) {
+      issue_collective(k);
+    } else {
+      issue_p2p(k);
+    }
     if (stopped) return;
+    mark_dirty(thread.rank);
     if (op.kind == OpKind::BARRIER) {
       thread.waits.assign(1, k);
       block_thread(t);
-      return;
     }
-    advance_fiber(t);
+  }
+
+  bool usable_group(uint32_t r, const OpInstance& op) {
+    const GroupDef& group = sc.groups[op.group];
+    if (group.from_new_group && !ranks[r].created[op.group]) {
+      runtime_error(op, fmt::format("rank {} uses group '{}' before its new_group created it", r, group.name));
+      return false;
+    }
+    return true;
+  }
+
+  uint32_t new_kernel(uint32_t t, const OpInstance& op) {
+    Thread& thread = threads[t];
+    Rank& rank = ranks[thread.rank];
+    const uint32_t k = static_cast<uint32_t>(kernels.size());
+    Kernel kernel;
+    kernel.rank = thread.rank;
+    kernel.thread = t;
+    kernel.index = rank.issued++;
+    kernel.op = op;
+    kernel.issue_ns = thread.clock_ns;
+    kernels.push_back(std::move(kernel));
+    return k;
+  }
+
+  void finish_host_op(uint32_t k, int64_t end_ns) {
+    Kernel& kernel = kernels[k];
+    kernel.state = KernelState::DONE;
+    kernel.start_ns = kernel.issue_ns;
+    kernel.end_ns = end_ns;
   }
 
   // -------------------------------------------------------------------------------------------
-  // Issuing operations.
+  // Streams.
 
-  uint32_t stream_for_group(Rank& rank, uint32_t group) {
-    uint32_t& s = rank.stream_of_group[group];
-    if (s == NO_STREAM) {
-      s = static_cast<uint32_t>(rank.streams.size());
-      rank.streams.push_back(Stream{"comm:" + sc.groups[group].name, {}, 0, {}});
-    }
+  uint32_t add_stream(Rank& rank, std::string name) {
+    const uint32_t s = static_cast<uint32_t>(rank.streams.size());
+    rank.stream_by_name.emplace(name, s);
+    rank.streams.push_back(Stream{std::move(name), {}, 0, {}});
     return s;
   }
 
-  void enqueue(Rank& rank, uint32_t s, uint32_t k) {
-    Stream& stream = rank.streams[s];
+  uint32_t named_stream(Rank& rank, const std::string& name) {
+    const auto it = rank.stream_by_name.find(name);
+    return it != rank.stream_by_name.end() ? it->second : add_stream(rank, name);
+  }
+
+  // The stream of a communication op: `stream:` if given; for p2p under p2p_comm: pair, the
+  // pair's own stream (PyTorch's lazy init); else the group's `comm:GROUP` stream.
+  uint32_t comm_stream(uint32_t r, const OpInstance& op) {
+    Rank& rank = ranks[r];
+    if (op.stmt && !op.stmt->stream.empty()) return named_stream(rank, op.stmt->stream);
+    if (is_p2p(op.kind) && sc.semantics.p2p_comm == P2pComm::PAIR && op.peer >= 0) {
+      const uint32_t a = std::min<uint32_t>(r, static_cast<uint32_t>(op.peer));
+      const uint32_t b = std::max<uint32_t>(r, static_cast<uint32_t>(op.peer));
+      return named_stream(rank, fmt::format("comm:{}:p2p:{}-{}", sc.groups[op.group].name, a, b));
+    }
+    uint32_t& s = rank.group_stream[op.group];
+    if (s == NO_STREAM) s = add_stream(rank, "comm:" + sc.groups[op.group].name);
+    return s;
+  }
+
+  void enqueue(uint32_t r, uint32_t s, uint32_t k) {
+    Stream& stream = ranks[r].streams[s];
     for (uint32_t w : stream.pending_waits) {
       if (kernels[w].state != KernelState::DONE) kernels[k].deps.push_back(w);
     }
@@ -380,47 +605,19 @@ struct Engine::Impl {
     stream.kernels.push_back(k);
   }
 
-  uint32_t issue(uint32_t t, const OpInstance& op) {
-    Thread& thread = threads[t];
-    const uint32_t r = thread.rank;
+  // A communication op's stream waits for prior work on main; main waits for the op unless it
+  // is async (then `wait: H` adds that edge).
+  void link_synchronous(uint32_t r, uint32_t s, uint32_t k, bool async) {
     Rank& rank = ranks[r];
-    const uint32_t k = static_cast<uint32_t>(kernels.size());
-    Kernel kernel;
-    kernel.rank = r;
-    kernel.thread = t;
-    kernel.index = rank.issued++;
-    kernel.op = op;
-    kernel.issue_ns = thread.clock_ns;
-    kernels.push_back(std::move(kernel));
-
-    if (op.kind == OpKind::SLEEP) {
-      thread.clock_ns += op.duration_ns;
-      Kernel& sleep = kernels[k];
-      sleep.state = KernelState::DONE;
-      sleep.start_ns = sleep.issue_ns;
-      sleep.end_ns = thread.clock_ns;
-      return k;
+    if (s != MAIN_STREAM && !rank.streams[MAIN_STREAM].kernels.empty()) {
+      rank.streams[s].pending_waits.push_back(rank.streams[MAIN_STREAM].kernels.back());
     }
-    if (op.kind == OpKind::COMPUTE) {
-      enqueue(rank, MAIN_STREAM, k);
-      mark_dirty(r);
-      return k;
-    }
-    // A synchronous communication op: its stream waits for prior work on main, and main
-    // waits for it.
-    const uint32_t s = stream_for_group(rank, op.group);
-    Stream& main = rank.streams[MAIN_STREAM];
-    if (!main.kernels.empty()) rank.streams[s].pending_waits.push_back(main.kernels.back());
-    enqueue(rank, s, k);
-    rank.streams[MAIN_STREAM].pending_waits.push_back(k);
-    if (is_collective(op.kind)) {
-      issue_collective(k);
-    } else {
-      issue_p2p(k);
-    }
-    mark_dirty(r);
-    return k;
+    enqueue(r, s, k);
+    if (!async && s != MAIN_STREAM) rank.streams[MAIN_STREAM].pending_waits.push_back(k);
   }
+
+  // -------------------------------------------------------------------------------------------
+  // Collectives, NCCL groups, new_group.
 
   void issue_collective(uint32_t k) {
     Kernel& kernel = kernels[k];
@@ -428,22 +625,27 @@ struct Engine::Impl {
     Rank& rank = ranks[kernel.rank];
     kernel.seq = ++rank.coll_seq[group];
     Comm& comm = comms[comm_id(group, kernel.rank)];
-    if (comm.slots.size() < kernel.seq) comm.slots.resize(kernel.seq);
-    CollSlot& slot = comm.slots[kernel.seq - 1];
-    if (slot.kernels.empty()) slot.kernels.assign(members(group, kernel.rank).size(), -1);
-    slot.kernels[static_cast<size_t>(member_pos[group][kernel.rank])] = static_cast<int32_t>(k);
+    join_slot(comm, kernel.seq, members(group, kernel.rank).size(),
+              static_cast<size_t>(member_pos[group][kernel.rank]), k);
+  }
+
+  void join_slot(Comm& comm, uint32_t seq, size_t size, size_t position, uint32_t k) {
+    if (comm.slots.size() < seq) comm.slots.resize(seq);
+    CollSlot& slot = comm.slots[seq - 1];
+    if (slot.kernels.empty()) slot.kernels.assign(size, -1);
+    slot.kernels[position] = static_cast<int32_t>(k);
     ++slot.issued;
     if (slot.first < 0) {
       slot.first = static_cast<int32_t>(k);
       return;
     }
-    const Kernel& ref = kernels[static_cast<size_t>(slot.first)];
-    const std::string field = collective_difference(ref.op, kernel.op);
+    const std::string field = collective_difference(kernels[static_cast<size_t>(slot.first)].op, kernels[k].op);
     if (!field.empty()) report_mismatch(field, static_cast<uint32_t>(slot.first), k);
   }
 
   static std::string collective_difference(const OpInstance& a, const OpInstance& b) {
     if (a.kind != b.kind) return "kind";
+    if (a.kind == OpKind::NEW_GROUP) return a.stmt->new_group == b.stmt->new_group ? std::string() : "group";
     if (a.size_bytes != b.size_bytes) return "size";
     if (a.dtype != b.dtype) return "dtype";
     if (a.root != b.root) return "root";
@@ -470,6 +672,71 @@ struct Engine::Impl {
     result.end = ExecutionEnd::MISMATCH;
     stopped = true;
   }
+
+  // An NCCL group: its ops match like any others, but they hold one place on the stream (a
+  // composite kernel) and start together, so a paired send and recv do not block each other.
+  // The group completes when all its ops can.
+  void issue_nccl_group(uint32_t t, const std::vector<OpInstance>& ops) {
+    Thread& thread = threads[t];
+    const uint32_t r = thread.rank;
+    for (const OpInstance& op : ops) {
+      if (!usable_group(r, op)) return;
+    }
+    const uint32_t composite = static_cast<uint32_t>(kernels.size());
+    {
+      Kernel group_kernel;
+      group_kernel.rank = r;
+      group_kernel.thread = t;
+      group_kernel.comm = true;
+      group_kernel.issue_ns = thread.clock_ns;
+      if (!ops.empty()) group_kernel.op = ops.front();
+      kernels.push_back(std::move(group_kernel));
+    }
+    for (const OpInstance& op : ops) {
+      if (!count_op()) return;
+      ++result.events;
+      const uint32_t k = new_kernel(t, op);
+      kernels[k].parent = static_cast<int32_t>(composite);
+      kernels[composite].children.push_back(k);
+    }
+    const uint32_t s = ops.empty() ? MAIN_STREAM : comm_stream(r, ops.front());
+    link_synchronous(r, s, composite, false);
+    for (uint32_t k : kernels[composite].children) kernels[k].stream = s;
+    if (sc.semantics.comm_concurrency > 0) ranks[r].launch_order.push_back(composite);
+    for (uint32_t k : std::vector<uint32_t>(kernels[composite].children)) {
+      if (is_collective(kernels[k].op.kind)) issue_collective(k);
+      else issue_p2p(k);
+      if (stopped) return;
+    }
+    mark_dirty(r);
+  }
+
+  // new_group: a blocking rendezvous of every world rank, the k-th calls matching; on the host,
+  // not on a stream (PyTorch's store-based barrier).
+  void issue_new_group(uint32_t t, const OpInstance& op) {
+    Thread& thread = threads[t];
+    Rank& rank = ranks[thread.rank];
+    const uint32_t k = new_kernel(t, op);
+    Kernel& kernel = kernels[k];
+    kernel.seq = ++rank.new_groups;
+    kernel.state = KernelState::RUNNING;
+    kernel.start_ns = kernel.issue_ns;
+    rank.created[op.stmt->new_group] = true;
+    join_slot(new_group_calls, kernel.seq, static_cast<size_t>(sc.world), thread.rank, k);
+    if (stopped) return;
+    CollSlot& slot = new_group_calls.slots[kernel.seq - 1];
+    ++slot.running;
+    thread.waits.assign(1, k);
+    if (slot.running == static_cast<uint32_t>(sc.world)) {
+      int64_t end = 0;
+      for (int32_t other : slot.kernels) end = std::max(end, kernels[static_cast<size_t>(other)].start_ns);
+      for (int32_t other : slot.kernels) complete(static_cast<uint32_t>(other), end);
+    }
+    block_thread(t);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Point to point.
 
   void issue_p2p(uint32_t k) {
     Kernel& kernel = kernels[k];
@@ -524,21 +791,16 @@ struct Engine::Impl {
     for (auto& [key, receives] : recv_queue) {
       if (receives.empty()) continue;
       const Kernel& recv = kernels[receives.front()];
-      if (recv.op.peer >= 0) continue;
+      if (recv.op.peer >= 0 || !alive(recv.rank)) continue;
       const uint32_t group = recv.op.group;
       for (int32_t src : members(group, recv.rank)) {
         if (static_cast<uint32_t>(src) == recv.rank) continue;
         auto sends = send_queue.find(p2p_key(group, static_cast<uint32_t>(src), recv.rank));
         if (sends == send_queue.end() || sends->second.empty()) continue;
         options_buf.push_back(Option{ChoiceKind::MATCH, static_cast<int32_t>(recv.rank),
-                                     static_cast<int32_t>(group), src,
-                                     kernels[sends->second.front()].issue_ns});
+                                     static_cast<int32_t>(group), src, kernels[sends->second.front()].issue_ns});
       }
     }
-    // recv_queue is hashed: order the options deterministically.
-    std::sort(options_buf.begin(), options_buf.end(), [](const Option& a, const Option& b) {
-      return std::tie(a.kind, a.rank, a.thread, a.detail) < std::tie(b.kind, b.rank, b.thread, b.detail);
-    });
   }
 
   void apply_wildcard(const Option& option) {
@@ -561,9 +823,10 @@ struct Engine::Impl {
   // -------------------------------------------------------------------------------------------
   // Kernel progress.
 
-  // Starts every startable stream head of the rank, and wakes threads whose waits are done.
+  // Starts what may start on the rank's streams, and wakes threads whose waits are done.
   void progress_rank(uint32_t r) {
     Rank& rank = ranks[r];
+    if (!alive(r)) return;
     bool changed = true;
     while (changed && !stopped) {
       changed = false;
@@ -571,55 +834,131 @@ struct Engine::Impl {
         Stream& stream = rank.streams[s];
         if (stream.head >= stream.kernels.size()) continue;
         const uint32_t k = stream.kernels[stream.head];
-        Kernel& kernel = kernels[k];
-        if (kernel.state == KernelState::DONE) {
+        if (kernels[k].state == KernelState::DONE) {
           ++stream.head;
           changed = true;
           continue;
         }
-        if (kernel.state == KernelState::QUEUED && deps_done(kernel)) {
+        if (startable(k) && start_is_eager(r, k)) {
           start_kernel(k);
           changed = true;
         }
       }
     }
-    for (uint32_t t : rank.threads) try_unblock(t);
+    for (uint32_t t : rank.threads) {
+      if (wake_if_done(t) && threads[t].state == ThreadState::RUNNABLE) {
+        advance_fiber(t);
+        schedule_thread(t);
+        if (stopped) return;
+      }
+    }
   }
 
-  bool deps_done(const Kernel& kernel) const {
+  bool startable(uint32_t k) const {
+    const Kernel& kernel = kernels[k];
+    if (kernel.state != KernelState::QUEUED) return false;
     for (uint32_t d : kernel.deps) {
       if (kernels[d].state != KernelState::DONE) return false;
     }
     return true;
   }
 
-  void start_kernel(uint32_t k) {
-    Kernel& kernel = kernels[k];
-    const Rank& rank = ranks[kernel.rank];
-    const Stream& stream = rank.streams[kernel.stream];
+  // Under comm_concurrency, which ready communication kernel starts is a choice (CUDA does not
+  // bind execution order across streams to launch order), unless launch_order_implicit.
+  bool start_is_eager(uint32_t r, uint32_t k) const {
+    const int64_t limit = sc.semantics.comm_concurrency;
+    if (!kernels[k].comm || limit == 0) return true;
+    const Rank& rank = ranks[r];
+    if (rank.running_comm >= limit) return false;
+    return sc.semantics.launch_order_implicit && rank.launch_order.front() == k;
+  }
+
+  void collect_start_options() {
+    const int64_t limit = sc.semantics.comm_concurrency;
+    if (limit == 0 || sc.semantics.launch_order_implicit) return;
+    for (uint32_t r = 0; r < ranks.size(); ++r) {
+      const Rank& rank = ranks[r];
+      if (!alive(r) || rank.running_comm >= limit) continue;
+      for (const Stream& stream : rank.streams) {
+        if (stream.head >= stream.kernels.size()) continue;
+        const uint32_t k = stream.kernels[stream.head];
+        if (kernels[k].comm && startable(k)) {
+          options_buf.push_back(Option{ChoiceKind::START, static_cast<int32_t>(r), 0, static_cast<int32_t>(k),
+                                       ready_time(k)});
+        }
+      }
+    }
+  }
+
+  int64_t ready_time(uint32_t k) const {
+    const Kernel& kernel = kernels[k];
+    const Stream& stream = ranks[kernel.rank].streams[kernel.stream];
     int64_t start = kernel.issue_ns;
     if (stream.head > 0) start = std::max(start, kernels[stream.kernels[stream.head - 1]].end_ns);
     for (uint32_t d : kernel.deps) start = std::max(start, kernels[d].end_ns);
+    return start;
+  }
+
+  void start_kernel(uint32_t k) {
+    Kernel& kernel = kernels[k];
+    Rank& rank = ranks[kernel.rank];
+    kernel.start_ns = ready_time(k);
     kernel.state = KernelState::RUNNING;
-    kernel.start_ns = start;
     ++result.events;
+    if (kernel.comm) {
+      ++rank.running_comm;
+      if (!rank.launch_order.empty()) {
+        const auto it = std::find(rank.launch_order.begin(), rank.launch_order.end(), k);
+        if (it != rank.launch_order.end()) rank.launch_order.erase(it);
+      }
+    }
+    if (!kernel.children.empty()) {
+      for (uint32_t child : std::vector<uint32_t>(kernel.children)) {
+        kernels[child].start_ns = kernel.start_ns;
+        kernels[child].state = KernelState::RUNNING;
+        on_running(child);
+        if (stopped) return;
+      }
+      maybe_complete_group(k);
+      return;
+    }
+    on_running(k);
+    mark_dirty(kernel.rank);
+  }
+
+  void on_running(uint32_t k) {
+    Kernel& kernel = kernels[k];
     if (kernel.op.kind == OpKind::COMPUTE) {
-      complete(k, start + kernel.op.duration_ns);
+      complete(k, kernel.start_ns + kernel.op.duration_ns);
     } else if (is_collective(kernel.op.kind)) {
       const uint32_t comm = comm_id(kernel.op.group, kernel.rank);
       CollSlot& slot = comms[comm].slots[kernel.seq - 1];
       if (++slot.running == slot.kernels.size()) complete_collective(comm, kernel.seq);
-    } else {
+    } else if (kernel.children.empty()) {
       try_complete_p2p(k);
     }
   }
 
   void complete(uint32_t k, int64_t end_ns) {
     Kernel& kernel = kernels[k];
+    if (kernel.state == KernelState::DONE) return;
     kernel.state = KernelState::DONE;
     kernel.end_ns = end_ns;
     ++result.events;
+    if (kernel.comm && kernel.parent < 0) --ranks[kernel.rank].running_comm;
+    if (kernel.parent >= 0) maybe_complete_group(static_cast<uint32_t>(kernel.parent));
     mark_dirty(kernel.rank);
+  }
+
+  void maybe_complete_group(uint32_t composite) {
+    const Kernel& group = kernels[composite];
+    if (group.state != KernelState::RUNNING) return;
+    int64_t end = group.start_ns;
+    for (uint32_t child : group.children) {
+      if (kernels[child].state != KernelState::DONE) return;
+      end = std::max(end, kernels[child].end_ns);
+    }
+    complete(composite, end);
   }
 
   void complete_collective(uint32_t comm, uint32_t seq) {
@@ -627,8 +966,8 @@ struct Engine::Impl {
     int64_t start = 0;
     for (int32_t k : slot.kernels) start = std::max(start, kernels[static_cast<size_t>(k)].start_ns);
     const Kernel& any = kernels[static_cast<size_t>(slot.kernels[0])];
-    const int64_t end = start + comm_cost_ns(any.op.kind, any.op.size_bytes,
-                                             static_cast<int32_t>(slot.kernels.size()), link);
+    const int64_t end = start + comm_cost_ns(any.op.kind, any.op.size_bytes, static_cast<int32_t>(slot.kernels.size()),
+                                             link_of(any.op.group), sc.semantics.allreduce_algorithm);
     for (int32_t k : slot.kernels) complete(static_cast<uint32_t>(k), end);
   }
 
@@ -637,7 +976,7 @@ struct Engine::Impl {
     Kernel& kernel = kernels[k];
     if (kernel.match < 0) {
       if (kernel.op.kind == OpKind::SEND && kernel.state == KernelState::RUNNING && is_eager(kernel)) {
-        complete(k, kernel.start_ns + comm_cost_ns(OpKind::SEND, kernel.op.size_bytes, 2, link));
+        complete(k, kernel.start_ns + p2p_cost(kernel));
       }
       return;
     }
@@ -645,10 +984,10 @@ struct Engine::Impl {
     const uint32_t recv = kernel.op.kind == OpKind::SEND ? static_cast<uint32_t>(kernel.match) : k;
     Kernel& s = kernels[send];
     Kernel& r = kernels[recv];
-    const int64_t cost = comm_cost_ns(OpKind::SEND, s.op.size_bytes, 2, link);
+    const int64_t cost = p2p_cost(s);
     if (is_eager(s)) {
       if (s.state == KernelState::RUNNING) complete(send, s.start_ns + cost);
-      if (r.state == KernelState::RUNNING && s.start_ns >= 0) {
+      if (r.state == KernelState::RUNNING && s.start_ns >= 0 && s.state != KernelState::ABORTED) {
         complete(recv, std::max(r.start_ns, s.start_ns + cost));
       }
       return;
@@ -660,8 +999,33 @@ struct Engine::Impl {
     }
   }
 
+  int64_t p2p_cost(const Kernel& send) const {
+    return comm_cost_ns(OpKind::SEND, send.op.size_bytes, 2, link_of(send.op.group), sc.semantics.allreduce_algorithm);
+  }
+
   bool is_eager(const Kernel& send) const {
     return sc.semantics.p2p == P2pMode::EAGER && send.op.size_bytes <= sc.semantics.eager_limit_bytes;
+  }
+
+  // exit / crash: the process is gone. Its threads stop; its unfinished kernels never finish,
+  // and a collective it had joined can no longer complete.
+  void terminate_rank(uint32_t r, RankStatus status, int64_t at_ns) {
+    Rank& rank = ranks[r];
+    rank.status = status;
+    rank.end_ns = at_ns;
+    rank.live_threads = 0;
+    for (uint32_t t : rank.threads) threads[t].state = ThreadState::DONE;
+    for (Kernel& kernel : kernels) {
+      if (kernel.rank != r || kernel.state == KernelState::DONE) continue;
+      if (kernel.state == KernelState::RUNNING && is_collective(kernel.op.kind) && kernel.index != NO_INDEX &&
+          kernel.op.kind != OpKind::NEW_GROUP) {
+        --comms[comm_id(kernel.op.group, r)].slots[kernel.seq - 1].running;
+      }
+      if (kernel.state == KernelState::RUNNING && kernel.op.kind == OpKind::NEW_GROUP) {
+        --new_group_calls.slots[kernel.seq - 1].running;
+      }
+      kernel.state = KernelState::ABORTED;
+    }
   }
 
   // -------------------------------------------------------------------------------------------
@@ -697,11 +1061,18 @@ struct Engine::Impl {
       }
       result.rank_status[r] = status;
       result.rank_end_ns[r] = ranks[r].end_ns;
-      if (status != RankStatus::FINISHED && status != RankStatus::EXITED) all_finished = false;
+      if (status != RankStatus::FINISHED && status != RankStatus::EXITED && status != RankStatus::CRASHED) {
+        all_finished = false;
+      }
     }
     if (options.record_ops) {
       result.ops.assign(world, {});
-      for (uint32_t k = 0; k < kernels.size(); ++k) result.ops[kernels[k].rank].push_back(record_of(k));
+      for (uint32_t k = 0; k < kernels.size(); ++k) {
+        if (kernels[k].index != NO_INDEX) result.ops[kernels[k].rank].push_back(record_of(k));
+      }
+      for (std::vector<OpRecord>& ops : result.ops) {
+        std::sort(ops.begin(), ops.end(), [](const OpRecord& a, const OpRecord& b) { return a.index < b.index; });
+      }
     }
     if (stopped) return;
     if (all_finished) {
@@ -712,12 +1083,14 @@ struct Engine::Impl {
     result.end = ExecutionEnd::STUCK;
     for (uint32_t k = 0; k < kernels.size(); ++k) {
       const Kernel& kernel = kernels[k];
-      if (kernel.state != KernelState::RUNNING) continue;
+      if (kernel.state != KernelState::RUNNING || kernel.index == NO_INDEX) continue;
+      if (kernel.op.kind == OpKind::COMPUTE) continue;
       StuckOp stuck;
       stuck.rank = static_cast<int32_t>(kernel.rank);
       stuck.thread = threads.empty() ? std::string() : threads[kernel.thread].name;
       stuck.op = record_of(k);
       explain_wait(kernel, stuck);
+      if (stuck.waiting_for.empty()) continue;  // an NCCL group member that could complete
       result.stuck.push_back(std::move(stuck));
     }
     std::stable_sort(result.stuck.begin(), result.stuck.end(), [](const StuckOp& a, const StuckOp& b) {
@@ -731,7 +1104,7 @@ struct Engine::Impl {
     const int64_t limit = sc.semantics.timeout_ns;
     for (uint32_t k = 0; k < kernels.size(); ++k) {
       const Kernel& kernel = kernels[k];
-      if (kernel.stream == NO_STREAM || kernel.op.kind == OpKind::COMPUTE) continue;
+      if (!is_communication(kernel.op.kind) || kernel.index == NO_INDEX) continue;
       if (kernel.end_ns - kernel.start_ns <= limit) continue;
       StuckOp late;
       late.rank = static_cast<int32_t>(kernel.rank);
@@ -753,13 +1126,22 @@ struct Engine::Impl {
     if (!result.stuck.empty()) result.end = ExecutionEnd::TIMEOUT;
   }
 
-  // Whom a running, unfinished kernel waits for.
+  // Whom a running, unfinished op waits for.
   void explain_wait(const Kernel& kernel, StuckOp& stuck) const {
     auto add = [&](int32_t r, bool never) {
       stuck.waiting_for.push_back(r);
       if (never) stuck.never_issued.push_back(r);
     };
     const uint32_t group = kernel.op.group;
+    if (kernel.op.kind == OpKind::NEW_GROUP) {
+      const CollSlot& slot = new_group_calls.slots[kernel.seq - 1];
+      for (size_t i = 0; i < slot.kernels.size(); ++i) {
+        if (i == kernel.rank) continue;
+        if (slot.kernels[i] < 0) add(static_cast<int32_t>(i), true);
+        else if (kernels[static_cast<size_t>(slot.kernels[i])].state != KernelState::RUNNING) add(static_cast<int32_t>(i), false);
+      }
+      return;
+    }
     if (is_collective(kernel.op.kind)) {
       const CollSlot& slot = comms[comm_id(group, kernel.rank)].slots[kernel.seq - 1];
       for (size_t i = 0; i < slot.kernels.size(); ++i) {
@@ -775,6 +1157,7 @@ struct Engine::Impl {
     }
     if (kernel.match >= 0) {
       const Kernel& peer = kernels[static_cast<size_t>(kernel.match)];
+      if (peer.state == KernelState::RUNNING && !is_eager(kernel.op.kind == OpKind::SEND ? kernel : peer)) return;
       add(static_cast<int32_t>(peer.rank), false);
       return;
     }

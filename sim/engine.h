@@ -28,7 +28,8 @@ struct OpInstance {
   const Stmt* stmt = nullptr;  // source location and tag
 };
 
-enum class KernelState : uint8_t { QUEUED, RUNNING, DONE };
+enum class KernelState : uint8_t { QUEUED, RUNNING, DONE, ABORTED /* its rank exited or crashed */ };
+std::string_view kernel_state_name(KernelState state);
 
 // One issued operation of a rank, in the order the rank issued it.
 struct OpRecord {
@@ -91,18 +92,20 @@ struct ExecutionResult {
 };
 
 struct EngineLimits {
-  uint64_t max_ops = 50'000'000;        // operations issued in one execution, all ranks
-  size_t fiber_stack_bytes = 256 * 1024;
+  uint64_t max_ops = 50'000'000;     // operations issued in one execution, all ranks
+  int64_t max_repeat = 100'000'000;  // iterations of one repeat
+  int32_t max_call_depth = 128;      // nested calls of defines
+  size_t fiber_stack_bytes = 1 << 20;  // per host thread; guard-paged, touched pages only
 };
 
 struct EngineOptions {
   EngineLimits limits;
   bool record_ops = true;  // keep every rank's issued ops in the result (reports, timelines)
+  // Offer, at each choice point, only the options of the lowest rank that has any. Options of
+  // different ranks are independent and never disable each other, so this loses no outcome
+  // (a persistent set); off, every interleaving of the ranks' choices is explored (the oracle).
+  bool rank_persistent_sets = true;
 };
-
-// Why the engine cannot run a scenario faithfully yet (a semantics setting it does not model),
-// or "" when it can. Callers report this as an error rather than give a wrong verdict.
-std::string unsupported_semantics(const Scenario& scenario);
 
 class Engine {
  public:

@@ -38,7 +38,7 @@ program:
 )Y");
   const ExecutionResult result = run_once(scenario);
   REQUIRE(result.end == ExecutionEnd::COMPLETED);
-  const int64_t allreduce_ns = comm_cost_ns(OpKind::ALLREDUCE, 100LL << 20, 4, LinkModel{});
+  const int64_t allreduce_ns = comm_cost_ns(OpKind::ALLREDUCE, 100LL << 20, 4, Link{});
   for (int r = 0; r < 4; ++r) {
     CHECK(result.rank_status[static_cast<size_t>(r)] == RankStatus::FINISHED);
     CHECK(result.rank_end_ns[static_cast<size_t>(r)] == 3 * (20'000'000 + allreduce_ns));
@@ -65,7 +65,7 @@ program:
   CHECK(ar0.start_ns == 10'000'000);  // after rank 0's own compute
   CHECK(ar1.start_ns == 20'000'000);
   CHECK(ar0.end_ns == ar1.end_ns);    // a collective completes together
-  CHECK(ar0.end_ns == 20'000'000 + comm_cost_ns(OpKind::ALLREDUCE, 1 << 20, 2, LinkModel{}));
+  CHECK(ar0.end_ns == 20'000'000 + comm_cost_ns(OpKind::ALLREDUCE, 1 << 20, 2, Link{}));
   CHECK(result.ops[0][2].start_ns == ar0.end_ns);  // main waits for the collective
   CHECK(result.ops[0][0].issue_ns == 0);           // the host never blocked
   CHECK(result.ops[0][2].issue_ns == 0);
@@ -191,12 +191,6 @@ program:
   CHECK(run_once(scenario_from(loose)).end == ExecutionEnd::COMPLETED);
 }
 
-TEST_CASE("settings the engine does not model yet are refused, not ignored") {
-  CHECK(unsupported_semantics(scenario_from("scenario: c\nworld: 2\nsemantics: {comm_concurrency: 1}\nprogram: [{compute: 1ms}]\n")) ==
-        "semantics comm_concurrency: 1 is not modelled yet (only unlimited, 0)");
-  CHECK(unsupported_semantics(scenario_from("scenario: c\nworld: 2\nprogram: [{compute: 1ms}]\n")).empty());
-}
-
 TEST_CASE("a run-time evaluation error stops the execution with its location") {
   const Scenario scenario = scenario_from(R"Y(
 scenario: div
@@ -240,7 +234,7 @@ program:
   TimedStrategy timed;
   const ExecutionResult result = engine.run(timed);
   REQUIRE(result.end == ExecutionEnd::LIMIT);
-  CHECK(result.error->message == "execution exceeds the limit of 100 operations");
+  CHECK(result.error->message == "execution exceeds the limit of 100 operations (raise it with --max-ops)");
 }
 
 TEST_CASE("a wildcard receive is a choice point with one option per pending sender") {

@@ -67,18 +67,22 @@ struct ProgramFailure {};
 // Thrown inside a suspended fiber that the engine drops, so that it unwinds its own stack.
 struct ProgramCancelled {};
 
-// Bounds on what one thread's program may do without issuing an operation.
-constexpr int64_t MAX_REPEAT_COUNT = 100'000'000;
-
 }  // namespace
 
 ProgramFiber::ProgramFiber(const Scenario& scenario, const std::vector<Stmt>& body, int32_t rank,
-                           StackPool& stacks)
-    : scenario_(scenario), body_(body), env_(scenario.slot_names.size(), 0) {
+                           StackPool& stacks, const EngineLimits& limits)
+    : scenario_(scenario), body_(body), limits_(limits), env_(scenario.slot_names.size(), 0), rank_(rank) {
   env_[Scenario::SLOT_RANK] = rank;
   env_[Scenario::SLOT_WORLD] = scenario.world;
   for (size_t i = 0; i < scenario.params.size(); ++i) {
     env_[Scenario::FIRST_PARAM_SLOT + i] = scenario.params[i].value;
+  }
+  // Mesh coordinates, Megatron order: the first dimension varies fastest.
+  int64_t stride = 1;
+  for (const MeshDim& dim : scenario.mesh) {
+    if (dim.coord_slot >= 0) env_[static_cast<size_t>(dim.coord_slot)] = (rank / stride) % dim.size;
+    if (dim.size_slot >= 0) env_[static_cast<size_t>(dim.size_slot)] = dim.size;
+    stride *= dim.size;
   }
   fiber_ = ctx::fiber(std::allocator_arg, PooledStack(stacks, &stack_), [this](ctx::fiber&& engine) {
     engine_ = std::move(engine);
@@ -150,24 +154,32 @@ int64_t ProgramFiber::eval(const Expr& expr) {
   try {
     return eval_expr(expr, env_);
   } catch (const EvalError& error) {
-    fail(error.loc, fmt::format("{} (on rank {})", error.what(), env_[Scenario::SLOT_RANK]));
+    fail(error.loc, fmt::format("{} (on rank {})", error.what(), rank_));
   }
-  return 0;  // not reached
 }
 
 void ProgramFiber::run_block(const std::vector<Stmt>& block) {
   for (const Stmt& stmt : block) {
     switch (stmt.kind) {
       case StmtKind::OP:
-        run_op(stmt);
+        pending_ = evaluate_op(stmt);
+        action_ = Action::OP;
+        state_ = State::READY;
+        switch_to_engine();
+        break;
+      case StmtKind::NCCL_GROUP:
+        group_ops_.clear();
+        for (const Stmt& op : stmt.body) group_ops_.push_back(evaluate_op(op));
+        action_ = Action::NCCL_GROUP;
+        state_ = State::READY;
+        switch_to_engine();
         break;
       case StmtKind::REPEAT: {
         const int64_t count = eval(stmt.count);
-        const int64_t rank = env_[Scenario::SLOT_RANK];
-        if (count < 0) fail(stmt.count.loc, fmt::format("repeat count {} is negative (on rank {})", count, rank));
-        if (count > MAX_REPEAT_COUNT) {
-          fail(stmt.count.loc, fmt::format("repeat count {} exceeds the limit of {} iterations (on rank {})",
-                                           count, MAX_REPEAT_COUNT, rank));
+        if (count < 0) fail(stmt.count.loc, fmt::format("repeat count {} is negative (on rank {})", count, rank_));
+        if (count > limits_.max_repeat) {
+          fail(stmt.count.loc, fmt::format("repeat count {} exceeds the limit of {} iterations (on rank {}; raise it "
+                                           "with --max-repeat)", count, limits_.max_repeat, rank_));
         }
         for (int64_t i = 0; i < count; ++i) {
           if (stmt.var_slot >= 0) env_[static_cast<size_t>(stmt.var_slot)] = i;
@@ -178,12 +190,47 @@ void ProgramFiber::run_block(const std::vector<Stmt>& block) {
       case StmtKind::IF:
         run_block(eval(stmt.cond) != 0 ? stmt.body : stmt.else_body);
         break;
+      case StmtKind::CHOOSE:
+        run_choose(stmt);
+        break;
+      case StmtKind::CALL:
+        run_call(stmt);
+        break;
     }
   }
 }
 
-void ProgramFiber::run_op(const Stmt& stmt) {
-  const int32_t rank = static_cast<int32_t>(env_[Scenario::SLOT_RANK]);
+void ProgramFiber::run_choose(const Stmt& stmt) {
+  choose_ = &stmt;
+  branch_ = 0;
+  action_ = Action::CHOOSE;
+  state_ = State::READY;
+  switch_to_engine();
+  run_block(stmt.branches.at(branch_).body);
+}
+
+void ProgramFiber::run_call(const Stmt& stmt) {
+  const Define& define = scenario_.defines.at(stmt.callee);
+  if (call_depth_ >= limits_.max_call_depth) {
+    fail(stmt.loc, fmt::format("call of '{}' exceeds the limit of {} nested calls (on rank {}; raise it with "
+                               "--max-call-depth)", define.name, limits_.max_call_depth, rank_));
+  }
+  std::vector<int64_t> args;
+  args.reserve(stmt.args.size());
+  for (const Expr& arg : stmt.args) args.push_back(eval(arg));
+  // A call may recurse: the callee's slots (parameters, loop variables) are restored after it.
+  std::vector<int64_t> saved = env_;
+  for (size_t i = 0; i < args.size() && i < define.param_slots.size(); ++i) {
+    env_[static_cast<size_t>(define.param_slots[i])] = args[i];
+  }
+  ++call_depth_;
+  run_block(define.body);
+  --call_depth_;
+  env_ = std::move(saved);
+}
+
+OpInstance ProgramFiber::evaluate_op(const Stmt& stmt) {
+  const int32_t rank = rank_;
   OpInstance op;
   op.kind = stmt.op;
   op.group = stmt.group;
@@ -234,9 +281,7 @@ void ProgramFiber::run_op(const Stmt& stmt) {
       op.peer = static_cast<int32_t>(peer);
     }
   }
-  pending_ = op;
-  state_ = State::READY;
-  switch_to_engine();
+  return op;
 }
 
 }  // namespace lockstep::sim

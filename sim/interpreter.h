@@ -55,19 +55,29 @@ class PooledStack {
 class ProgramFiber {
  public:
   enum class State : uint8_t { NOT_STARTED, READY, FINISHED, FAILED };
+  // What a READY program wants next.
+  enum class Action : uint8_t {
+    OP,          // issue pending()
+    NCCL_GROUP,  // issue group_ops() together
+    CHOOSE,      // pick a branch of choose_stmt(), then set_branch()
+  };
 
   ProgramFiber(const Scenario& scenario, const std::vector<Stmt>& body, int32_t rank,
-               StackPool& stacks);
+               StackPool& stacks, const EngineLimits& limits);
   ~ProgramFiber();
   ProgramFiber(const ProgramFiber&) = delete;
   ProgramFiber& operator=(const ProgramFiber&) = delete;
 
-  // Resumes the fiber until it stops before its next operation (READY), reaches the end of its
-  // program (FINISHED), or fails to evaluate an expression (FAILED).
+  // Resumes the fiber until it stops before its next action (READY), reaches the end of its
+  // program (FINISHED), or fails (FAILED: an expression error or a bound).
   void advance();
 
   State state() const { return state_; }
+  Action action() const { return action_; }
   const OpInstance& pending() const { return pending_; }
+  const std::vector<OpInstance>& group_ops() const { return group_ops_; }
+  const Stmt& choose_stmt() const { return *choose_; }
+  void set_branch(uint32_t branch) { branch_ = branch; }
   const Diagnostic& failure() const { return failure_; }
 
  private:
@@ -77,23 +87,32 @@ class ProgramFiber {
   void leave_program();  // the last switch out of a fiber whose program has ended
 
   void run_block(const std::vector<Stmt>& block);
-  void run_op(const Stmt& stmt);
+  void run_call(const Stmt& stmt);
+  void run_choose(const Stmt& stmt);
+  OpInstance evaluate_op(const Stmt& stmt);
   int64_t eval(const Expr& expr);
-  void fail(SourceLoc loc, std::string message);
+  [[noreturn]] void fail(SourceLoc loc, std::string message);
 
   const Scenario& scenario_;
   const std::vector<Stmt>& body_;
+  EngineLimits limits_;
   std::vector<int64_t> env_;
+  int32_t rank_ = 0;
+  int32_t call_depth_ = 0;
   boost::context::fiber fiber_;   // the program, while suspended
   boost::context::fiber engine_;  // the engine, while the program runs
   State state_ = State::NOT_STARTED;
+  Action action_ = Action::OP;
+  OpInstance pending_;
+  std::vector<OpInstance> group_ops_;
+  const Stmt* choose_ = nullptr;
+  uint32_t branch_ = 0;
+  Diagnostic failure_;
   bool cancel_ = false;  // set when the engine drops a suspended program: it unwinds itself
   boost::context::stack_context stack_;
   void* fake_stack_ = nullptr;           // ASan bookkeeping of the side that switched away
   const void* engine_stack_bottom_ = nullptr;
   size_t engine_stack_size_ = 0;
-  OpInstance pending_;
-  Diagnostic failure_;
 };
 
 }  // namespace lockstep::sim

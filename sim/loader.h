@@ -24,6 +24,7 @@ struct LoadLimits {
   int64_t max_file_bytes = 64LL << 20;  // 64 MiB
   int32_t max_world = 1 << 20;          // ranks
   int32_t max_nesting = 64;             // nested blocks (repeat / if / ...)
+  int64_t max_ops = 1LL << 24;          // operations in a recorded trace (16 Mi)
 };
 
 struct LoadResult {

@@ -11,6 +11,7 @@ enum class ChoiceKind : uint8_t {
   THREAD,  // which host thread of a multi-threaded rank takes its next step
   MATCH,   // which pending send a wildcard receive takes
   BRANCH,  // which branch of a `choose`
+  START,   // which ready communication kernel takes a free slot (comm_concurrency)
 };
 
 // One option at a choice point. Options are listed in a deterministic order.
@@ -18,7 +19,7 @@ struct Option {
   ChoiceKind kind = ChoiceKind::THREAD;
   int32_t rank = -1;      // the rank that acts (the receiver for MATCH)
   int32_t thread = -1;    // THREAD: thread index within the rank
-  int32_t detail = -1;    // MATCH: the sending rank; BRANCH: the branch index
+  int32_t detail = -1;    // MATCH: the sending rank; BRANCH: the branch index; START: the op
   int64_t time_ns = 0;    // virtual time at which the option becomes possible (timed strategies)
 };
 
