@@ -45,6 +45,8 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
 
   sim::EngineOptions engine_options = options.engine;
   engine_options.record_ops = false;
+  // dfs is the plain exhaustive oracle: every interleaving of the ranks' choices.
+  engine_options.rank_persistent_sets = options.strategy != "dfs";
   sim::Engine engine(scenario, engine_options);
   DfsStrategy dfs;
   std::set<std::string> seen;

@@ -54,8 +54,10 @@ struct Kernel {
   bool comm = false;           // occupies a communication slot while it runs
   int32_t match = -1;          // p2p: the matched kernel
   int32_t parent = -1;         // the NCCL group composite it belongs to
-  std::vector<uint32_t> children;  // a composite's ops
-  std::vector<uint32_t> deps;  // kernels of the same rank that must be done first
+  uint32_t first_child = 0;    // a composite's ops are kernels first_child .. +child_count
+  uint32_t child_count = 0;
+  uint32_t dep_begin = 0;      // deps: dep_pool[dep_begin .. +dep_count], kernels of the same
+  uint32_t dep_count = 0;      // rank that must be done first
   int64_t issue_ns = 0;
   int64_t start_ns = -1;
   int64_t end_ns = -1;
@@ -132,6 +134,7 @@ struct Engine::Impl {
   std::vector<Rank> ranks;
   std::vector<Thread> threads;
   std::vector<Kernel> kernels;
+  std::vector<uint32_t> dep_pool;     // Kernel::dep_begin/dep_count index this
   std::vector<Comm> comms;            // per communicator (comm_id)
   Comm new_group_calls;               // the k-th new_group of every rank
   std::unordered_map<uint64_t, std::deque<uint32_t>> send_queue;  // (group, src, dst) unmatched
@@ -183,6 +186,7 @@ struct Engine::Impl {
     threads.clear();  // suspended fibers unwind themselves
     ranks.assign(static_cast<size_t>(sc.world), Rank{});
     kernels.clear();
+    dep_pool.clear();
     comms.assign(comm_count, Comm{});
     new_group_calls = Comm{};
     send_queue.clear();
@@ -598,7 +602,11 @@ struct Engine::Impl {
   void enqueue(uint32_t r, uint32_t s, uint32_t k) {
     Stream& stream = ranks[r].streams[s];
     for (uint32_t w : stream.pending_waits) {
-      if (kernels[w].state != KernelState::DONE) kernels[k].deps.push_back(w);
+      if (kernels[w].state != KernelState::DONE) {
+        if (kernels[k].dep_count == 0) kernels[k].dep_begin = static_cast<uint32_t>(dep_pool.size());
+        dep_pool.push_back(w);
+        ++kernels[k].dep_count;
+      }
     }
     stream.pending_waits.clear();
     kernels[k].stream = s;
@@ -697,13 +705,15 @@ struct Engine::Impl {
       ++result.events;
       const uint32_t k = new_kernel(t, op);
       kernels[k].parent = static_cast<int32_t>(composite);
-      kernels[composite].children.push_back(k);
+      if (kernels[composite].child_count++ == 0) kernels[composite].first_child = k;
     }
     const uint32_t s = ops.empty() ? MAIN_STREAM : comm_stream(r, ops.front());
     link_synchronous(r, s, composite, false);
-    for (uint32_t k : kernels[composite].children) kernels[k].stream = s;
+    const uint32_t first = kernels[composite].first_child;
+    const uint32_t count = kernels[composite].child_count;
+    for (uint32_t k = first; k < first + count; ++k) kernels[k].stream = s;
     if (sc.semantics.comm_concurrency > 0) ranks[r].launch_order.push_back(composite);
-    for (uint32_t k : std::vector<uint32_t>(kernels[composite].children)) {
+    for (uint32_t k = first; k < first + count; ++k) {
       if (is_collective(kernels[k].op.kind)) issue_collective(k);
       else issue_p2p(k);
       if (stopped) return;
@@ -857,7 +867,8 @@ struct Engine::Impl {
   bool startable(uint32_t k) const {
     const Kernel& kernel = kernels[k];
     if (kernel.state != KernelState::QUEUED) return false;
-    for (uint32_t d : kernel.deps) {
+    for (uint32_t i = 0; i < kernel.dep_count; ++i) {
+      const uint32_t d = dep_pool[kernel.dep_begin + i];
       if (kernels[d].state != KernelState::DONE) return false;
     }
     return true;
@@ -895,7 +906,7 @@ struct Engine::Impl {
     const Stream& stream = ranks[kernel.rank].streams[kernel.stream];
     int64_t start = kernel.issue_ns;
     if (stream.head > 0) start = std::max(start, kernels[stream.kernels[stream.head - 1]].end_ns);
-    for (uint32_t d : kernel.deps) start = std::max(start, kernels[d].end_ns);
+    for (uint32_t i = 0; i < kernel.dep_count; ++i) start = std::max(start, kernels[dep_pool[kernel.dep_begin + i]].end_ns);
     return start;
   }
 
@@ -912,8 +923,10 @@ struct Engine::Impl {
         if (it != rank.launch_order.end()) rank.launch_order.erase(it);
       }
     }
-    if (!kernel.children.empty()) {
-      for (uint32_t child : std::vector<uint32_t>(kernel.children)) {
+    if (kernel.child_count > 0) {
+      const uint32_t first = kernel.first_child;
+      const uint32_t count = kernel.child_count;
+      for (uint32_t child = first; child < first + count; ++child) {
         kernels[child].start_ns = kernel.start_ns;
         kernels[child].state = KernelState::RUNNING;
         on_running(child);
@@ -934,7 +947,7 @@ struct Engine::Impl {
       const uint32_t comm = comm_id(kernel.op.group, kernel.rank);
       CollSlot& slot = comms[comm].slots[kernel.seq - 1];
       if (++slot.running == slot.kernels.size()) complete_collective(comm, kernel.seq);
-    } else if (kernel.children.empty()) {
+    } else if (kernel.child_count == 0) {
       try_complete_p2p(k);
     }
   }
@@ -954,7 +967,7 @@ struct Engine::Impl {
     const Kernel& group = kernels[composite];
     if (group.state != KernelState::RUNNING) return;
     int64_t end = group.start_ns;
-    for (uint32_t child : group.children) {
+    for (uint32_t child = group.first_child; child < group.first_child + group.child_count; ++child) {
       if (kernels[child].state != KernelState::DONE) return;
       end = std::max(end, kernels[child].end_ns);
     }
