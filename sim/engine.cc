@@ -483,7 +483,7 @@ struct Engine::Impl {
           return;
         }
         // work.wait(): the current stream (main) waits for the op; the host does not.
-        if (kernels[it->second].state != KernelState::DONE) rank.streams[MAIN_STREAM].pending_waits.push_back(it->second);
+        add_wait(rank.streams[MAIN_STREAM].pending_waits, it->second);
         finish_host_op(new_kernel(t, op), thread.clock_ns);
         return;
       }
@@ -615,13 +615,32 @@ struct Engine::Impl {
 
   // A communication op's stream waits for prior work on main; main waits for the op unless it
   // is async (then `wait: H` adds that edge).
+  // "Prior work on main" is its last kernel and the waits main has taken on since (an earlier
+  // synchronous op on another stream): CUDA orders an event recorded on main after both.
   void link_synchronous(uint32_t r, uint32_t s, uint32_t k, bool async) {
     Rank& rank = ranks[r];
-    if (s != MAIN_STREAM && !rank.streams[MAIN_STREAM].kernels.empty()) {
-      rank.streams[s].pending_waits.push_back(rank.streams[MAIN_STREAM].kernels.back());
+    if (s != MAIN_STREAM) {
+      Stream& main = rank.streams[MAIN_STREAM];
+      std::vector<uint32_t>& waits = rank.streams[s].pending_waits;
+      if (!main.kernels.empty()) add_wait(waits, main.kernels.back());
+      for (uint32_t w : main.pending_waits) add_wait(waits, w);
     }
     enqueue(r, s, k);
-    if (!async && s != MAIN_STREAM) rank.streams[MAIN_STREAM].pending_waits.push_back(k);
+    if (!async && s != MAIN_STREAM) add_wait(rank.streams[MAIN_STREAM].pending_waits, k);
+  }
+
+  // Adds a wait on kernel k, keeping one wait per stream (a later kernel of a stream implies
+  // the earlier ones) and none on finished kernels, so the lists stay as short as the streams.
+  void add_wait(std::vector<uint32_t>& waits, uint32_t k) {
+    std::erase_if(waits, [&](uint32_t w) { return kernels[w].state == KernelState::DONE; });
+    if (kernels[k].state == KernelState::DONE) return;
+    for (uint32_t& w : waits) {
+      if (kernels[w].stream == kernels[k].stream) {
+        w = std::max(w, k);
+        return;
+      }
+    }
+    waits.push_back(k);
   }
 
   // -------------------------------------------------------------------------------------------
