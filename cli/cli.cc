@@ -301,6 +301,26 @@ int cmd_validate(const Options& options, std::ostream& out, std::ostream& err) {
 
 std::string format_ms(int64_t ns) { return fmt::format("{:.3f} ms", static_cast<double>(ns) / 1e6); }
 
+void print_critical_path(const sim::Scenario& scenario, const sim::ExecutionResult& result, std::ostream& out) {
+  const std::vector<sim::PathStep> path = sim::critical_path(result);
+  if (path.empty()) return;
+  const sim::OpRecord& first = result.ops[static_cast<size_t>(path.front().rank)][path.front().index];
+  const sim::OpRecord& last = result.ops[static_cast<size_t>(path.back().rank)][path.back().index];
+  out << fmt::format("critical path: {} op{}, {} to {}\n", path.size(), path.size() == 1 ? "" : "s",
+                     format_ms(first.start_ns), format_ms(last.end_ns));
+  constexpr size_t SHOWN = 6;
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (path.size() > 2 * SHOWN && i == SHOWN) {
+      out << fmt::format("  ... {} more ...\n", path.size() - 2 * SHOWN);
+      i = path.size() - SHOWN;
+    }
+    const sim::OpRecord& rec = result.ops[static_cast<size_t>(path[i].rank)][path[i].index];
+    out << fmt::format("  rank {} {} ({}) {} - {}\n", path[i].rank, checker::describe_op(scenario, rec),
+                       rec.op.stmt ? scenario.location(rec.op.stmt->loc) : scenario.path, format_ms(rec.start_ns),
+                       format_ms(rec.end_ns));
+  }
+}
+
 int cmd_run(const Options& options, std::ostream& out, std::ostream& err) {
   if (options.inputs.size() != 1) throw UsageError{"run needs exactly one scenario"};
   const std::string& input = options.inputs.front();
@@ -325,11 +345,14 @@ int cmd_run(const Options& options, std::ostream& out, std::ostream& err) {
   for (size_t r = 0; r < result.rank_status.size(); ++r) {
     step_ns = std::max(step_ns, result.rank_end_ns[r]);
     if (!options.quiet) {
-      out << fmt::format("  rank {}: {} at {}\n", r, sim::rank_status_name(result.rank_status[r]),
-                         format_ms(result.rank_end_ns[r]));
+      const sim::RankStatus status = result.rank_status[r];
+      const bool stuck = status == sim::RankStatus::BLOCKED || status == sim::RankStatus::RUNNING;
+      out << fmt::format("  rank {}: {} {} {}\n", r, stuck ? "stuck" : sim::rank_status_name(status),
+                         stuck ? "since" : "at", format_ms(result.rank_end_ns[r]));
     }
   }
   const std::optional<checker::Bug> bug = checker::analyze(*scenario, result);
+  print_critical_path(*scenario, result, out);
   if (!bug) {
     out << fmt::format("completed: step time {}\n", format_ms(step_ns));
     return EXIT_NO_BUG;

@@ -61,6 +61,8 @@ struct Kernel {
   int64_t issue_ns = 0;
   int64_t start_ns = -1;
   int64_t end_ns = -1;
+  int32_t start_cause = -1;    // the kernel whose end set start_ns (-1: the issue time)
+  int32_t end_cause = -1;      // the kernel whose start set end_ns (-1: its own start)
 };
 
 struct Stream {
@@ -920,19 +922,27 @@ struct Engine::Impl {
     }
   }
 
-  int64_t ready_time(uint32_t k) const {
+  int64_t ready_time(uint32_t k, int32_t* cause = nullptr) const {
     const Kernel& kernel = kernels[k];
     const Stream& stream = ranks[kernel.rank].streams[kernel.stream];
     int64_t start = kernel.issue_ns;
-    if (stream.head > 0) start = std::max(start, kernels[stream.kernels[stream.head - 1]].end_ns);
-    for (uint32_t i = 0; i < kernel.dep_count; ++i) start = std::max(start, kernels[dep_pool[kernel.dep_begin + i]].end_ns);
+    int32_t by = -1;
+    auto consider = [&](uint32_t other) {
+      if (kernels[other].end_ns > start) {
+        start = kernels[other].end_ns;
+        by = static_cast<int32_t>(other);
+      }
+    };
+    if (stream.head > 0) consider(stream.kernels[stream.head - 1]);
+    for (uint32_t i = 0; i < kernel.dep_count; ++i) consider(dep_pool[kernel.dep_begin + i]);
+    if (cause) *cause = by;
     return start;
   }
 
   void start_kernel(uint32_t k) {
     Kernel& kernel = kernels[k];
     Rank& rank = ranks[kernel.rank];
-    kernel.start_ns = ready_time(k);
+    kernel.start_ns = ready_time(k, &kernel.start_cause);
     kernel.state = KernelState::RUNNING;
     ++result.events;
     if (kernel.comm) {
@@ -947,6 +957,7 @@ struct Engine::Impl {
       const uint32_t count = kernel.child_count;
       for (uint32_t child = first; child < first + count; ++child) {
         kernels[child].start_ns = kernel.start_ns;
+        kernels[child].start_cause = kernel.start_cause;
         kernels[child].state = KernelState::RUNNING;
         on_running(child);
         if (stopped) return;
@@ -996,7 +1007,16 @@ struct Engine::Impl {
   void complete_collective(uint32_t comm, uint32_t seq) {
     CollSlot& slot = comms[comm].slots[seq - 1];
     int64_t start = 0;
-    for (int32_t k : slot.kernels) start = std::max(start, kernels[static_cast<size_t>(k)].start_ns);
+    int32_t last = slot.kernels[0];
+    for (int32_t k : slot.kernels) {
+      if (kernels[static_cast<size_t>(k)].start_ns > start) {
+        start = kernels[static_cast<size_t>(k)].start_ns;
+        last = k;
+      }
+    }
+    for (int32_t k : slot.kernels) {
+      if (k != last) kernels[static_cast<size_t>(k)].end_cause = last;
+    }
     const Kernel& any = kernels[static_cast<size_t>(slot.kernels[0])];
     const int64_t end = start + comm_cost_ns(any.op.kind, any.op.size_bytes, static_cast<int32_t>(slot.kernels.size()),
                                              link_of(any.op.group), sc.semantics.allreduce_algorithm);
@@ -1026,6 +1046,8 @@ struct Engine::Impl {
     }
     if (s.state == KernelState::RUNNING && r.state == KernelState::RUNNING) {
       const int64_t end = std::max(s.start_ns, r.start_ns) + cost;
+      if (s.start_ns > r.start_ns) r.end_cause = static_cast<int32_t>(send);
+      if (r.start_ns > s.start_ns) s.end_cause = static_cast<int32_t>(recv);
       complete(send, end);
       complete(recv, end);
     }
@@ -1076,6 +1098,16 @@ struct Engine::Impl {
     rec.issue_ns = kernel.issue_ns;
     rec.start_ns = kernel.start_ns;
     rec.end_ns = kernel.end_ns;
+    // Causes name ops by (rank, index); a composite NCCL group stands for its first op.
+    auto name = [&](int32_t cause, int32_t& rank, uint32_t& index) {
+      if (cause < 0) return;
+      const Kernel* by = &kernels[static_cast<size_t>(cause)];
+      if (by->index == NO_INDEX && by->child_count > 0) by = &kernels[by->first_child];
+      rank = static_cast<int32_t>(by->rank);
+      index = by->index;
+    };
+    name(kernel.start_cause, rec.start_cause_rank, rec.start_cause_index);
+    name(kernel.end_cause, rec.end_cause_rank, rec.end_cause_index);
     return rec;
   }
 
@@ -1096,6 +1128,13 @@ struct Engine::Impl {
       if (status != RankStatus::FINISHED && status != RankStatus::EXITED && status != RankStatus::CRASHED) {
         all_finished = false;
       }
+    }
+    // A rank that did not finish: the last moment it made progress.
+    for (const Kernel& kernel : kernels) {
+      const RankStatus status = result.rank_status[kernel.rank];
+      if (status != RankStatus::RUNNING && status != RankStatus::BLOCKED) continue;
+      const int64_t at = kernel.state == KernelState::DONE ? kernel.end_ns : kernel.start_ns;
+      result.rank_end_ns[kernel.rank] = std::max(result.rank_end_ns[kernel.rank], at);
     }
     if (options.record_ops) {
       result.ops.assign(world, {});

@@ -44,6 +44,12 @@ struct OpRecord {
   int64_t issue_ns = 0;
   int64_t start_ns = -1;
   int64_t end_ns = -1;
+  // What set the times, for the critical path: the op (rank, index) whose end let this one
+  // start (-1: it started when issued), and the op whose start let it end (-1: itself).
+  int32_t start_cause_rank = -1;
+  uint32_t start_cause_index = 0;
+  int32_t end_cause_rank = -1;
+  uint32_t end_cause_index = 0;
 };
 
 enum class RankStatus : uint8_t { RUNNING, BLOCKED, FINISHED, EXITED, CRASHED };

@@ -85,4 +85,46 @@ std::string chrome_trace(const Scenario& scenario, const ExecutionResult& result
   return trace.dump() + "\n";
 }
 
+std::vector<PathStep> critical_path(const ExecutionResult& result) {
+  const OpRecord* last = nullptr;
+  int32_t last_rank = -1;
+  for (size_t r = 0; r < result.ops.size(); ++r) {
+    for (const OpRecord& rec : result.ops[r]) {
+      if (rec.end_ns >= 0 && (last == nullptr || rec.end_ns > last->end_ns)) {
+        last = &rec;
+        last_rank = static_cast<int32_t>(r);
+      }
+    }
+  }
+  std::vector<PathStep> path;
+  auto find = [&](int32_t rank, uint32_t index) -> const OpRecord* {
+    if (rank < 0 || static_cast<size_t>(rank) >= result.ops.size()) return nullptr;
+    const std::vector<OpRecord>& ops = result.ops[static_cast<size_t>(rank)];
+    return index < ops.size() && ops[index].index == index ? &ops[index] : nullptr;
+  };
+  size_t bound = 0;
+  for (const std::vector<OpRecord>& ops : result.ops) bound += ops.size();
+  while (last != nullptr && path.size() <= bound) {
+    path.push_back(PathStep{last_rank, last->index});
+    // An op that ended when a later participant started: that participant is on the path.
+    if (last->end_cause_rank >= 0) {
+      const int32_t rank = last->end_cause_rank;
+      last = find(rank, last->end_cause_index);
+      last_rank = rank;
+      if (last != nullptr) path.push_back(PathStep{last_rank, last->index});
+      if (last == nullptr) break;
+    }
+    if (last->start_cause_rank < 0) break;
+    const int32_t rank = last->start_cause_rank;
+    last = find(rank, last->start_cause_index);
+    last_rank = rank;
+  }
+  std::reverse(path.begin(), path.end());
+  // An op reached twice in a row (end cause, then itself) is listed once.
+  path.erase(std::unique(path.begin(), path.end(),
+                         [](const PathStep& a, const PathStep& b) { return a.rank == b.rank && a.index == b.index; }),
+             path.end());
+  return path;
+}
+
 }  // namespace lockstep::sim
