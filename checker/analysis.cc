@@ -4,7 +4,10 @@
 #include <map>
 #include <set>
 
+#include <sstream>
+
 #include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/graphviz.hpp>
 #include <boost/graph/strong_components.hpp>
 #include <fmt/format.h>
 
@@ -199,6 +202,32 @@ std::vector<int32_t> find_wait_cycle(int32_t world, const std::vector<sim::Stuck
   std::reverse(cycle.begin(), cycle.end());
   cycle.push_back(start);
   return cycle;
+}
+
+std::string wait_for_dot(const sim::Scenario& scenario, const Bug& bug) {
+  struct EdgeLabel {
+    std::string label;
+  };
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property, EdgeLabel>;
+  Graph graph(static_cast<size_t>(scenario.world));
+  std::set<int32_t> on_cycle(bug.cycle.begin(), bug.cycle.end());
+  for (const sim::StuckOp& s : bug.stuck) {
+    for (int32_t w : s.waiting_for) {
+      boost::add_edge(static_cast<size_t>(s.rank), static_cast<size_t>(w), EdgeLabel{describe_op(scenario, s.op)}, graph);
+    }
+  }
+  auto vertex_writer = [&](std::ostream& out, size_t v) {
+    const int32_t rank = static_cast<int32_t>(v);
+    std::string state;
+    if (static_cast<size_t>(rank) < bug.rank_status.size()) state = std::string(sim::rank_status_name(bug.rank_status[v]));
+    out << "[label=\"rank " << rank << "\\n" << state << "\"" << (on_cycle.count(rank) ? ",color=red" : "") << "]";
+  };
+  auto edge_writer = [&](std::ostream& out, const Graph::edge_descriptor& e) {
+    out << "[label=\"" << graph[e].label << "\"]";
+  };
+  std::ostringstream out;
+  boost::write_graphviz(out, graph, vertex_writer, edge_writer);
+  return out.str();
 }
 
 std::optional<Bug> analyze(const sim::Scenario& scenario, const sim::ExecutionResult& result) {

@@ -21,7 +21,8 @@ struct Bug {
   std::optional<sim::MismatchInfo> mismatch;
   std::vector<sim::RankStatus> rank_status;
   std::string signature;                 // two executions with the same signature are one bug
-  std::vector<uint32_t> schedule;        // the choices that lead to it
+  std::vector<uint32_t> schedule;        // the choices that lead to it (option indices)
+  std::vector<sim::Option> choices;      // the same choices as options (replayable)
   uint64_t execution = 0;                // 1-based index of the execution that found it
 };
 
@@ -31,6 +32,9 @@ std::optional<Bug> analyze(const sim::Scenario& scenario, const sim::ExecutionRe
 // The rank-level wait-for cycle among stuck ops, closed and rotated to start at its lowest
 // rank ({} when the waits end at ranks that are not waiting, i.e. a hang).
 std::vector<int32_t> find_wait_cycle(int32_t world, const std::vector<sim::StuckOp>& stuck);
+
+// The rank wait-for graph of a bug in Graphviz: an edge per wait, labelled with the op.
+std::string wait_for_dot(const sim::Scenario& scenario, const Bug& bug);
 
 // "allreduce #3 on world", "send to rank 1 #2 on pp", "recv from any on world".
 std::string describe_op(const sim::Scenario& scenario, const sim::OpRecord& op);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "checker/dfs.h"
+#include "checker/replay.h"
 
 namespace lockstep::checker {
 
@@ -31,6 +32,14 @@ void fnv_mix(uint64_t& hash, const std::string& text) {
 
 }  // namespace
 
+sim::EngineOptions engine_options_for(const CheckOptions& options) {
+  sim::EngineOptions engine = options.engine;
+  engine.record_ops = false;
+  // dfs is the plain exhaustive oracle: every interleaving of the ranks' choices.
+  engine.rank_persistent_sets = options.strategy != "dfs";
+  return engine;
+}
+
 const std::vector<std::string>& strategy_names() {
   static const std::vector<std::string> names = {"dfs", "dpor"};
   return names;
@@ -43,12 +52,10 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
   const auto started = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
 
-  sim::EngineOptions engine_options = options.engine;
-  engine_options.record_ops = false;
-  // dfs is the plain exhaustive oracle: every interleaving of the ranks' choices.
-  engine_options.rank_persistent_sets = options.strategy != "dfs";
+  const sim::EngineOptions engine_options = engine_options_for(options);
   sim::Engine engine(scenario, engine_options);
   DfsStrategy dfs;
+  RecordingStrategy recorder(dfs);
   std::set<std::string> seen;
   bool more = true;
   while (more) {
@@ -60,7 +67,8 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
       out.bound_hit = fmt::format("--time-budget {}", options.time_budget_s);
       break;
     }
-    sim::ExecutionResult result = engine.run(dfs);
+    recorder.clear();
+    sim::ExecutionResult result = engine.run(recorder);
     ++out.executions;
     out.events += result.events;
     const std::vector<uint32_t> schedule = dfs.schedule();
@@ -75,6 +83,7 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
       fnv_mix(out.fingerprint, bug->signature);
       if (seen.insert(bug->signature).second) {
         bug->schedule = schedule;
+        bug->choices = recorder.choices();
         bug->execution = out.executions;
         out.bugs.push_back(std::move(*bug));
       }

@@ -35,6 +35,9 @@ struct CheckResult {
   uint64_t fingerprint = 0; // of every execution's schedule and end state
 };
 
+// The engine options a strategy explores with (replays must use the same).
+sim::EngineOptions engine_options_for(const CheckOptions& options);
+
 // The strategies `check` accepts.
 const std::vector<std::string>& strategy_names();
 

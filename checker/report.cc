@@ -39,7 +39,7 @@ Json op_json(const sim::Scenario& scenario, const sim::OpRecord& rec) {
   return op;
 }
 
-Json bug_json(const sim::Scenario& scenario, const Bug& bug) {
+Json bug_json(const sim::Scenario& scenario, const Bug& bug, const std::string& counterexample) {
   Json out;
   out["kind"] = std::string(sim::verdict_name(bug.kind));
   out["summary"] = bug.summary;
@@ -73,7 +73,7 @@ Json bug_json(const sim::Scenario& scenario, const Bug& bug) {
   out["unfinished_ranks"] = std::move(status);
   out["schedule"] = bug.schedule;
   out["execution"] = bug.execution;
-  out["counterexample"] = nullptr;
+  out["counterexample"] = counterexample.empty() ? Json(nullptr) : Json(counterexample);
   return out;
 }
 
@@ -108,7 +108,9 @@ Json input_json(const InputReport& report) {
   out["stats"] = std::move(stats);
   if (!result.bound_hit.empty()) out["bound_hit"] = result.bound_hit;
   Json bugs = Json::array();
-  for (const Bug& bug : result.bugs) bugs.push_back(bug_json(scenario, bug));
+  for (size_t i = 0; i < result.bugs.size(); ++i) {
+    bugs.push_back(bug_json(scenario, result.bugs[i], i < report.counterexamples.size() ? report.counterexamples[i] : ""));
+  }
   out["bugs"] = std::move(bugs);
   out["seed"] = report.seed;
   out["version"] = lockstep_version();
@@ -149,6 +151,9 @@ std::string report_text(const InputReport& report, bool quiet) {
     const Bug& bug = result.bugs[i];
     if (result.bugs.size() > 1) line += fmt::format("  bug {} of {}: {}\n", i + 1, result.bugs.size(), sim::verdict_name(bug.kind));
     for (const std::string& text : bug.explanation) line += "  " + text + "\n";
+    if (i < report.counterexamples.size() && !report.counterexamples[i].empty()) {
+      line += fmt::format("  replay: lockstep replay {} --sim\n", report.counterexamples[i]);
+    }
   }
   return line;
 }

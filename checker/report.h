@@ -17,6 +17,7 @@ struct InputReport {
   const sim::Scenario* scenario = nullptr;  // null when the input did not load
   std::vector<std::string> errors;        // formatted diagnostics when it did not load
   std::optional<CheckResult> result;
+  std::vector<std::string> counterexamples;  // per bug: the file written, "" if none
   uint64_t seed = 0;
 
   bool failed_to_load() const { return scenario == nullptr || (result && result->error); }

@@ -1,6 +1,7 @@
 #include "cli/cli.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -13,6 +14,8 @@
 #include <fmt/format.h>
 
 #include "checker/analysis.h"
+#include "checker/counterexample.h"
+#include "checker/replay.h"
 #include "checker/explore.h"
 #include "checker/report.h"
 #include "sim/engine.h"
@@ -30,6 +33,8 @@ constexpr const char* USAGE = R"(usage: lockstep VERB ...
   lockstep check    SCENARIO_OR_DIR... [options]   explore every schedule; a verdict per input
   lockstep run      SCENARIO [--timeline FILE]     one timed, deterministic simulation
   lockstep validate SCENARIO_OR_DIR...             parse and static checks only
+  lockstep replay   COUNTEREXAMPLE|SCENARIO --sim  replay a counterexample (or a scenario's timed run)
+  lockstep explain  COUNTEREXAMPLE [--dot FILE]    explanation and wait-for graph
 
 common options:
   -D name=value          override a scenario parameter (repeatable)
@@ -48,12 +53,13 @@ check options:
   --max-executions N     bound on executions (default 1000000)
   --time-budget S        bound on wall time in seconds
   --check-expect         exit 0 iff every verdict matches its scenario's expect:
+  --cex-dir DIR          write one counterexample file per bug into DIR
 
 exit codes: 0 no bug, 1 bug found, 2 bad input or usage, 3 inconclusive
 )";
 
 // Verbs of SPEC §2 that later work adds.
-const std::vector<std::string> LATER_VERBS = {"replay", "import", "record", "explain", "export"};
+const std::vector<std::string> LATER_VERBS = {"import", "record", "export"};
 
 struct UsageError {
   std::string message;
@@ -66,6 +72,9 @@ struct Options {
   uint64_t seed = 0;
   std::optional<std::string> json_path;
   std::optional<std::string> timeline_path;
+  std::optional<std::string> cex_dir;
+  std::optional<std::string> dot_path;
+  std::string backend = "sim";  // replay: sim, nccl, mpi
   bool quiet = false;
   bool check_expect = false;
   sim::LoadLimits load_limits;
@@ -149,6 +158,12 @@ Options parse_args(const std::vector<std::string>& args) {
       if (options.check.max_executions == 0) throw UsageError{"--max-executions must be at least 1"};
     } else if (auto budget = is_check ? value_of(arg, "--time-budget") : std::nullopt) {
       options.check.time_budget_s = parse_seconds("--time-budget", *budget);
+    } else if (auto dir = is_check ? value_of(arg, "--cex-dir") : std::nullopt) {
+      options.cex_dir = *dir;
+    } else if (auto dot = options.verb == "explain" ? value_of(arg, "--dot") : std::nullopt) {
+      options.dot_path = *dot;
+    } else if (options.verb == "replay" && (arg == "--sim" || arg == "--nccl" || arg == "--mpi")) {
+      options.backend = arg.substr(2);
     } else if (is_check && arg == "--check-expect") {
       options.check_expect = true;
     } else if (arg.size() > 1 && arg[0] == '-') {
@@ -239,6 +254,36 @@ std::optional<sim::Scenario> load(const std::string& path, const Options& option
   return std::move(loaded.scenario);
 }
 
+std::string file_stem(const std::string& name) {
+  std::string out;
+  for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
+  return out.empty() ? std::string("scenario") : out;
+}
+
+// One counterexample file per bug: DIR/<scenario>-<n>.json.
+bool write_counterexamples(const Options& options, checker::InputReport& report, std::ostream& err) {
+  std::error_code ec;
+  fs::create_directories(*options.cex_dir, ec);
+  if (ec) {
+    err << fmt::format("{}: error: cannot create folder: {}\n", *options.cex_dir, ec.message());
+    return false;
+  }
+  const sim::Scenario& scenario = *report.scenario;
+  for (size_t i = 0; i < report.result->bugs.size(); ++i) {
+    const checker::Bug& bug = report.result->bugs[i];
+    bool diverged = false;
+    const sim::ExecutionResult replayed =
+        checker::replay_execution(scenario, bug.choices, checker::engine_options_for(options.check), diverged);
+    const std::string path =
+        (fs::path(*options.cex_dir) / fmt::format("{}-{}.json", file_stem(scenario.name), i + 1)).generic_string();
+    if (!write_file(path, checker::counterexample_json(scenario, bug, replayed, options.check.strategy, options.seed), err)) {
+      return false;
+    }
+    report.counterexamples.push_back(path);
+  }
+  return true;
+}
+
 int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
   if (options.inputs.empty()) throw UsageError{"check needs at least one scenario or folder"};
   bool bad = false;
@@ -257,6 +302,7 @@ int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
       scenarios.push_back(std::make_unique<sim::Scenario>(std::move(*scenario)));
       report.scenario = scenarios.back().get();
       report.result = checker::check_scenario(*report.scenario, options.check);
+      if (options.cex_dir && !write_counterexamples(options, report, err)) bad = true;
     }
     if (report.failed_to_load()) {
       bad = true;
@@ -362,6 +408,99 @@ int cmd_run(const Options& options, std::ostream& out, std::ostream& err) {
   return EXIT_BUG;
 }
 
+// A counterexample replayed in the simulator: the scenario reloaded from the file's own copy,
+// the schedule followed choice by choice.
+struct Replayed {
+  checker::Counterexample cex;
+  sim::Scenario scenario;
+  sim::ExecutionResult result;
+  std::optional<checker::Bug> bug;
+  bool diverged = false;
+};
+
+std::optional<Replayed> replay_counterexample(const std::string& path, const Options& options, std::ostream& err) {
+  std::string error;
+  std::optional<checker::Counterexample> cex = checker::read_counterexample(path, error);
+  if (!cex) {
+    err << error << "\n";
+    return std::nullopt;
+  }
+  sim::LoadResult loaded = sim::load_scenario_text(cex->text, cex->input, cex->params, options.load_limits);
+  if (!loaded.ok()) {
+    for (const sim::Diagnostic& d : loaded.diagnostics) err << sim::format_diagnostic(d, loaded.text);
+    return std::nullopt;
+  }
+  Replayed replayed{std::move(*cex), std::move(*loaded.scenario), {}, std::nullopt, false};
+  checker::CheckOptions check = options.check;
+  check.strategy = replayed.cex.strategy;
+  replayed.result = checker::replay_execution(replayed.scenario, replayed.cex.schedule, checker::engine_options_for(check),
+                                              replayed.diverged);
+  replayed.bug = checker::analyze(replayed.scenario, replayed.result);
+  return replayed;
+}
+
+int cmd_replay(const Options& options, std::ostream& out, std::ostream& err) {
+  if (options.inputs.size() != 1) throw UsageError{"replay needs exactly one counterexample or scenario"};
+  if (options.backend != "sim") {
+    throw UsageError{fmt::format("replay --{} is not available in this version; use --sim", options.backend)};
+  }
+  const std::string& input = options.inputs.front();
+  if (fs::path(input).extension() == ".yaml" || fs::path(input).extension() == ".jsonl") {
+    // A scenario replays its default timed schedule.
+    Options run = options;
+    run.quiet = true;
+    return cmd_run(run, out, err);
+  }
+  std::optional<Replayed> replayed = replay_counterexample(input, options, err);
+  if (!replayed) return EXIT_BAD_INPUT;
+  if (replayed->result.error) {
+    err << sim::format_diagnostic(*replayed->result.error, replayed->scenario.text);
+    return EXIT_BAD_INPUT;
+  }
+  if (replayed->bug && replayed->bug->signature == replayed->cex.signature && !replayed->diverged) {
+    out << fmt::format("CONFIRMED (sim): {}\n", sim::verdict_name(replayed->bug->kind));
+    for (const std::string& line : replayed->bug->explanation) out << "  " << line << "\n";
+    return EXIT_BUG;
+  }
+  if (!replayed->bug) {
+    out << "NOT REPRODUCED (sim): the execution completed" << (replayed->diverged ? " (the schedule no longer fits the scenario)" : "") << "\n";
+    return replayed->diverged ? EXIT_INCONCLUSIVE : EXIT_NO_BUG;
+  }
+  out << fmt::format("NOT REPRODUCED (sim): a different {} instead{}\n", sim::verdict_name(replayed->bug->kind),
+                     replayed->diverged ? " (the schedule no longer fits the scenario)" : "");
+  for (const std::string& line : replayed->bug->explanation) out << "  " << line << "\n";
+  return EXIT_INCONCLUSIVE;
+}
+
+int cmd_explain(const Options& options, std::ostream& out, std::ostream& err) {
+  if (options.inputs.size() != 1) throw UsageError{"explain needs exactly one counterexample"};
+  std::optional<Replayed> replayed = replay_counterexample(options.inputs.front(), options, err);
+  if (!replayed) return EXIT_BAD_INPUT;
+  if (!replayed->bug) {
+    err << fmt::format("{}: error: the counterexample no longer leads to a bug; run 'lockstep replay {} --sim'\n",
+                       options.inputs.front(), options.inputs.front());
+    return EXIT_INCONCLUSIVE;
+  }
+  const checker::Bug& bug = *replayed->bug;
+  const sim::Scenario& scenario = replayed->scenario;
+  out << fmt::format("{} in {} ({})\n", sim::verdict_name(bug.kind), scenario.name, scenario.path);
+  for (const std::string& line : bug.explanation) out << "  " << line << "\n";
+  if (!bug.stuck.empty()) {
+    out << "wait-for graph:\n";
+    for (const sim::StuckOp& s : bug.stuck) {
+      for (int32_t w : s.waiting_for) {
+        const bool never = std::find(s.never_issued.begin(), s.never_issued.end(), w) != s.never_issued.end();
+        out << fmt::format("  rank {} -> rank {}: {} ({}){}\n", s.rank, w, checker::describe_op(scenario, s.op),
+                           s.op.op.stmt ? scenario.location(s.op.op.stmt->loc) : scenario.path,
+                           never ? ", never issued" : "");
+      }
+    }
+  }
+  out << fmt::format("schedule: {}\n", checker::schedule_string(bug.choices.empty() ? replayed->cex.schedule : bug.choices));
+  if (options.dot_path && !write_file(*options.dot_path, checker::wait_for_dot(scenario, bug), err)) return EXIT_BAD_INPUT;
+  return EXIT_BUG;
+}
+
 }  // namespace
 
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -378,10 +517,12 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (options.verb == "check") return cmd_check(options, out, err);
     if (options.verb == "validate") return cmd_validate(options, out, err);
     if (options.verb == "run") return cmd_run(options, out, err);
+    if (options.verb == "replay") return cmd_replay(options, out, err);
+    if (options.verb == "explain") return cmd_explain(options, out, err);
     if (std::find(LATER_VERBS.begin(), LATER_VERBS.end(), options.verb) != LATER_VERBS.end()) {
-      throw UsageError{fmt::format("'{}' is not available in this version; verbs: check, run, validate", options.verb)};
+      throw UsageError{fmt::format("'{}' is not available in this version; verbs: check, explain, replay, run, validate", options.verb)};
     }
-    throw UsageError{fmt::format("unknown verb '{}'; verbs: check, run, validate", options.verb)};
+    throw UsageError{fmt::format("unknown verb '{}'; verbs: check, explain, replay, run, validate", options.verb)};
   } catch (const UsageError& error) {
     err << "lockstep: error: " << error.message << "\n" << "run 'lockstep --help' for usage\n";
     return EXIT_BAD_INPUT;

@@ -111,7 +111,7 @@ TEST_CASE("a run-time error in the scenario exits 2 with its location") {
 
 TEST_CASE("usage errors exit 2") {
   CHECK(lockstep({}).code == EXIT_BAD_INPUT);
-  CHECK(lockstep({"frobnicate"}).err == "lockstep: error: unknown verb 'frobnicate'; verbs: check, run, validate\nrun 'lockstep --help' for usage\n");
+  CHECK(lockstep({"frobnicate"}).err == "lockstep: error: unknown verb 'frobnicate'; verbs: check, explain, replay, run, validate\nrun 'lockstep --help' for usage\n");
   CHECK(lockstep({"check", "x.yaml", "--strategy", "bfs"}).code == EXIT_BAD_INPUT);
   CHECK(lockstep({"check", "x.yaml", "--max-executions", "many"}).code == EXIT_BAD_INPUT);
   CHECK(lockstep({"check", "--wat", "x.yaml"}).code == EXIT_BAD_INPUT);
@@ -156,6 +156,66 @@ TEST_CASE("run prints each rank's finish time and writes a timeline") {
   const Run hang = lockstep({"run", "scenarios/corpus/uneven-batches.yaml"});
   CHECK(hang.code == EXIT_BUG);
   CHECK(hang.out.find("hang:\n  ranks 0,1,2 wait in allreduce #3 on world") != std::string::npos);
+}
+
+}  // namespace lockstep::cli
+
+namespace lockstep::cli {
+
+TEST_CASE("--cex-dir writes a counterexample that replay --sim confirms and explain explains") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "lockstep-cli-test" / "cex";
+  std::filesystem::remove_all(dir);
+  const Run check = lockstep({"check", "scenarios/examples/wildcard-race.yaml", "--cex-dir", dir.string()});
+  REQUIRE(check.code == EXIT_BUG);
+  const std::string cex = (dir / "wildcard-race-1.json").generic_string();
+  CHECK(check.out.find("  replay: lockstep replay " + cex + " --sim\n") != std::string::npos);
+  std::ifstream file(cex);
+  const nlohmann::json json = nlohmann::json::parse(file);
+  CHECK(json["schedule"] == "lockstep-schedule/1:M0.0.2");
+  CHECK(json["bug"]["kind"] == "hang");
+  CHECK(json["ranks"][0]["stuck_in"] == nlohmann::json::array({1}));
+  CHECK(json["ranks"][0]["ops"][0]["matched"] == 2);
+
+  const Run replay = lockstep({"replay", cex, "--sim"});
+  CHECK(replay.code == EXIT_BUG);
+  CHECK(replay.out.rfind("CONFIRMED (sim): hang\n", 0) == 0);
+  // The replay explains the bug in the same words as the check.
+  const std::string explanation = check.out.substr(check.out.find('\n') + 1);
+  CHECK(replay.out.find(explanation.substr(0, explanation.find("  replay:"))) != std::string::npos);
+
+  const std::string dot = (dir / "graph.dot").generic_string();
+  const Run explain = lockstep({"explain", cex, "--dot", dot});
+  CHECK(explain.code == EXIT_BUG);
+  CHECK(explain.out.find("wait-for graph:\n  rank 0 -> rank 2: recv from rank 2 on world") != std::string::npos);
+  std::ifstream graph(dot);
+  std::string first_line;
+  std::getline(graph, first_line);
+  CHECK(first_line == "digraph G {");
+
+  // Same input, same bytes.
+  const std::filesystem::path again = dir / "again";
+  lockstep({"check", "scenarios/examples/wildcard-race.yaml", "--cex-dir", again.string()});
+  std::ifstream a(cex), b(again / "wildcard-race-1.json");
+  CHECK(std::string(std::istreambuf_iterator<char>(a), {}) == std::string(std::istreambuf_iterator<char>(b), {}));
+}
+
+TEST_CASE("replay of a schedule that leads elsewhere is not a confirmation") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "lockstep-cli-test" / "cex-edit";
+  std::filesystem::remove_all(dir);
+  lockstep({"check", "scenarios/examples/wildcard-race.yaml", "--cex-dir", dir.string()});
+  const std::string cex = (dir / "wildcard-race-1.json").generic_string();
+  std::ifstream in(cex);
+  nlohmann::json json = nlohmann::json::parse(in);
+  json["schedule"] = "lockstep-schedule/1:M0.0.1";  // the wildcard takes rank 1: it completes
+  std::ofstream(cex) << json.dump();
+  const Run replay = lockstep({"replay", cex, "--sim"});
+  CHECK(replay.code == EXIT_NO_BUG);
+  CHECK(replay.out == "NOT REPRODUCED (sim): the execution completed\n");
+  json["schedule"] = "not a schedule";
+  std::ofstream(cex) << json.dump();
+  CHECK(lockstep({"replay", cex, "--sim"}).code == EXIT_BAD_INPUT);
+  CHECK(lockstep({"replay", "does-not-exist.json", "--sim"}).err ==
+        "does-not-exist.json: error: cannot read file: No such file or directory\n");
 }
 
 }  // namespace lockstep::cli

@@ -1,0 +1,51 @@
+// Schedules as data: the versioned schedule string of a counterexample, a strategy that
+// records the options it is given, and one that replays a recorded schedule.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/strategy.h"
+
+namespace lockstep::checker {
+
+// "lockstep-schedule/1:" then one item per choice, comma-separated: a kind letter (T thread,
+// M match, B branch, S start) and rank.thread.detail, e.g. "M0.0.2" (rank 0's wildcard takes
+// rank 2's send on group 0).
+std::string schedule_string(const std::vector<sim::Option>& choices);
+
+// nullopt (and a message in `error`) when the string is not a schedule of this version.
+std::optional<std::vector<sim::Option>> parse_schedule(std::string_view text, std::string& error);
+
+// Passes every choice to another strategy and keeps the option it took.
+class RecordingStrategy final : public sim::Strategy {
+ public:
+  explicit RecordingStrategy(sim::Strategy& inner) : inner_(inner) {}
+  size_t choose(const sim::ChoicePoint& point) override;
+  const std::vector<sim::Option>& choices() const { return choices_; }
+  void clear() { choices_.clear(); }
+
+ private:
+  sim::Strategy& inner_;
+  std::vector<sim::Option> choices_;
+};
+
+// Takes, at each choice point, the option equal (kind, rank, thread, detail) to the next one
+// recorded. When the recorded schedule runs out or no option matches, it takes the first
+// option and remembers that it diverged.
+class ReplayStrategy final : public sim::Strategy {
+ public:
+  explicit ReplayStrategy(std::vector<sim::Option> schedule) : schedule_(std::move(schedule)) {}
+  size_t choose(const sim::ChoicePoint& point) override;
+  bool diverged() const { return diverged_; }
+  size_t used() const { return next_; }
+
+ private:
+  std::vector<sim::Option> schedule_;
+  size_t next_ = 0;
+  bool diverged_ = false;
+};
+
+}  // namespace lockstep::checker
