@@ -1,5 +1,7 @@
 #include "checker/report.h"
 
+#include <set>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -156,6 +158,89 @@ std::string report_text(const InputReport& report, bool quiet) {
     }
   }
   return line;
+}
+
+namespace {
+
+std::string xml_escape(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// GitHub's workflow commands: properties escape % , : and newlines; messages % and newlines.
+std::string github_escape(std::string_view text, bool property) {
+  std::string out;
+  for (char c : text) {
+    if (c == '%') out += "%25";
+    else if (c == '\r') out += "%0D";
+    else if (c == '\n') out += "%0A";
+    else if (property && c == ':') out += "%3A";
+    else if (property && c == ',') out += "%2C";
+    else out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string report_junit(const std::vector<InputReport>& reports, bool check_expect) {
+  size_t failures = 0;
+  std::string cases;
+  for (const InputReport& report : reports) {
+    const std::string name = report.scenario ? report.scenario->name : report.input;
+    std::string failure;
+    if (report.failed_to_load()) {
+      failure = fmt::format("<failure message=\"bad input\">{}</failure>", xml_escape(report_text(report, true)));
+    } else {
+      const CheckResult& result = *report.result;
+      const bool failed = check_expect ? !report.matches_expected() : result.verdict != sim::Verdict::OK;
+      if (failed) {
+        std::string text = report_text(report, false);
+        failure = fmt::format("<failure message=\"{}\">{}</failure>", xml_escape(std::string(sim::verdict_name(result.verdict))),
+                              xml_escape(text));
+      }
+    }
+    if (!failure.empty()) ++failures;
+    cases += fmt::format("    <testcase classname=\"{}\" name=\"{}\">{}</testcase>\n", xml_escape(report.input), xml_escape(name),
+                         failure);
+  }
+  return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"lockstep\" tests=\"{}\" "
+                     "failures=\"{}\">\n{}  </testsuite>\n</testsuites>\n",
+                     reports.size(), failures, cases);
+}
+
+std::string report_github(const std::vector<InputReport>& reports) {
+  std::string out;
+  for (const InputReport& report : reports) {
+    if (!report.scenario || !report.result) continue;
+    const sim::Scenario& scenario = *report.scenario;
+    for (const Bug& bug : report.result->bugs) {
+      std::vector<const sim::OpRecord*> ops;
+      for (const sim::StuckOp& s : bug.stuck) ops.push_back(&s.op);
+      if (bug.mismatch) {
+        ops.push_back(&bug.mismatch->op_a);
+        ops.push_back(&bug.mismatch->op_b);
+      }
+      std::set<std::pair<uint32_t, uint32_t>> seen;
+      for (const sim::OpRecord* op : ops) {
+        if (!op->op.stmt || !seen.insert({op->op.stmt->loc.line, op->op.stmt->loc.col}).second) continue;
+        out += fmt::format("::error file={},line={},col={},title={}::{}\n", github_escape(scenario.path, true),
+                           op->op.stmt->loc.line, op->op.stmt->loc.col,
+                           github_escape(fmt::format("lockstep {}", sim::verdict_name(bug.kind)), true),
+                           github_escape(bug.summary, false));
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace lockstep::checker

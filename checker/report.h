@@ -31,6 +31,15 @@ std::string report_json(const std::vector<InputReport>& reports, bool as_array);
 // The text of one input: a verdict line, then (unless quiet) the explanation of every bug.
 std::string report_text(const InputReport& report, bool quiet);
 
+// JUnit XML for CI: one testcase per input; it fails when the input would make `check` exit
+// non-zero (with check_expect: when its verdict differs from `expect:`), and the failure text
+// is the explanation.
+std::string report_junit(const std::vector<InputReport>& reports, bool check_expect);
+
+// GitHub Actions workflow commands: one `::error file=...,line=...::` at the YAML line of each
+// stuck op (or of each mismatched op) of every bug.
+std::string report_github(const std::vector<InputReport>& reports);
+
 // The version string reports carry.
 const char* lockstep_version();
 

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -54,6 +55,8 @@ check options:
   --time-budget S        bound on wall time in seconds
   --check-expect         exit 0 iff every verdict matches its scenario's expect:
   --cex-dir DIR          write one counterexample file per bug into DIR
+  --junit FILE           JUnit XML, one testcase per input (GITHUB_ACTIONS=true also prints
+                         ::error annotations at the YAML line of each stuck op)
 
 exit codes: 0 no bug, 1 bug found, 2 bad input or usage, 3 inconclusive
 )";
@@ -73,6 +76,7 @@ struct Options {
   std::optional<std::string> json_path;
   std::optional<std::string> timeline_path;
   std::optional<std::string> cex_dir;
+  std::optional<std::string> junit_path;
   std::optional<std::string> dot_path;
   std::string backend = "sim";  // replay: sim, nccl, mpi
   bool quiet = false;
@@ -158,6 +162,8 @@ Options parse_args(const std::vector<std::string>& args) {
       if (options.check.max_executions == 0) throw UsageError{"--max-executions must be at least 1"};
     } else if (auto budget = is_check ? value_of(arg, "--time-budget") : std::nullopt) {
       options.check.time_budget_s = parse_seconds("--time-budget", *budget);
+    } else if (auto junit = is_check ? value_of(arg, "--junit") : std::nullopt) {
+      options.junit_path = *junit;
     } else if (auto dir = is_check ? value_of(arg, "--cex-dir") : std::nullopt) {
       options.cex_dir = *dir;
     } else if (auto dot = options.verb == "explain" ? value_of(arg, "--dot") : std::nullopt) {
@@ -322,6 +328,12 @@ int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
                         bad ? ", some failed to load" : "");
   }
   if (!reports.empty() && !emit_json(options, checker::report_json(reports, reports.size() > 1), out, err)) bad = true;
+  if (options.junit_path && !write_file(*options.junit_path, checker::report_junit(reports, options.check_expect), err)) {
+    bad = true;
+  }
+  if (const char* github = std::getenv("GITHUB_ACTIONS"); github != nullptr && std::string_view(github) == "true") {
+    text << checker::report_github(reports);
+  }
   if (bad) return EXIT_BAD_INPUT;
   if (options.check_expect) return mismatched == 0 ? EXIT_NO_BUG : EXIT_BUG;
   if (bugs > 0) return EXIT_BUG;

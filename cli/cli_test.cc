@@ -219,3 +219,32 @@ TEST_CASE("replay of a schedule that leads elsewhere is not a confirmation") {
 }
 
 }  // namespace lockstep::cli
+
+namespace lockstep::cli {
+
+TEST_CASE("--junit writes one testcase per input, failing where the exit code would") {
+  const std::string path = (std::filesystem::temp_directory_path() / "lockstep-cli-test" / "junit.xml").string();
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  lockstep({"check", "scenarios/corpus/head-to-head-sends.yaml", "scenarios/corpus/head-to-head-sends-ordered.yaml",
+            "--junit", path, "--quiet"});
+  std::ifstream file(path);
+  const std::string xml(std::istreambuf_iterator<char>(file), {});
+  CHECK(xml.find("<testsuite name=\"lockstep\" tests=\"2\" failures=\"1\">") != std::string::npos);
+  CHECK(xml.find("<testcase classname=\"scenarios/corpus/head-to-head-sends.yaml\" name=\"head-to-head-sends\">"
+                 "<failure message=\"deadlock\">") != std::string::npos);
+  CHECK(xml.find("name=\"head-to-head-sends-ordered\"></testcase>") != std::string::npos);
+  // With --check-expect a bug that is expected passes.
+  lockstep({"check", "scenarios/corpus/head-to-head-sends.yaml", "--junit", path, "--check-expect", "--quiet"});
+  std::ifstream again(path);
+  CHECK(std::string(std::istreambuf_iterator<char>(again), {}).find("failures=\"0\"") != std::string::npos);
+}
+
+TEST_CASE("GitHub Actions annotations point at the YAML line of each stuck op") {
+  ::setenv("GITHUB_ACTIONS", "true", 1);
+  const Run run = lockstep({"check", "scenarios/corpus/uneven-batches.yaml", "--quiet"});
+  ::unsetenv("GITHUB_ACTIONS");
+  CHECK(run.out.find("::error file=scenarios/corpus/uneven-batches.yaml,line=15,col=9,title=lockstep hang::ranks 0,1,2 "
+                     "wait in allreduce #3 on world") != std::string::npos);
+}
+
+}  // namespace lockstep::cli
