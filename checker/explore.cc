@@ -7,6 +7,7 @@
 
 #include "checker/dfs.h"
 #include "checker/replay.h"
+#include "checker/sampling.h"
 
 namespace lockstep::checker {
 
@@ -41,8 +42,15 @@ sim::EngineOptions engine_options_for(const CheckOptions& options) {
 }
 
 const std::vector<std::string>& strategy_names() {
-  static const std::vector<std::string> names = {"dfs", "dpor"};
+  static const std::vector<std::string> names = {"dfs", "dpor", "pct", "random"};
   return names;
+}
+
+bool is_sampling(const std::string& strategy) { return strategy == "random" || strategy == "pct"; }
+
+uint64_t execution_budget(const CheckOptions& options) {
+  if (options.max_executions > 0) return options.max_executions;
+  return is_sampling(options.strategy) ? DEFAULT_SAMPLES : DEFAULT_MAX_EXECUTIONS;
 }
 
 CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& options) {
@@ -54,25 +62,36 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
 
   const sim::EngineOptions engine_options = engine_options_for(options);
   sim::Engine engine(scenario, engine_options);
+  const bool sampling = is_sampling(options.strategy);
+  const uint64_t budget = execution_budget(options);
   DfsStrategy dfs;
-  RecordingStrategy recorder(dfs);
+  RandomStrategy random(options.seed);
+  PctStrategy pct(options.seed, options.pct_depth);
+  sim::Strategy& inner = options.strategy == "random" ? static_cast<sim::Strategy&>(random)
+                         : options.strategy == "pct"  ? static_cast<sim::Strategy&>(pct)
+                                                      : static_cast<sim::Strategy&>(dfs);
+  RecordingStrategy recorder(inner);
   std::set<std::string> seen;
+  uint64_t longest = 0;  // most choice points in one execution (PCT's change point range)
   bool more = true;
+  bool covered = false;  // a sampling run met an execution with no choice at all: one execution is the space
   while (more) {
-    if (out.executions >= options.max_executions) {
-      out.bound_hit = fmt::format("--max-executions {}", options.max_executions);
+    if (out.executions >= budget) {
+      if (!sampling) out.bound_hit = fmt::format("--max-executions {}", budget);
       break;
     }
     if (options.time_budget_s > 0 && elapsed() > options.time_budget_s) {
-      out.bound_hit = fmt::format("--time-budget {}", options.time_budget_s);
+      if (!sampling) out.bound_hit = fmt::format("--time-budget {}", options.time_budget_s);
       break;
     }
+    random.begin_execution(out.executions);
+    pct.begin_execution(out.executions, longest);
     recorder.clear();
     sim::ExecutionResult result = engine.run(recorder);
     ++out.executions;
     out.events += result.events;
-    const std::vector<uint32_t> schedule = dfs.schedule();
-    for (uint32_t c : schedule) fnv_mix(out.fingerprint, c);
+    longest = std::max<uint64_t>(longest, result.choice_points);
+    for (const sim::Option& c : recorder.choices()) fnv_mix(out.fingerprint, static_cast<uint64_t>(c.rank) << 32 | static_cast<uint32_t>(c.detail));
     fnv_mix(out.fingerprint, static_cast<uint64_t>(result.end));
     if (result.end == sim::ExecutionEnd::ERROR || result.end == sim::ExecutionEnd::LIMIT) {
       if (result.end == sim::ExecutionEnd::LIMIT) out.bound_hit = result.error->message;
@@ -82,21 +101,26 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
     if (std::optional<Bug> bug = analyze(scenario, result)) {
       fnv_mix(out.fingerprint, bug->signature);
       if (seen.insert(bug->signature).second) {
-        bug->schedule = schedule;
+        bug->schedule = sampling ? std::vector<uint32_t>() : dfs.schedule();
         bug->choices = recorder.choices();
         bug->execution = out.executions;
         out.bugs.push_back(std::move(*bug));
       }
     }
-    more = dfs.next();
+    if (sampling) {
+      covered = result.choice_points == 0;
+      more = !covered;
+    } else {
+      more = dfs.next();
+    }
   }
-  out.exhaustive = !more && out.bound_hit.empty() && !out.error;
+  out.exhaustive = (sampling ? covered : !more) && out.bound_hit.empty() && !out.error;
   if (!out.bugs.empty()) {
     out.verdict = out.bugs.front().kind;
-  } else if (!out.exhaustive) {
+  } else if (!out.exhaustive && !sampling) {
     out.verdict = sim::Verdict::INCONCLUSIVE;
   } else {
-    out.verdict = sim::Verdict::OK;
+    out.verdict = sim::Verdict::OK;  // sampled runs found none: exhaustive says which
   }
   out.seconds = elapsed();
   return out;

@@ -14,9 +14,13 @@
 
 namespace lockstep::checker {
 
+constexpr uint64_t DEFAULT_MAX_EXECUTIONS = 1'000'000;  // exhaustive strategies
+constexpr uint64_t DEFAULT_SAMPLES = 1'000;             // random and pct
+
 struct CheckOptions {
   std::string strategy = "dpor";
-  uint64_t max_executions = 1'000'000;
+  uint64_t max_executions = 0;  // 0: the strategy's default
+  uint32_t pct_depth = 3;       // PCT's d: d-1 priority change points
   double time_budget_s = 0;  // 0 = none
   uint64_t seed = 0;
   sim::EngineOptions engine;
@@ -37,6 +41,9 @@ struct CheckResult {
 
 // The engine options a strategy explores with (replays must use the same).
 sim::EngineOptions engine_options_for(const CheckOptions& options);
+
+// Whether a strategy samples (random, pct) rather than covers the space.
+bool is_sampling(const std::string& strategy);
 
 // The strategies `check` accepts.
 const std::vector<std::string>& strategy_names();

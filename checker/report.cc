@@ -146,7 +146,9 @@ std::string report_text(const InputReport& report, bool quiet) {
   const sim::Verdict expected = scenario.expect.value_or(sim::Verdict::OK);
   line += fmt::format(" (expected {}{})", sim::verdict_name(expected), report.matches_expected() ? "" : ", DIFFERS");
   line += fmt::format(" [{} execution{}, {}]", result.executions, result.executions == 1 ? "" : "s",
-                      result.exhaustive ? "exhaustive" : "bound hit: " + result.bound_hit);
+                      result.exhaustive ? std::string("exhaustive")
+                      : result.bound_hit.empty() ? fmt::format("sampled by {}, seed {}", result.strategy, report.seed)
+                                                 : "bound hit: " + result.bound_hit);
   line += '\n';
   if (quiet) return line;
   for (size_t i = 0; i < result.bugs.size(); ++i) {

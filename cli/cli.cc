@@ -50,8 +50,10 @@ common options:
   --max-call-depth N     bound on nested calls (default 128)
 
 check options:
-  --strategy dpor|dfs    exploration strategy (default dpor)
-  --max-executions N     bound on executions (default 1000000)
+  --strategy S           dpor (default) or dfs cover every schedule; random and pct
+                         sample --max-executions runs seeded by --seed
+  --max-executions N     bound on executions (default 1000000; 1000 for random and pct)
+  --pct-depth D          PCT's depth: D-1 priority change points (default 3)
   --time-budget S        bound on wall time in seconds
   --check-expect         exit 0 iff every verdict matches its scenario's expect:
   --cex-dir DIR          write one counterexample file per bug into DIR
@@ -154,7 +156,7 @@ Options parse_args(const std::vector<std::string>& args) {
     } else if (auto strategy = is_check ? value_of(arg, "--strategy") : std::nullopt) {
       const auto& names = checker::strategy_names();
       if (std::find(names.begin(), names.end(), *strategy) == names.end()) {
-        throw UsageError{fmt::format("unknown strategy '{}'; strategies: dfs, dpor", *strategy)};
+        throw UsageError{fmt::format("unknown strategy '{}'; strategies: dfs, dpor, pct, random", *strategy)};
       }
       options.check.strategy = *strategy;
     } else if (auto max = is_check ? value_of(arg, "--max-executions") : std::nullopt) {
@@ -170,6 +172,10 @@ Options parse_args(const std::vector<std::string>& args) {
       options.dot_path = *dot;
     } else if (options.verb == "replay" && (arg == "--sim" || arg == "--nccl" || arg == "--mpi")) {
       options.backend = arg.substr(2);
+    } else if (auto depth = is_check ? value_of(arg, "--pct-depth") : std::nullopt) {
+      const uint64_t d = parse_count("--pct-depth", *depth);
+      if (d == 0 || d > 1000) throw UsageError{"--pct-depth must be between 1 and 1000"};
+      options.check.pct_depth = static_cast<uint32_t>(d);
     } else if (is_check && arg == "--check-expect") {
       options.check_expect = true;
     } else if (arg.size() > 1 && arg[0] == '-') {
