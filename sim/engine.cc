@@ -40,6 +40,7 @@ namespace {
 constexpr uint32_t NO_STREAM = UINT32_MAX;
 constexpr uint32_t MAIN_STREAM = 0;
 constexpr uint32_t NO_INDEX = UINT32_MAX;
+constexpr uint32_t NO_RANK = UINT32_MAX;
 
 // An issued operation. Device ops are kernels on a stream; host ops have no stream. The ops of
 // an NCCL group are children of one composite kernel that holds their place on the stream.
@@ -146,6 +147,7 @@ struct Engine::Impl {
   std::deque<uint32_t> ready;        // eager runnable threads
   std::deque<uint32_t> dirty_ranks;  // ranks whose kernels/threads need re-examination
   std::vector<bool> dirty_flag;
+  uint32_t progressing = NO_RANK;    // the rank progress_rank is working on
   std::vector<Option> options_buf;
   ExecutionResult result;
   bool stopped = false;
@@ -266,6 +268,7 @@ struct Engine::Impl {
   }
 
   void mark_dirty(uint32_t r) {
+    if (r == progressing) return;  // progress_rank loops until nothing changes
     if (!dirty_flag[r]) {
       dirty_flag[r] = true;
       dirty_ranks.push_back(r);
@@ -858,6 +861,7 @@ struct Engine::Impl {
   void progress_rank(uint32_t r) {
     Rank& rank = ranks[r];
     if (!alive(r)) return;
+    progressing = r;
     bool changed = true;
     while (changed && !stopped) {
       changed = false;
@@ -876,6 +880,7 @@ struct Engine::Impl {
         }
       }
     }
+    progressing = NO_RANK;
     for (uint32_t t : rank.threads) {
       if (wake_if_done(t) && threads[t].state == ThreadState::RUNNABLE) {
         advance_fiber(t);

@@ -258,7 +258,7 @@ OpInstance ProgramFiber::evaluate_op(const Stmt& stmt) {
       fail(stmt.duration.loc, fmt::format("duration {} ns is negative (on rank {})", op.duration_ns, rank));
     }
   } else if (is_collective(stmt.op) || is_p2p(stmt.op)) {
-    if (!in_group(rank)) {
+    if (comm == nullptr) {  // comm_for(rank) is the communicator containing rank, if any
       fail(stmt.loc, fmt::format("rank {} issues {} on group '{}' but is not a member of it",
                                  rank, op_kind_name(stmt.op), group.name));
     }
