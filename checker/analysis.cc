@@ -115,7 +115,7 @@ std::vector<std::string> explain_stuck(const sim::Scenario& scenario, const sim:
       if (std::find(s.never_issued.begin(), s.never_issued.end(), r) == s.never_issued.end()) behind.push_back(r);
     }
     describe_missing(scenario, result, s.never_issued, fmt::format("never issued {}", peer_op), text);
-    describe_missing(scenario, result, behind, fmt::format("issued {} but has not started it", peer_op), text);
+    describe_missing(scenario, result, behind, fmt::format("issued {} but never ran it", peer_op), text);
     lines.push_back({s.rank, std::move(text)});
   }
   for (const auto& [key, ops] : collectives) {
@@ -135,7 +135,7 @@ std::vector<std::string> explain_stuck(const sim::Scenario& scenario, const sim:
     std::string text = fmt::format("{} wait{} in {} ({})", rank_list(waiting), waiting.size() == 1 ? "s" : "",
                                    describe_op(scenario, rec), where(scenario, rec));
     describe_missing(scenario, result, {never.begin(), never.end()}, "never issued it", text);
-    describe_missing(scenario, result, {behind.begin(), behind.end()}, "issued it but has not started it", text);
+    describe_missing(scenario, result, {behind.begin(), behind.end()}, "issued it but never ran it", text);
     lines.push_back({waiting.front(), std::move(text)});
   }
   std::stable_sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) { return a.first_rank < b.first_rank; });

@@ -83,10 +83,10 @@ program:
   REQUIRE(result.bugs.size() == 1);
   CHECK(result.bugs[0].explanation ==
         std::vector<std::string>{
-            "rank 0 waits in send to rank 1 #1 on world (h2h.yaml:4:5); rank 1 issued the matching recv but has not "
-            "started it: it waits in send to rank 0 #1 on world (h2h.yaml:4:5)",
-            "rank 1 waits in send to rank 0 #1 on world (h2h.yaml:4:5); rank 0 issued the matching recv but has not "
-            "started it: it waits in send to rank 1 #1 on world (h2h.yaml:4:5)",
+            "rank 0 waits in send to rank 1 #1 on world (h2h.yaml:4:5); rank 1 issued the matching recv but never "
+            "ran it: it waits in send to rank 0 #1 on world (h2h.yaml:4:5)",
+            "rank 1 waits in send to rank 0 #1 on world (h2h.yaml:4:5); rank 0 issued the matching recv but never "
+            "ran it: it waits in send to rank 1 #1 on world (h2h.yaml:4:5)",
             "wait-for cycle: 0 -> 1 -> 0"});
 }
 

@@ -132,21 +132,21 @@ Options parse_args(const std::vector<std::string>& args) {
       const size_t eq = assignment.find('=');
       if (eq == std::string::npos || eq == 0) throw UsageError{fmt::format("-D expects name=value, got '{}'", assignment)};
       options.overrides.push_back({assignment.substr(0, eq), assignment.substr(eq + 1)});
-    } else if (auto v = value_of(arg, "--seed")) {
-      options.seed = parse_count("--seed", *v);
-    } else if (auto v = value_of(arg, "--max-world")) {
-      options.load_limits.max_world = static_cast<int32_t>(std::min<uint64_t>(parse_count("--max-world", *v), INT32_MAX));
-    } else if (auto v = value_of(arg, "--max-file-bytes")) {
-      options.load_limits.max_file_bytes = static_cast<int64_t>(std::min<uint64_t>(parse_count("--max-file-bytes", *v), INT64_MAX));
-    } else if (auto v = value_of(arg, "--max-nesting")) {
-      options.load_limits.max_nesting = static_cast<int32_t>(std::min<uint64_t>(parse_count("--max-nesting", *v), INT32_MAX));
-    } else if (auto v = value_of(arg, "--max-ops")) {
-      options.check.engine.limits.max_ops = parse_count("--max-ops", *v);
+    } else if (auto seed = value_of(arg, "--seed")) {
+      options.seed = parse_count("--seed", *seed);
+    } else if (auto world = value_of(arg, "--max-world")) {
+      options.load_limits.max_world = static_cast<int32_t>(std::min<uint64_t>(parse_count("--max-world", *world), INT32_MAX));
+    } else if (auto file_bytes = value_of(arg, "--max-file-bytes")) {
+      options.load_limits.max_file_bytes = static_cast<int64_t>(std::min<uint64_t>(parse_count("--max-file-bytes", *file_bytes), INT64_MAX));
+    } else if (auto nesting = value_of(arg, "--max-nesting")) {
+      options.load_limits.max_nesting = static_cast<int32_t>(std::min<uint64_t>(parse_count("--max-nesting", *nesting), INT32_MAX));
+    } else if (auto ops = value_of(arg, "--max-ops")) {
+      options.check.engine.limits.max_ops = parse_count("--max-ops", *ops);
       options.load_limits.max_ops = static_cast<int64_t>(std::min<uint64_t>(options.check.engine.limits.max_ops, INT64_MAX));
-    } else if (auto v = value_of(arg, "--max-repeat")) {
-      options.check.engine.limits.max_repeat = static_cast<int64_t>(std::min<uint64_t>(parse_count("--max-repeat", *v), INT64_MAX));
-    } else if (auto v = value_of(arg, "--max-call-depth")) {
-      options.check.engine.limits.max_call_depth = static_cast<int32_t>(std::min<uint64_t>(parse_count("--max-call-depth", *v), 100'000));
+    } else if (auto repeat = value_of(arg, "--max-repeat")) {
+      options.check.engine.limits.max_repeat = static_cast<int64_t>(std::min<uint64_t>(parse_count("--max-repeat", *repeat), INT64_MAX));
+    } else if (auto call_depth = value_of(arg, "--max-call-depth")) {
+      options.check.engine.limits.max_call_depth = static_cast<int32_t>(std::min<uint64_t>(parse_count("--max-call-depth", *call_depth), 100'000));
     } else if (auto json = value_of(arg, "--json")) {
       options.json_path = *json;
     } else if (arg == "--quiet") {

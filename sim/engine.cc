@@ -755,6 +755,11 @@ struct Engine::Impl {
     kernel.seq = ++rank.new_groups;
     kernel.state = KernelState::RUNNING;
     kernel.start_ns = kernel.issue_ns;
+    if (rank.created[op.stmt->new_group]) {
+      runtime_error(op, fmt::format("rank {} creates group '{}' a second time", thread.rank,
+                                    sc.groups[op.stmt->new_group].name));
+      return;
+    }
     rank.created[op.stmt->new_group] = true;
     join_slot(new_group_calls, kernel.seq, static_cast<size_t>(sc.world), thread.rank, k);
     if (stopped) return;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "sim/expr.h"
 
@@ -294,10 +295,11 @@ TEST_CASE("loader: semantics errors") {
           "3:39: error: invalid value 'lazy' for 'p2p_comm'; valid values: group, pair",
           "3:54: error: timeout must be positive, got 0",
           "3:57: error: unknown key 'eager_limt' in semantics (did you mean 'eager_limit'?); valid "
-          "keys: comm_concurrency, eager_limit, launch_order_implicit, p2p, p2p_comm, timeout",
+          "keys: algorithm, comm_concurrency, eager_limit, launch_order_implicit, p2p, p2p_comm, "
+          "timeout",
           "3:95: error: invalid value 'yes' for 'launch_order_implicit'; valid values: false, true",
           "3:118: error: comm_concurrency must not be negative, got -1",
-          "3:122: error: 'link' is not supported yet"});
+          "3:122: error: 'link' is a top-level key, not a semantics setting"});
 }
 
 TEST_CASE("loader: params accept sizes and durations; -D overrides them") {
@@ -376,7 +378,8 @@ TEST_CASE("loader: constant peers and roots must be members of their group") {
 TEST_CASE("loader: world must be a positive constant within the limit") {
   CHECK(
       problems("scenario: t\nworld: 1000000000\nprogram: []\n") ==
-      std::vector<std::string>{"2:8: error: world 1000000000 exceeds the limit of 1048576 ranks"});
+      std::vector<std::string>{"2:8: error: world 1000000000 exceeds the limit of 1048576 ranks "
+                               "(raise it with --max-world)"});
   CHECK(problems("scenario: t\nworld: 0\nprogram: []\n") ==
         std::vector<std::string>{"2:8: error: world must be positive, got 0"});
   CHECK(problems("scenario: t\nworld: n\nprogram: []\n") ==
@@ -384,22 +387,22 @@ TEST_CASE("loader: world must be a positive constant within the limit") {
   LoadLimits small;
   small.max_world = 8;
   CHECK(problems("scenario: t\nworld: \"2 * 8\"\nprogram: []\n", {}, small) ==
-        std::vector<std::string>{"2:8: error: world 16 exceeds the limit of 8 ranks"});
+        std::vector<std::string>{
+            "2:8: error: world 16 exceeds the limit of 8 ranks (raise it with --max-world)"});
   CHECK(loaded(load("scenario: t\nworld: \"2 * 4\"\nprogram: []\n", {}, small)).world == 8);
 }
 
-TEST_CASE("loader: unknown and unsupported top-level keys, missing required keys") {
-  CHECK(problems("progam: []\nmesh: {tp: 2}\nthreads: {}\nwrld: 2\n") ==
+TEST_CASE("loader: unknown top-level keys, missing required keys") {
+  const std::string valid =
+      "valid keys: define, description, expect, groups, link, mesh, params, program, ranks, "
+      "scenario, semantics, source, threads, world";
+  CHECK(problems("progam: []\nwrld: 2\n") ==
         std::vector<std::string>{
-            "1:1: error: unknown key 'progam' (did you mean 'program'?); valid keys: description, "
-            "expect, groups, params, program, scenario, semantics, source, world",
+            "1:1: error: unknown key 'progam' (did you mean 'program'?); " + valid,
             "1:1: error: missing required key 'scenario'",
             "1:1: error: missing required key 'world'",
-            "1:1: error: missing required key 'program'", "2:1: error: 'mesh' is not supported yet",
-            "3:1: error: 'threads' is not supported yet",
-            "4:1: error: unknown key 'wrld' (did you mean 'world'?); valid keys: description, "
-            "expect, "
-            "groups, params, program, scenario, semantics, source, world"});
+            "1:1: error: missing required key 'program' (or 'threads' or 'ranks')",
+            "2:1: error: unknown key 'wrld' (did you mean 'world'?); " + valid});
 }
 
 TEST_CASE("loader: duplicate keys are errors at every level") {
@@ -428,14 +431,13 @@ TEST_CASE("loader: statements report unknown and unsupported operations and argu
 )y")) ==
       std::vector<std::string>{
           "4:5: error: unknown operation 'allreduc' (did you mean 'allreduce'?); valid operations: "
-          "all_to_all, allgather, allreduce, barrier, broadcast, compute, gather, if, recv, "
-          "reduce, "
-          "reduce_scatter, repeat, scatter, send, sleep",
-          "5:5: error: 'sync' is not supported yet", "6:26: error: 'async' is not supported yet",
+          "all_to_all, allgather, allreduce, barrier, broadcast, call, choose, compute, crash, "
+          "exit, gather, group, if, new_group, recv, reduce, reduce_scatter, repeat, scatter, "
+          "send, sleep, sync, wait",
           "7:17: error: unknown argument 'sise' for 'allreduce' (did you mean 'size'?); valid "
-          "arguments: dtype, group, size, tag",
-          "7:26: error: 'allreduce' takes no argument 'root'; valid arguments: dtype, group, size, "
-          "tag",
+          "arguments: async, dtype, group, size, stream, tag",
+          "7:26: error: 'allreduce' takes no argument 'root'; valid arguments: async, dtype, "
+          "group, size, stream, tag",
           "8:5: error: 'allreduce' requires argument 'size'",
           "8:16: error: unknown group 'dp'; groups: world",
           "9:5: error: 'send' requires argument 'to'",
@@ -444,7 +446,8 @@ TEST_CASE("loader: statements report unknown and unsupported operations and argu
           "operation",
           "12:20: error: one statement per list item: 'sleep' needs its own '- ' (after 'compute')",
           "13:5: error: 'compute' requires a duration",
-          "14:14: error: expected a duration, got a map", "15:5: error: 'repeat' requires 'do'",
+          "14:15: error: unknown argument 'time' for 'compute'; valid arguments: duration, stream",
+          "15:5: error: 'repeat' requires 'do'",
           "16:5: error: 'if' requires 'then'",
           "17:5: error: unknown key 'thne' in 'if' (did you mean 'then'?); valid keys: else, if, "
           "then"});
@@ -561,10 +564,10 @@ TEST_CASE("loader: odd keys, tags and non-string keys do not crash") {
         std::vector<std::string>{
             "1:1: error: missing required key 'scenario'",
             "1:1: error: missing required key 'world'",
-            "1:1: error: missing required key 'program'",
+            "1:1: error: missing required key 'program' (or 'threads' or 'ranks')",
             "1:3: error: expected a string key, got a list",
-            "3:1: error: unknown key '1'; valid keys: description, expect, groups, "
-            "params, program, scenario, semantics, source, world",
+            "3:1: error: unknown key '1'; valid keys: define, description, expect, groups, link, "
+            "mesh, params, program, ranks, scenario, semantics, source, threads, world",
             "4:1: error: expected a string key, got null"});
   CHECK(loaded(load("scenario: !!str t\nworld: !custom 2\nprogram: !!seq [barrier]\n")).world == 2);
 }
@@ -580,7 +583,8 @@ TEST_CASE("loader: nesting deeper than the limit is an error") {
             do: []
 )y"),
                  {}, limits) ==
-        std::vector<std::string>{"8:13: error: blocks are nested deeper than the limit of 2"});
+        std::vector<std::string>{"8:13: error: blocks are nested deeper than the limit of 2 "
+                                 "(raise it with --max-nesting)"});
 }
 
 TEST_CASE("loader: unused parameters and groups are warnings that do not stop loading") {
@@ -625,11 +629,12 @@ TEST_CASE("loader: files that cannot be read or are too large") {
   CHECK_FALSE(big.ok());
   REQUIRE(big.diagnostics.size() == 1);
   CHECK(format_diagnostic(big.diagnostics[0], big.text) ==
-        path + ": error: file exceeds the limit of 100 bytes\n");
+        path + ": error: file exceeds the limit of 100 bytes (raise it with --max-file-bytes)\n");
   std::remove(path.c_str());
 
   CHECK(problems(SPEC_EXAMPLE, {}, tiny) ==
-        std::vector<std::string>{"0:0: error: file exceeds the limit of 100 bytes"});
+        std::vector<std::string>{
+            "0:0: error: file exceeds the limit of 100 bytes (raise it with --max-file-bytes)"});
 }
 
 TEST_CASE("loader: never throws on mangled input") {
@@ -658,6 +663,403 @@ TEST_CASE("loader: never throws on mangled input") {
     for (const Diagnostic& d : result.diagnostics)
       CHECK_FALSE(format_diagnostic(d, result.text).empty());
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The full language: mesh, threads, recorded ranks, choose, define/call, NCCL groups, handles,
+// streams, new_group, exit/crash, link.
+
+TEST_CASE("loader: a mesh defines its groups (Megatron order), coordinates and sizes") {
+  const LoadResult result = load(R"y(scenario: t
+params: {n: 1}
+mesh: {tp: 2, pp: 2, dp: 2}
+program:
+  - allreduce: {group: tp, size: "n * tp_size * 1KiB"}
+  - send: {group: pp, to: "rank + pp_size", size: "tp + pp + dp + dp_size"}
+  - barrier: dp
+)y");
+  const Scenario& s = loaded(result);
+  CHECK(s.world == 8);
+  CHECK(s.slot_names == std::vector<std::string>{"rank", "world", "n", "tp", "tp_size", "pp",
+                                                 "pp_size", "dp", "dp_size"});
+  REQUIRE(s.mesh.size() == 3);
+  const std::array<std::string, 3> names = {"tp", "pp", "dp"};
+  for (size_t d = 0; d < 3; ++d) {
+    CHECK(s.mesh[d].name == names[d]);
+    CHECK(s.mesh[d].size == 2);
+    CHECK(s.mesh[d].coord_slot == static_cast<int32_t>(3 + 2 * d));
+    CHECK(s.mesh[d].size_slot == static_cast<int32_t>(4 + 2 * d));
+    CHECK(s.mesh[d].group == d + 1);
+    CHECK(s.groups.at(d + 1).name == names[d]);
+    CHECK(s.groups.at(d + 1).mesh_dim == static_cast<int32_t>(d));
+  }
+  CHECK(s.mesh[0].loc == SourceLoc{3, 8});
+  using Comms = std::vector<std::vector<int32_t>>;
+  CHECK(s.groups[1].comms == Comms{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  CHECK(s.groups[2].comms == Comms{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
+  CHECK(s.groups[3].comms == Comms{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  CHECK(s.groups[1].comm_of_rank == std::vector<int32_t>{0, 0, 1, 1, 2, 2, 3, 3});
+  CHECK(s.groups[2].comm_of_rank == std::vector<int32_t>{0, 1, 0, 1, 2, 3, 2, 3});
+  CHECK(s.groups[3].comm_of_rank == std::vector<int32_t>{0, 1, 2, 3, 0, 1, 2, 3});
+  CHECK(*s.groups[2].comm_for(5) == std::vector<int32_t>{5, 7});
+  const std::vector<Stmt>& body = s.program_of(0).at(0).body;
+  REQUIRE(body.size() == 3);
+  CHECK(body[0].group == 1);
+  const std::array<int64_t, 9> env = {5, 8, 3, 1, 2, 0, 2, 1, 2};
+  CHECK(eval_expr(body[0].size, env) == 3 * 2 * 1024);
+  CHECK(body[1].group == 2);
+  CHECK(eval_expr(body[1].peer, env) == 7);
+  CHECK(eval_expr(body[1].size, env) == 4);
+  CHECK(body[2].group == 3);
+  CHECK(s.rank_program == std::vector<uint32_t>(8, 0));
+}
+
+TEST_CASE("loader: a mesh with an explicit world; one dimension; sizes of one") {
+  const Scenario s = loaded(load("scenario: t\nworld: 6\nmesh: {tp: 3, dp: 2, ep: 1}\n"
+                                  "program:\n  - barrier: dp\n  - barrier: ep\n  - barrier: tp\n"));
+  using Comms = std::vector<std::vector<int32_t>>;
+  CHECK(s.groups.at(1).comms == Comms{{0, 1, 2}, {3, 4, 5}});
+  CHECK(s.groups.at(2).comms == Comms{{0, 3}, {1, 4}, {2, 5}});
+  CHECK(s.groups.at(3).comms == Comms{{0}, {1}, {2}, {3}, {4}, {5}});
+}
+
+TEST_CASE("loader: threads give one program of several host threads") {
+  const Scenario s = loaded(load(R"y(scenario: t
+world: 2
+threads:
+  main:
+    - allreduce: {size: 1MiB}
+  bg:
+    - compute: {duration: 1ms, stream: side}
+    - sync: side
+    - sync
+)y"));
+  REQUIRE(s.programs.size() == 1);
+  REQUIRE(s.programs[0].size() == 2);
+  CHECK(s.programs[0][0].name == "main");
+  CHECK(s.programs[0][0].loc == SourceLoc{4, 3});
+  CHECK(s.programs[0][1].name == "bg");
+  const std::vector<Stmt>& bg = s.programs[0][1].body;
+  REQUIRE(bg.size() == 3);
+  CHECK(bg[0].op == OpKind::COMPUTE);
+  CHECK(bg[0].stream == "side");
+  CHECK(value_of(bg[0].duration) == 1'000'000);
+  CHECK(bg[1].op == OpKind::SYNC);
+  CHECK(bg[1].stream == "side");
+  CHECK(bg[2].op == OpKind::SYNC);
+  CHECK(bg[2].stream.empty());
+  CHECK(s.rank_program == std::vector<uint32_t>{0, 0});
+}
+
+TEST_CASE("loader: recorded ranks with ranges and lists map every rank to its program") {
+  const Scenario s = loaded(load(R"y(scenario: t
+world: 7
+ranks:
+  0:
+    - allreduce: {size: 4MiB}
+    - group:
+        - send: {to: 1, size: 1KiB}
+  "1-3": [allreduce: {size: 4MiB}, exit]
+  "4,6": [crash]
+  5: []
+)y"));
+  REQUIRE(s.programs.size() == 4);
+  CHECK(s.rank_program == std::vector<uint32_t>{0, 1, 1, 1, 2, 3, 2});
+  CHECK(s.programs[0].at(0).name == "main");
+  CHECK(s.programs[0].at(0).loc == SourceLoc{4, 3});
+  const std::vector<Stmt>& first = s.programs[0][0].body;
+  REQUIRE(first.size() == 2);
+  CHECK(first[1].kind == StmtKind::NCCL_GROUP);
+  CHECK(first[1].body.at(0).op == OpKind::SEND);
+  CHECK(s.programs[1][0].body.at(1).op == OpKind::EXIT);
+  CHECK(s.programs[2][0].body.at(0).op == OpKind::CRASH);
+  CHECK(s.programs[3][0].body.empty());
+  CHECK(&s.program_of(6) == &s.programs[2]);
+}
+
+TEST_CASE("loader: choose keeps its branches in order; agreed names a group") {
+  const Scenario s = loaded(load(R"y(scenario: t
+mesh: {dp: 2}
+program:
+  - choose:
+      skip: []
+      step: [allreduce: {size: 1MiB, group: dp}]
+      stop: [exit]
+  - choose: {a: [barrier], b: [barrier: dp]}
+    agreed: dp
+)y"));
+  const std::vector<Stmt>& body = s.program_of(0).at(0).body;
+  REQUIRE(body.size() == 2);
+  CHECK(body[0].kind == StmtKind::CHOOSE);
+  CHECK_FALSE(body[0].agreed);
+  REQUIRE(body[0].branches.size() == 3);
+  CHECK(body[0].branches[0].label == "skip");
+  CHECK(body[0].branches[0].loc == SourceLoc{5, 7});
+  CHECK(body[0].branches[0].body.empty());
+  CHECK(body[0].branches[1].label == "step");
+  CHECK(body[0].branches[1].body.at(0).group == 1);
+  CHECK(body[0].branches[2].body.at(0).op == OpKind::EXIT);
+  CHECK(body[1].agreed);
+  CHECK(body[1].group == 1);
+  CHECK(body[1].branches.at(1).body.at(0).group == 1);
+}
+
+TEST_CASE("loader: define and call: parameters get slots, arguments follow the define's order") {
+  const LoadResult result = load(R"y(scenario: t
+world: 4
+params: {mb: 2}
+define:
+  forward:
+    params: [chunk, peer]
+    do:
+      - compute: "chunk * 1ms"
+      - repeat: 2
+        as: i
+        do: [send: {to: peer, size: "i * chunk"}]
+  again: [call: again]
+  plain: [barrier]
+program:
+  - repeat: mb
+    as: m
+    do:
+      - call: forward
+        with: {peer: "(rank + 1) % world", chunk: "m + 1"}
+  - call: plain
+)y");
+  const Scenario& s = loaded(result);
+  CHECK(problems(result) == std::vector<std::string>{});  // `again` calls itself: called
+  REQUIRE(s.defines.size() == 3);
+  const Define& forward = s.defines[0];
+  CHECK(forward.name == "forward");
+  CHECK(forward.loc == SourceLoc{5, 3});
+  CHECK(forward.params == std::vector<std::string>{"chunk", "peer"});
+  CHECK(forward.param_slots == std::vector<int32_t>{3, 4});
+  CHECK(s.slot_names == std::vector<std::string>{"rank", "world", "mb", "chunk", "peer", "i", "m"});
+  REQUIRE(forward.body.size() == 2);
+  CHECK(forward.body[1].var_slot == 5);
+  CHECK(s.defines[1].body.at(0).kind == StmtKind::CALL);
+  CHECK(s.defines[1].body.at(0).callee == 1);
+  const std::vector<Stmt>& body = s.program_of(0).at(0).body;
+  const Stmt& call = body.at(0).body.at(0);
+  CHECK(call.kind == StmtKind::CALL);
+  CHECK(call.callee == 0);
+  REQUIRE(call.args.size() == 2);
+  const std::array<int64_t, 7> env = {3, 4, 2, 0, 0, 0, 1};
+  CHECK(eval_expr(call.args[0], env) == 2);  // chunk = m + 1
+  CHECK(eval_expr(call.args[1], env) == 0);  // peer
+  CHECK(body.at(1).callee == 2);
+  CHECK(body.at(1).args.empty());
+}
+
+TEST_CASE("loader: define errors and warnings") {
+  CHECK(problems(with_program("  - call: f\n    with: {x: 1}\n  - call: g\n",
+                              "define:\n  f: [barrier]\n  unused: [barrier]\n")) ==
+        std::vector<std::string>{
+            "8:12: error: unknown argument 'x' for 'f'; 'f' takes no arguments",
+            "9:11: error: unknown define 'g' (did you mean 'f'?); defines: f, unused"});
+  CHECK(problems(with_program("  - call: f\n", "define:\n  f: [barrier]\n  unused: [barrier]\n")) ==
+        std::vector<std::string>{"5:3: warning: define 'unused' is never called"});
+  CHECK(problems(with_program("  - call: f\n")) ==
+        std::vector<std::string>{"4:11: error: unknown define 'f'; the scenario has no 'define'"});
+}
+
+TEST_CASE("loader: NCCL groups hold communication operations only") {
+  const Scenario s = loaded(load(with_program(R"y(  - group:
+      - send: {to: "(rank + 1) % world", size: 1MiB}
+      - recv: {from: "(rank + 3) % world", size: 1MiB}
+      - allreduce: {size: 1KiB}
+)y")));
+  const Stmt& group = s.program_of(0).at(0).body.at(0);
+  CHECK(group.kind == StmtKind::NCCL_GROUP);
+  CHECK(group.loc == SourceLoc{4, 5});
+  REQUIRE(group.body.size() == 3);
+  CHECK(group.body[2].op == OpKind::ALLREDUCE);
+  CHECK(problems(with_program("  - group:\n      - sleep: 1ms\n      - wait: h\n")) ==
+        std::vector<std::string>{
+            "5:9: error: only communication operations may appear in an NCCL group ('group:'), "
+            "got 'sleep'",
+            "6:9: error: only communication operations may appear in an NCCL group ('group:'), "
+            "got 'wait'"});
+}
+
+TEST_CASE("loader: async handles, wait, streams, exit and crash") {
+  const LoadResult result = load(with_program(R"y(  - allreduce: {size: 1MiB, async: grads, stream: side}
+  - send: {to: 1, size: 1KiB, async: s}
+  - barrier: {async: b}
+  - compute: 2ms
+  - wait: grads
+  - wait: s
+  - exit
+  - crash:
+)y"));
+  const Scenario& s = loaded(result);
+  CHECK(problems(result) ==
+        std::vector<std::string>{"6:22: warning: handle 'b' is never waited for (no 'wait: b')"});
+  const std::vector<Stmt>& body = s.program_of(0).at(0).body;
+  REQUIRE(body.size() == 8);
+  CHECK(body[0].handle == "grads");
+  CHECK(body[0].stream == "side");
+  CHECK(body[1].handle == "s");
+  CHECK(body[1].stream.empty());
+  CHECK(body[4].op == OpKind::WAIT);
+  CHECK(body[4].handle == "grads");
+  CHECK(body[6].op == OpKind::EXIT);
+  CHECK(body[7].op == OpKind::CRASH);
+}
+
+TEST_CASE("loader: handles are per program; a define's handles are shared") {
+  CHECK(problems(R"y(scenario: t
+world: 2
+ranks:
+  0: [allreduce: {size: 1, async: h}, wait: h]
+  1: [allreduce: {size: 1}, wait: h]
+)y") == std::vector<std::string>{"5:35: error: unknown handle 'h'; no operation has 'async'"});
+  CHECK(problems(R"y(scenario: t
+world: 2
+define:
+  start: [allreduce: {size: 1, async: h}]
+program:
+  - call: start
+  - wait: h
+)y") == std::vector<std::string>{});
+}
+
+TEST_CASE("loader: new_group creates a group at load time, usable by later ops") {
+  const LoadResult result = load(with_program(R"y(  - if: "rank < 2"
+    then: [barrier: pairs]
+  - new_group: {name: pairs, ranks: [1, 0]}
+  - allreduce: {group: pairs, size: 1KiB}
+)y"));
+  const Scenario& s = loaded(result);
+  REQUIRE(s.groups.size() == 2);
+  CHECK(s.groups[1].name == "pairs");
+  CHECK(s.groups[1].from_new_group);
+  CHECK(s.groups[1].comms.at(0) == std::vector<int32_t>{0, 1});
+  CHECK(s.groups[1].comm_of_rank == std::vector<int32_t>{0, 0, -1, -1});
+  CHECK(s.groups[1].loc == SourceLoc{6, 5});
+  const std::vector<Stmt>& body = s.program_of(0).at(0).body;
+  CHECK(body.at(0).body.at(0).group == 1);
+  CHECK(body.at(1).op == OpKind::NEW_GROUP);
+  CHECK(body.at(1).new_group == 1);
+  CHECK(body.at(1).group == 0);
+  CHECK(body.at(2).group == 1);
+  // Recorded programs each record the same communicator creation.
+  const Scenario r = loaded(load(R"y(scenario: t
+world: 2
+ranks:
+  0: [new_group: {name: g, ranks: [0, 1]}, barrier: g]
+  1: [new_group: {name: g, ranks: [0, 1]}, barrier: g]
+)y"));
+  REQUIRE(r.groups.size() == 2);
+  CHECK(r.programs.at(0).at(0).body.at(0).new_group == 1);
+  CHECK(r.programs.at(1).at(0).body.at(0).new_group == 1);
+}
+
+TEST_CASE("loader: link settings per scenario and per group; the allreduce algorithm") {
+  const Scenario s = loaded(load(R"y(scenario: t
+mesh: {tp: 2, dp: 2}
+link:
+  latency: 2us
+  bandwidth: 50GB/s
+  tp: {bandwidth: 400Gbps}
+  dp: {latency: 10us, bandwidth: 1.5 GiB/s}
+semantics: {algorithm: tree}
+program:
+  - barrier
+)y"));
+  CHECK(s.link.latency_ns == 2'000);
+  CHECK(s.link.bandwidth_bytes_per_s == 50e9);
+  REQUIRE(s.group_link.size() == 3);
+  CHECK_FALSE(s.group_link[0].has_value());
+  REQUIRE(s.group_link[1].has_value());
+  CHECK(s.group_link[1]->latency_ns == 2'000);
+  CHECK(s.group_link[1]->bandwidth_bytes_per_s == 50e9);
+  REQUIRE(s.group_link[2].has_value());
+  CHECK(s.group_link[2]->latency_ns == 10'000);
+  CHECK(s.group_link[2]->bandwidth_bytes_per_s == 1.5 * 1024 * 1024 * 1024);
+  CHECK(s.semantics.allreduce_algorithm == Algorithm::TREE);
+  const Scenario d = loaded(load(with_program("  - barrier\n")));
+  CHECK(d.group_link.size() == 1);
+  CHECK(d.link.latency_ns == 5'000);
+  CHECK(d.semantics.allreduce_algorithm == Algorithm::RING);
+}
+
+TEST_CASE("loader: bounds name themselves and how to raise them") {
+  LoadLimits limits;
+  limits.max_repeat = 10;
+  CHECK(problems(with_program("  - repeat: 11\n    do: []\n  - repeat: 10\n    do: []\n"), {},
+                 limits) ==
+        std::vector<std::string>{
+            "4:13: error: repeat count 11 exceeds the limit of 10 (raise it with --max-repeat)"});
+  limits.max_ops = 2;
+  CHECK(problems("scenario: t\nworld: 2\nranks:\n  0: [barrier]\n  1: [barrier, barrier]\n", {},
+                 limits) ==
+        std::vector<std::string>{"3:1: error: the recorded schedule has 3 operations, over the "
+                                 "limit of 2 (raise it with --max-ops)"});
+  limits.max_world = 4;
+  CHECK(problems("scenario: t\nmesh: {a: 2, b: 4}\nprogram: []\n", {}, limits) ==
+        std::vector<std::string>{
+            "2:17: error: the mesh has more ranks than the limit of 4 (raise it with --max-world)"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fast YAML reader builds exactly yaml-cpp's tree, or declines.
+
+TEST_CASE("loader: the fast yaml reader agrees with yaml-cpp or gives way to it") {
+  std::vector<std::string> texts = {
+      std::string(SPEC_EXAMPLE),
+      "a: 1\nb:\n- x\n- y: 1\n  z: [1, {q: 'it''s'}]\nc:\n  d: ~\n  e:\n  f: \"s p\" # c\n",
+      "scenario: t\nworld: 2\nranks:\n  0: [barrier]\n  \"1-1\":\n    - {allreduce: {size: 1}}\n",
+      "- a\n-  b\n- - c\n", "a: [1,2]\n", "{a: 1}\n", "a: b: c\n", "a:\n  b\n  c\n",
+      "a: 'x\n  y'\n", "k: v\n  # c\n", "x: - 1\n", "  a: 1\n  b: 2\n", "a: null\nnull: 1\n"};
+  const std::string alphabet = "{}[]:-,#'\" \n\tab0~";
+  uint64_t state = 0x2545F4914F6CDD1DULL;
+  const auto next = [&state](uint64_t bound) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % bound;
+  };
+  const size_t seeds = texts.size();
+  for (int round = 0; round < 3000; ++round) {
+    std::string text = texts[next(seeds)];
+    for (uint64_t e = 0, edits = 1 + next(3); e < edits && !text.empty(); ++e) {
+      const size_t at = next(text.size());
+      if (next(2) == 0) {
+        text.insert(at, 1, alphabet[next(alphabet.size())]);
+      } else {
+        text[at] = alphabet[next(alphabet.size())];
+      }
+    }
+    texts.push_back(text);
+  }
+  size_t fast = 0;
+  for (const std::string& text : texts) {
+    CAPTURE(text);
+    const std::string tree = dump_yaml_tree(text, true);
+    if (tree.empty()) continue;
+    ++fast;
+    CHECK(tree == dump_yaml_tree(text, false));
+  }
+  CHECK(fast > 100);
+  CHECK_FALSE(dump_yaml_tree(SPEC_EXAMPLE, true).empty());
+}
+
+TEST_CASE("loader: every scenario and malformed input loads the same through both readers") {
+  namespace fs = std::filesystem;
+  LoadLimits slow;
+  slow.yaml_fast_path = false;
+  size_t files = 0;
+  for (const char* dir : {"scenarios", "tests/bad"}) {
+    const fs::path root = fs::path(LOCKSTEP_SOURCE_DIR) / dir;
+    for (const fs::directory_entry& entry : fs::recursive_directory_iterator(root)) {
+      if (entry.path().extension() != ".yaml") continue;
+      CAPTURE(entry.path().string());
+      std::ifstream in(entry.path(), std::ios::binary);
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      CHECK(problems(load(text)) == problems(load(text, {}, slow)));
+      ++files;
+    }
+  }
+  CHECK(files > 40);
 }
 
 }  // namespace

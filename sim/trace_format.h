@@ -23,6 +23,10 @@ inline constexpr size_t MAX_TRACE_ERRORS = 1000;
 // At most this many host threads per rank.
 inline constexpr size_t MAX_TRACE_THREADS_PER_RANK = 1024;
 
+// Groups (world, the header's, new_group's) times world ranks is at most this: each group keeps
+// a slot per rank (GroupDef::comm_of_rank).
+inline constexpr uint64_t MAX_TRACE_GROUP_SLOTS = uint64_t{1} << 27;
+
 // True when `path` names a trace (ends in ".jsonl").
 bool is_trace_path(std::string_view path);
 

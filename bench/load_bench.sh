@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Load benchmark (issue 3): one recorded schedule of RANKS x OPS operations, generated in both
+# formats by bench/gen_recorded.py, validated REPEATS times each by the Release binary.
+#
+#   bench/load_bench.sh [RANKS] [OPS] [REPEATS]     (defaults: 1024 1000 5)
+#
+# Prints a table: format, file size, best and median seconds of `lockstep validate`, operations
+# per second (from the best run). Needs build/release/bin/lockstep (cmake --preset release &&
+# cmake --build --preset release); LOCKSTEP=path overrides it.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+ranks=${1:-1024}
+ops=${2:-1000}
+repeats=${3:-5}
+lockstep=${LOCKSTEP:-$root/build/release/bin/lockstep}
+[ -x "$lockstep" ] || { echo "load_bench: no $lockstep (build the release preset first)" >&2; exit 2; }
+
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+python3 "$root/bench/gen_recorded.py" "$dir" --ranks "$ranks" --ops "$ops"
+total=$((ranks * ops))
+# Large inputs pass the default 64 MiB file bound only when told.
+limit=(--max-file-bytes $((1 << 30)))
+
+printf '%-6s %12s %10s %10s %14s\n' format bytes best_s median_s ops_per_s
+for file in "$dir/recorded.yaml" "$dir/recorded.jsonl"; do
+  times=()
+  for _ in $(seq "$repeats"); do
+    start=$(date +%s.%N)
+    if ! "$lockstep" validate "${limit[@]}" --quiet "$file" > "$dir/out" 2>&1; then
+      echo "load_bench: lockstep validate failed on $file:" >&2
+      head -5 "$dir/out" >&2
+      exit 1
+    fi
+    end=$(date +%s.%N)
+    times+=("$(echo "$end - $start" | bc -l)")
+  done
+  sorted=$(printf '%s\n' "${times[@]}" | sort -g)
+  best=$(echo "$sorted" | head -1)
+  median=$(echo "$sorted" | sed -n "$(( (repeats + 1) / 2 ))p")
+  printf '%-6s %12d %10.3f %10.3f %14.0f\n' "${file##*.}" "$(stat -c %s "$file")" "$best" "$median" \
+    "$(echo "$total / $best" | bc -l)"
+done

@@ -1,0 +1,1850 @@
+// The JSON Lines trace format: a small JSON reader for one line at a time, the loader that turns
+// lines into the Scenario model with every static check of the YAML loader, and the writer.
+#include "sim/trace_format.h"
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <system_error>
+
+namespace lockstep::sim {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Helpers for messages.
+
+std::string quoted(std::string_view name) {
+  std::string out = "'";
+  out += name;
+  out += '\'';
+  return out;
+}
+
+std::string join(std::vector<std::string> names, bool sort_names = true) {
+  if (sort_names) std::sort(names.begin(), names.end());
+  std::string out;
+  for (const std::string& name : names) {
+    if (!out.empty()) out += ", ";
+    out += name;
+  }
+  return out;
+}
+
+std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates) {
+  const std::string hint = closest_name(name, candidates);
+  return hint.empty() ? std::string() : " (did you mean " + quoted(hint) + "?)";
+}
+
+// "unknown THING 'name'WHERE (did you mean 'x'?); valid THINGs: a, b, c"
+std::string unknown_message(std::string_view thing, std::string_view name, std::string_view where,
+                            const std::vector<std::string>& known,
+                            const std::vector<std::string>& valid) {
+  std::string message = "unknown " + std::string(thing) + " " + quoted(name) + std::string(where);
+  message += did_you_mean(name, known);
+  return message + "; valid " + std::string(thing) + "s: " + join(valid);
+}
+
+std::string invalid_value_message(std::string_view value, std::string_view key,
+                                  const std::vector<std::string>& valid) {
+  return "invalid value " + quoted(value) + " for " + quoted(key) + did_you_mean(value, valid) +
+         "; valid values: " + join(valid);
+}
+
+bool is_identifier(std::string_view name) {
+  const auto word_char = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  };
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  return std::all_of(name.begin(), name.end(), word_char);
+}
+
+// "0, 2, 4-7": ascending ranks, runs of three or more as ranges.
+std::string format_ranks(const std::vector<int32_t>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(ranks[i]);
+    if (j - i >= 2) {
+      out += "-" + std::to_string(ranks[j]);
+      i = j + 1;
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
+
+uint32_t to_u32(size_t value) {
+  return value > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(value);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A JSON reader for one line: objects, arrays, strings, integers, other numbers, literals.
+
+enum class JsonKind : uint8_t { NUL, BOOL, INTEGER, NUMBER, STRING, ARRAY, OBJECT };
+
+struct JsonMember;
+
+struct JsonValue {
+  JsonKind kind = JsonKind::NUL;
+  bool boolean = false;
+  uint32_t col = 0;        // 1-based column of the value's first character
+  int64_t integer = 0;     // INTEGER
+  std::string_view text;   // STRING: the decoded text; NUMBER: as written
+  std::vector<JsonValue> items;     // ARRAY
+  std::vector<JsonMember> members;  // OBJECT, in order
+};
+
+struct JsonMember {
+  std::string_view key;
+  uint32_t col = 0;  // of the key's opening quote
+  JsonValue value;
+};
+
+std::string type_name(const JsonValue& value) {
+  switch (value.kind) {
+    case JsonKind::NUL: return "null";
+    case JsonKind::BOOL: return "a boolean";
+    case JsonKind::INTEGER: return "an integer";
+    case JsonKind::NUMBER: return "the number " + std::string(value.text);
+    case JsonKind::STRING: return "a string";
+    case JsonKind::ARRAY: return "an array";
+    case JsonKind::OBJECT: return "an object";
+  }
+  return "?";
+}
+
+class JsonLineReader {
+ public:
+  static constexpr int MAX_DEPTH = 8;
+
+  // Parses `line` as one object into `members`. On failure error_col()/error_message() say why.
+  bool read_object(std::string_view line, std::vector<JsonMember>& members) {
+    line_ = line;
+    pos_ = 0;
+    decoded_.clear();
+    members.clear();
+    skip_space();
+    if (!at('{')) return fail(pos_, "expected a json object, got " + describe_here());
+    ++pos_;
+    if (!parse_members(members, 1)) return false;
+    skip_space();
+    if (pos_ < line_.size()) return fail(pos_, "unexpected " + describe_here() + " after the object");
+    return true;
+  }
+
+  uint32_t error_col() const { return error_col_; }
+  const std::string& error_message() const { return error_message_; }
+
+ private:
+  bool at(char c) const { return pos_ < line_.size() && line_[pos_] == c; }
+
+  void skip_space() {
+    while (pos_ < line_.size() && (line_[pos_] == ' ' || line_[pos_] == '\t')) ++pos_;
+  }
+
+  std::string describe_here() const {
+    if (pos_ >= line_.size()) return "the end of the line";
+    const auto c = static_cast<unsigned char>(line_[pos_]);
+    if (c >= 0x20 && c < 0x7f) return quoted(std::string_view(&line_[pos_], 1));
+    std::array<char, 16> buffer{};
+    std::snprintf(buffer.data(), buffer.size(), "byte 0x%02x", c);
+    return buffer.data();
+  }
+
+  bool fail(size_t at_pos, std::string message) {
+    error_col_ = to_u32(at_pos + 1);
+    error_message_ = std::move(message);
+    return false;
+  }
+
+  // After '{': members up to and including '}'.
+  bool parse_members(std::vector<JsonMember>& members, int depth) {
+    skip_space();
+    if (at('}')) {
+      ++pos_;
+      return true;
+    }
+    while (true) {
+      skip_space();
+      if (!at('"')) return fail(pos_, "expected a key in double quotes, got " + describe_here());
+      JsonMember& member = members.emplace_back();
+      member.col = to_u32(pos_ + 1);
+      if (!parse_string(member.key)) return false;
+      skip_space();
+      if (!at(':')) return fail(pos_, "expected ':' after the key, got " + describe_here());
+      ++pos_;
+      if (!parse_value(member.value, depth)) return false;
+      skip_space();
+      if (at(',')) {
+        ++pos_;
+        continue;
+      }
+      if (at('}')) {
+        ++pos_;
+        return true;
+      }
+      return fail(pos_, "expected ',' or '}' after a value, got " + describe_here());
+    }
+  }
+
+  // After '[': items up to and including ']'.
+  bool parse_items(std::vector<JsonValue>& items, int depth) {
+    skip_space();
+    if (at(']')) {
+      ++pos_;
+      return true;
+    }
+    while (true) {
+      if (!parse_value(items.emplace_back(), depth)) return false;
+      skip_space();
+      if (at(',')) {
+        ++pos_;
+        continue;
+      }
+      if (at(']')) {
+        ++pos_;
+        return true;
+      }
+      return fail(pos_, "expected ',' or ']' after a value, got " + describe_here());
+    }
+  }
+
+  bool parse_value(JsonValue& out, int depth) {
+    skip_space();
+    out.col = to_u32(pos_ + 1);
+    if (pos_ >= line_.size()) return fail(pos_, "expected a value, got the end of the line");
+    const char c = line_[pos_];
+    if (c == '"') {
+      out.kind = JsonKind::STRING;
+      return parse_string(out.text);
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) return parse_number(out);
+    if (c == '{' || c == '[') {
+      if (depth >= MAX_DEPTH) {
+        return fail(pos_, "values nest deeper than the limit of " + std::to_string(MAX_DEPTH) +
+                              " levels");
+      }
+      ++pos_;
+      out.kind = c == '{' ? JsonKind::OBJECT : JsonKind::ARRAY;
+      return c == '{' ? parse_members(out.members, depth + 1) : parse_items(out.items, depth + 1);
+    }
+    return parse_literal(out);
+  }
+
+  bool parse_literal(JsonValue& out) {
+    size_t end = pos_;
+    while (end < line_.size() && std::isalnum(static_cast<unsigned char>(line_[end])) != 0) ++end;
+    const std::string_view word = line_.substr(pos_, end - pos_);
+    if (word == "true" || word == "false") {
+      out.kind = JsonKind::BOOL;
+      out.boolean = word == "true";
+    } else if (word == "null") {
+      out.kind = JsonKind::NUL;
+    } else if (word.empty()) {
+      return fail(pos_, "expected a value, got " + describe_here());
+    } else {
+      return fail(pos_, "invalid literal " + quoted(word) + "; strings go in double quotes");
+    }
+    pos_ = end;
+    return true;
+  }
+
+  bool parse_number(JsonValue& out) {
+    const size_t start = pos_;
+    const bool negative = at('-');
+    if (negative) ++pos_;
+    const size_t digits = pos_;
+    uint64_t magnitude = 0;
+    bool overflow = false;
+    while (pos_ < line_.size() && line_[pos_] >= '0' && line_[pos_] <= '9') {
+      const auto digit = static_cast<uint64_t>(line_[pos_] - '0');
+      if (magnitude > (UINT64_MAX - digit) / 10) overflow = true;
+      magnitude = magnitude * 10 + digit;
+      ++pos_;
+    }
+    if (pos_ == digits) return fail(pos_, "expected a digit after '-', got " + describe_here());
+    if (line_[digits] == '0' && pos_ - digits > 1) {
+      return fail(digits, "numbers may not have leading zeros");
+    }
+    if (at('.') || at('e') || at('E')) return parse_fraction(out, start);
+    const uint64_t limit = negative ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
+    if (overflow || magnitude > limit) {
+      return fail(start, "integer " + std::string(line_.substr(start, pos_ - start)) +
+                             " is out of range");
+    }
+    out.kind = JsonKind::INTEGER;
+    out.integer = negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
+    return true;
+  }
+
+  // The rest of a number with a fraction or an exponent; kept as text.
+  bool parse_fraction(JsonValue& out, size_t start) {
+    const auto digits = [&] {
+      const size_t from = pos_;
+      while (pos_ < line_.size() && line_[pos_] >= '0' && line_[pos_] <= '9') ++pos_;
+      return pos_ > from;
+    };
+    if (at('.')) {
+      ++pos_;
+      if (!digits()) return fail(pos_, "expected a digit after '.', got " + describe_here());
+    }
+    if (at('e') || at('E')) {
+      ++pos_;
+      if (at('+') || at('-')) ++pos_;
+      if (!digits()) return fail(pos_, "expected a digit in the exponent, got " + describe_here());
+    }
+    out.kind = JsonKind::NUMBER;
+    out.text = line_.substr(start, pos_ - start);
+    return true;
+  }
+
+  // At '"': a string; escapes are decoded into storage that lives until the next line.
+  bool parse_string(std::string_view& out) {
+    const size_t open = pos_++;
+    const size_t start = pos_;
+    while (pos_ < line_.size()) {
+      const char c = line_[pos_];
+      if (c == '"') {
+        out = line_.substr(start, pos_ - start);
+        ++pos_;
+        return true;
+      }
+      if (c == '\\') return parse_escaped_string(out, start);
+      if (static_cast<unsigned char>(c) < 0x20) {
+        return fail(pos_, "control character in a string; write it as an escape");
+      }
+      ++pos_;
+    }
+    return fail(open, "unterminated string");
+  }
+
+  bool parse_escaped_string(std::string_view& out, size_t start) {
+    std::string& text = decoded_.emplace_back(line_.substr(start, pos_ - start));
+    while (pos_ < line_.size()) {
+      const char c = line_[pos_];
+      if (c == '"') {
+        ++pos_;
+        out = text;
+        return true;
+      }
+      if (static_cast<unsigned char>(c) < 0x20) {
+        return fail(pos_, "control character in a string; write it as an escape");
+      }
+      if (c != '\\') {
+        text += c;
+        ++pos_;
+        continue;
+      }
+      if (!parse_escape(text)) return false;
+    }
+    return fail(start - 1, "unterminated string");
+  }
+
+  // At '\\': one escape, appended to `text` (UTF-8).
+  bool parse_escape(std::string& text) {
+    const size_t backslash = pos_++;
+    if (pos_ >= line_.size()) return fail(backslash, "unterminated string");
+    const char c = line_[pos_++];
+    switch (c) {
+      case '"': text += '"'; return true;
+      case '\\': text += '\\'; return true;
+      case '/': text += '/'; return true;
+      case 'b': text += '\b'; return true;
+      case 'f': text += '\f'; return true;
+      case 'n': text += '\n'; return true;
+      case 'r': text += '\r'; return true;
+      case 't': text += '\t'; return true;
+      case 'u': return parse_unicode_escape(text, backslash);
+      default: break;
+    }
+    pos_ = backslash + 1;
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f) {
+      return fail(backslash, "invalid escape " + quoted(std::string{'\\', c}));
+    }
+    return fail(backslash, "invalid escape: '\\' followed by " + describe_here());
+  }
+
+  bool hex4(uint32_t& value) {
+    if (line_.size() - pos_ < 4) return false;
+    value = 0;
+    for (size_t i = 0; i < 4; ++i) {
+      const char c = line_[pos_ + i];
+      uint32_t digit = 0;
+      if (c >= '0' && c <= '9') digit = static_cast<uint32_t>(c - '0');
+      else if (c >= 'a' && c <= 'f') digit = static_cast<uint32_t>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F') digit = static_cast<uint32_t>(c - 'A' + 10);
+      else return false;
+      value = value * 16 + digit;
+    }
+    pos_ += 4;
+    return true;
+  }
+
+  bool parse_unicode_escape(std::string& text, size_t backslash) {
+    uint32_t code = 0;
+    if (!hex4(code)) return fail(backslash, "invalid escape: \\u needs four hex digits");
+    if (code >= 0xDC00 && code <= 0xDFFF) return fail(backslash, "lone low surrogate in \\u escape");
+    if (code >= 0xD800 && code <= 0xDBFF) {
+      uint32_t low = 0;
+      if (line_.substr(pos_, 2) != "\\u") {
+        return fail(backslash, "high surrogate in \\u escape without its low half");
+      }
+      pos_ += 2;
+      if (!hex4(low) || low < 0xDC00 || low > 0xDFFF) {
+        return fail(backslash, "high surrogate in \\u escape without its low half");
+      }
+      code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+    }
+    append_utf8(text, code);
+    return true;
+  }
+
+  static void append_utf8(std::string& text, uint32_t code) {
+    const auto byte = [&](uint32_t b) { text += static_cast<char>(static_cast<unsigned char>(b)); };
+    if (code < 0x80) {
+      byte(code);
+    } else if (code < 0x800) {
+      byte(0xC0 | (code >> 6));
+      byte(0x80 | (code & 0x3F));
+    } else if (code < 0x10000) {
+      byte(0xE0 | (code >> 12));
+      byte(0x80 | ((code >> 6) & 0x3F));
+      byte(0x80 | (code & 0x3F));
+    } else {
+      byte(0xF0 | (code >> 18));
+      byte(0x80 | ((code >> 12) & 0x3F));
+      byte(0x80 | ((code >> 6) & 0x3F));
+      byte(0x80 | (code & 0x3F));
+    }
+  }
+
+  std::string_view line_;
+  size_t pos_ = 0;
+  std::deque<std::string> decoded_;
+  uint32_t error_col_ = 0;
+  std::string error_message_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Tables: the keys of an operation line, operations and what they take.
+
+enum class Key : uint8_t {
+  RANK, OP, THREAD,  // every line
+  GROUP, SIZE, DTYPE, ROOT, TO, FROM, TAG, STREAM, ASYNC, HANDLE, DURATION, NAME, RANKS,
+};
+constexpr size_t KEY_COUNT = 16;
+
+constexpr std::array<std::string_view, KEY_COUNT> KEY_NAMES = {
+    "rank", "op",   "thread", "group", "size",   "dtype",       "root", "to",
+    "from", "tag",  "stream", "async", "handle", "duration_ns", "name", "ranks",
+};
+
+using KeySet = uint32_t;
+constexpr KeySet bit(Key key) { return KeySet{1} << static_cast<unsigned>(key); }
+
+std::string_view key_name(Key key) { return KEY_NAMES[static_cast<size_t>(key)]; }
+
+// The key of an operation line by name (`found` false for none): by first letter, then a
+// compare, as it runs for every key of every line.
+Key find_key(std::string_view name, bool& found) {
+  const auto is = [&](Key key) {
+    found = name == KEY_NAMES[static_cast<size_t>(key)];
+    return key;
+  };
+  found = false;
+  if (name.empty()) return Key::RANK;
+  switch (name[0]) {
+    case 'r':
+      if (name.size() == 5) return is(Key::RANKS);
+      return name.size() > 1 && name[1] == 'o' ? is(Key::ROOT) : is(Key::RANK);
+    case 'o': return is(Key::OP);
+    case 't': return name.size() == 2 ? is(Key::TO) : name.size() == 3 ? is(Key::TAG) : is(Key::THREAD);
+    case 'g': return is(Key::GROUP);
+    case 's': return name.size() == 4 ? is(Key::SIZE) : is(Key::STREAM);
+    case 'd': return name.size() == 5 ? is(Key::DTYPE) : is(Key::DURATION);
+    case 'f': return is(Key::FROM);
+    case 'a': return is(Key::ASYNC);
+    case 'h': return is(Key::HANDLE);
+    case 'n': return is(Key::NAME);
+    default: return Key::RANK;
+  }
+}
+
+struct OpSpec {
+  std::string_view name;
+  OpKind kind;
+  KeySet args;      // arguments accepted besides rank, op and thread
+  KeySet required;  // of those, required
+};
+
+constexpr KeySet COLLECTIVE =
+    bit(Key::GROUP) | bit(Key::SIZE) | bit(Key::DTYPE) | bit(Key::TAG) | bit(Key::STREAM) |
+    bit(Key::ASYNC);
+constexpr KeySet ROOTED = COLLECTIVE | bit(Key::ROOT);
+constexpr KeySet BARRIER_ARGS = COLLECTIVE & ~bit(Key::SIZE);
+
+constexpr std::array<OpSpec, 18> OP_SPECS = {{
+    {"allreduce", OpKind::ALLREDUCE, COLLECTIVE, bit(Key::SIZE)},
+    {"allgather", OpKind::ALLGATHER, COLLECTIVE, bit(Key::SIZE)},
+    {"reduce_scatter", OpKind::REDUCE_SCATTER, COLLECTIVE, bit(Key::SIZE)},
+    {"broadcast", OpKind::BROADCAST, ROOTED, bit(Key::SIZE) | bit(Key::ROOT)},
+    {"reduce", OpKind::REDUCE, ROOTED, bit(Key::SIZE) | bit(Key::ROOT)},
+    {"all_to_all", OpKind::ALL_TO_ALL, COLLECTIVE, bit(Key::SIZE)},
+    {"gather", OpKind::GATHER, ROOTED, bit(Key::SIZE) | bit(Key::ROOT)},
+    {"scatter", OpKind::SCATTER, ROOTED, bit(Key::SIZE) | bit(Key::ROOT)},
+    {"barrier", OpKind::BARRIER, BARRIER_ARGS, 0},
+    {"send", OpKind::SEND, COLLECTIVE | bit(Key::TO), bit(Key::SIZE) | bit(Key::TO)},
+    {"recv", OpKind::RECV, COLLECTIVE | bit(Key::FROM), bit(Key::SIZE) | bit(Key::FROM)},
+    {"compute", OpKind::COMPUTE, bit(Key::DURATION), bit(Key::DURATION)},
+    {"sleep", OpKind::SLEEP, bit(Key::DURATION), bit(Key::DURATION)},
+    {"wait", OpKind::WAIT, bit(Key::HANDLE), bit(Key::HANDLE)},
+    {"sync", OpKind::SYNC, bit(Key::STREAM), 0},
+    {"new_group", OpKind::NEW_GROUP, bit(Key::NAME) | bit(Key::RANKS),
+     bit(Key::NAME) | bit(Key::RANKS)},
+    {"exit", OpKind::EXIT, 0, 0},
+    {"crash", OpKind::CRASH, 0, 0},
+}};
+
+const OpSpec* find_op(std::string_view name) {
+  for (const OpSpec& spec : OP_SPECS) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+const OpSpec& spec_of(OpKind kind) {
+  for (const OpSpec& spec : OP_SPECS) {
+    if (spec.kind == kind) return spec;
+  }
+  return OP_SPECS.back();
+}
+
+std::vector<std::string> arg_names(KeySet keys) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < KEY_COUNT; ++i) {
+    if ((keys & (KeySet{1} << i)) != 0) names.emplace_back(KEY_NAMES[i]);
+  }
+  return names;
+}
+
+struct DTypeName {
+  std::string_view name;
+  DType dtype;
+};
+
+constexpr std::array<DTypeName, 19> DTYPE_NAMES = {{
+    {"int8", DType::INT8},         {"uint8", DType::UINT8},   {"int32", DType::INT32},
+    {"uint32", DType::UINT32},     {"int64", DType::INT64},   {"uint64", DType::UINT64},
+    {"fp16", DType::FP16},         {"float16", DType::FP16},  {"half", DType::FP16},
+    {"bf16", DType::BF16},         {"bfloat16", DType::BF16}, {"fp32", DType::FP32},
+    {"float32", DType::FP32},      {"float", DType::FP32},    {"fp64", DType::FP64},
+    {"float64", DType::FP64},      {"double", DType::FP64},   {"fp8_e4m3", DType::FP8_E4M3},
+    {"fp8_e5m2", DType::FP8_E5M2},
+}};
+
+constexpr std::array<std::string_view, 8> HEADER_KEYS = {
+    "lockstep_trace", "scenario", "description", "source", "expect", "world", "groups", "semantics",
+};
+
+// ---------------------------------------------------------------------------------------------
+// The loader.
+
+class TooManyErrors {};
+
+// A group a rank made with new_group.
+struct CreatedGroup {
+  uint32_t group = 0;
+  uint32_t thread = 0;
+  uint32_t line = 0;
+};
+
+// What the loader keeps per rank that has lines.
+struct RankState {
+  int32_t rank = 0;
+  RankProgram program;
+  uint32_t last_thread = 0;
+  std::vector<CreatedGroup> created;  // sorted by group
+  std::map<std::string, std::vector<uint32_t>, std::less<>> handles;  // threads issuing each
+};
+
+// A wait whose handle its thread has not issued before: checked at the end of the file.
+struct PendingWait {
+  uint32_t state = 0;
+  uint32_t thread = 0;
+  std::string handle;
+  SourceLoc loc;
+};
+
+// A group name used before any line created it, or a new_group group used before this rank's
+// new_group line: checked when the whole file is read.
+struct PendingUse {
+  uint32_t state = 0;   // index into ranks_
+  uint32_t thread = 0;
+  size_t stmt = 0;      // index into the thread's body
+  std::string name;     // the group's name
+  SourceLoc loc;        // of the group's name
+  bool unknown = false; // the name was unknown on its line: members are checked at the end
+};
+
+class TraceLoader {
+ public:
+  TraceLoader(std::string text, const std::string& path,
+              std::span<const ParamOverride> overrides, const LoadLimits& limits)
+      : owned_text_(std::move(text)), text_(owned_text_), path_(path), overrides_(overrides),
+        limits_(limits) {}
+
+  LoadResult run() {
+    try {
+      load();
+    } catch (const TooManyErrors&) {
+      diagnostics_.push_back({path_, {}, Severity::ERROR,
+                              "too many errors; stopped after " +
+                                  std::to_string(MAX_TRACE_ERRORS)});
+    }
+    std::stable_sort(diagnostics_.begin(), diagnostics_.end(),
+                     [](const Diagnostic& a, const Diagnostic& b) {
+                       return std::pair(a.loc.line, a.loc.col) < std::pair(b.loc.line, b.loc.col);
+                     });
+    LoadResult result;
+    result.diagnostics = std::move(diagnostics_);
+    if (errors_ == 0) {
+      scenario_.path = path_;
+      scenario_.text = owned_text_;
+      result.scenario = std::move(scenario_);
+    }
+    result.text = std::move(owned_text_);
+    return result;
+  }
+
+ private:
+  // ----- diagnostics
+
+  void error(SourceLoc at, std::string message) {
+    if (errors_ >= MAX_TRACE_ERRORS) throw TooManyErrors{};
+    ++errors_;
+    diagnostics_.push_back({path_, at, Severity::ERROR, std::move(message)});
+  }
+
+  void warning(SourceLoc at, std::string message) {
+    diagnostics_.push_back({path_, at, Severity::WARNING, std::move(message)});
+  }
+
+  SourceLoc at(const JsonValue& value) const { return {line_, value.col}; }
+  SourceLoc at(const JsonMember& member) const { return {line_, member.col}; }
+
+  bool expect_kind(const JsonValue& value, JsonKind kind, std::string_view what) {
+    if (value.kind == kind) return true;
+    error(at(value), "expected " + std::string(what) + ", got " + type_name(value));
+    return false;
+  }
+
+  // A non-empty string, or nullopt (reported).
+  std::optional<std::string_view> name_of(const JsonValue& value, std::string_view key) {
+    if (!expect_kind(value, JsonKind::STRING, "a string")) return std::nullopt;
+    if (value.text.empty()) {
+      error(at(value), quoted(key) + " is empty");
+      return std::nullopt;
+    }
+    return value.text;
+  }
+
+  // An integer of at least `min`, or nullopt (reported).
+  std::optional<int64_t> integer_of(const JsonValue& value, std::string_view what,
+                                    std::string_view name, int64_t min) {
+    if (!expect_kind(value, JsonKind::INTEGER, what)) return std::nullopt;
+    if (value.integer >= min) return value.integer;
+    const std::string bound = min == 0 ? " must not be negative" : " must be positive";
+    error(at(value), std::string(name) + bound + ", got " + std::to_string(value.integer));
+    return std::nullopt;
+  }
+
+  // Reports a rank outside [0, world).
+  bool check_in_world(int64_t rank, SourceLoc loc) {
+    if (rank >= 0 && rank < scenario_.world) return true;
+    const int32_t world = scenario_.world;
+    const std::string ranks = world == 1   ? "0"
+                              : world == 2 ? "0, 1"
+                                           : "0-" + std::to_string(world - 1);
+    error(loc, "rank " + std::to_string(rank) + " is outside the world (ranks " + ranks + ")");
+    return false;
+  }
+
+  std::optional<int32_t> rank_of(const JsonValue& value) {
+    if (!expect_kind(value, JsonKind::INTEGER, "a rank")) return std::nullopt;
+    if (!check_in_world(value.integer, at(value))) return std::nullopt;
+    return static_cast<int32_t>(value.integer);
+  }
+
+  // ----- the file
+
+  void load() {
+    for (const ParamOverride& override_ : overrides_) {
+      error({}, "unknown parameter " + quoted(override_.name) + " in -D " + override_.name + "=" +
+                    override_.value + "; a trace has no parameters");
+    }
+    if (text_.size() > static_cast<uint64_t>(limits_.max_file_bytes)) {
+      error({}, "file exceeds the limit of " + std::to_string(limits_.max_file_bytes) +
+                    " bytes (raise it with --max-file-bytes)");
+      return;
+    }
+    size_t pos = 0;
+    bool header_seen = false;
+    bool ops_ok = false;
+    uint32_t line = 0;
+    std::string_view text;
+    while (next_line(pos, text)) {
+      if (line == UINT32_MAX) {
+        error({}, "the trace has more than " + std::to_string(UINT32_MAX) + " lines");
+        return;
+      }
+      line_ = ++line;
+      if (text.find_first_not_of(" \t") == std::string_view::npos) continue;
+      if (!header_seen) {
+        header_seen = true;
+        ops_ok = load_header(text);
+        if (ops_ok) count_ops_per_rank(pos);
+      } else if (ops_ok && !load_op_line(text)) {
+        return;
+      }
+    }
+    if (!header_seen) {
+      error({}, "empty trace file");
+      return;
+    }
+    if (ops_ok) finish();
+  }
+
+  // The line at `pos` (without its end of line); advances `pos`. False at the end of the text.
+  bool next_line(size_t& pos, std::string_view& line) const {
+    if (pos >= text_.size()) return false;
+    size_t end = text_.find('\n', pos);
+    if (end == std::string_view::npos) end = text_.size();
+    line = text_.substr(pos, end - pos);
+    pos = end + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    return true;
+  }
+
+  // A quick look at every line after `pos` for `"rank": N`, to size each rank's program once
+  // (a Stmt is large: growing a vector of them copies and faults in twice the memory). Only a
+  // hint: lines it cannot read are left to the loader.
+  void count_ops_per_rank(size_t pos) {
+    ops_per_rank_.assign(static_cast<size_t>(scenario_.world), 0);
+    std::string_view line;
+    while (next_line(pos, line)) {
+      const size_t key = line.find("\"rank\"");
+      if (key == std::string_view::npos) continue;
+      size_t i = key + 6;
+      while (i < line.size() && (line[i] == ' ' || line[i] == ':' || line[i] == '\t')) ++i;
+      uint64_t rank = 0;
+      const size_t digits = i;
+      while (i < line.size() && line[i] >= '0' && line[i] <= '9' && i - digits < 10) {
+        rank = rank * 10 + static_cast<uint64_t>(line[i++] - '0');
+      }
+      if (i > digits && rank < ops_per_rank_.size()) ++ops_per_rank_[rank];
+    }
+  }
+
+  // ----- header
+
+  // Loads the header; false when operations cannot be checked (no valid world).
+  bool load_header(std::string_view text) {
+    if (!reader_.read_object(text, members_)) {
+      error({line_, reader_.error_col()}, reader_.error_message());
+      return false;
+    }
+    const auto has = [&](std::string_view key) {
+      return std::any_of(members_.begin(), members_.end(),
+                         [&](const JsonMember& m) { return m.key == key; });
+    };
+    if (!has("lockstep_trace") && has("op")) {
+      error({line_, 1}, "expected the trace header on the first line, got an operation");
+      return false;
+    }
+    const std::map<std::string_view, const JsonMember*> keys = header_keys(members_);
+    if (!load_version(keys)) return false;
+    const auto find = [&](std::string_view key) {
+      const auto found = keys.find(key);
+      return found == keys.end() ? nullptr : found->second;
+    };
+    const SourceLoc header_loc{line_, 1};
+    for (std::string_view required : {"scenario", "world"}) {
+      if (find(required) == nullptr) {
+        error(header_loc, "missing required key " + quoted(required) + " in the header");
+      }
+    }
+    if (const JsonMember* m = find("scenario")) load_name(m->value);
+    if (const JsonMember* m = find("description")) load_text(m->value, scenario_.description);
+    if (const JsonMember* m = find("source")) load_text(m->value, scenario_.source_url);
+    if (const JsonMember* m = find("expect")) load_expect(m->value);
+    const bool world_ok = find("world") != nullptr && load_world(*find("world"));
+    if (world_ok) define_world_group(find("world")->col);
+    if (const JsonMember* m = find("groups"); m != nullptr && world_ok) load_groups(m->value);
+    if (const JsonMember* m = find("semantics")) load_semantics(m->value);
+    return world_ok;
+  }
+
+  // The header's keys by name; unknown and duplicate keys are reported and left out.
+  std::map<std::string_view, const JsonMember*> header_keys(const std::vector<JsonMember>& header) {
+    std::map<std::string_view, const JsonMember*> keys;
+    std::vector<std::string> valid(HEADER_KEYS.begin(), HEADER_KEYS.end());
+    for (const JsonMember& member : header) {
+      if (std::find(HEADER_KEYS.begin(), HEADER_KEYS.end(), member.key) == HEADER_KEYS.end()) {
+        error(at(member), unknown_message("key", member.key, " in the header", valid, valid));
+        continue;
+      }
+      const auto [it, inserted] = keys.emplace(member.key, &member);
+      if (!inserted) report_duplicate(member, it->second->col);
+    }
+    return keys;
+  }
+
+  void report_duplicate(const JsonMember& member, uint32_t first_col) {
+    error(at(member), "duplicate key " + quoted(member.key) + " (first given at column " +
+                          std::to_string(first_col) + ")");
+  }
+
+  bool load_version(const std::map<std::string_view, const JsonMember*>& keys) {
+    const auto found = keys.find("lockstep_trace");
+    if (found == keys.end()) {
+      error({line_, 1}, "missing required key 'lockstep_trace' in the header (the format "
+                        "version: " + std::to_string(TRACE_FORMAT_VERSION) + ")");
+      return false;
+    }
+    const JsonValue& value = found->second->value;
+    if (!expect_kind(value, JsonKind::INTEGER, "an integer (the format version)")) return false;
+    if (value.integer == TRACE_FORMAT_VERSION) return true;
+    error(at(value), "unsupported trace format version " + std::to_string(value.integer) +
+                         "; this build reads version " + std::to_string(TRACE_FORMAT_VERSION));
+    return false;
+  }
+
+  void load_name(const JsonValue& value) {
+    if (!expect_kind(value, JsonKind::STRING, "a string")) return;
+    if (value.text.empty()) error(at(value), "the scenario name is empty");
+    scenario_.name = std::string(value.text);
+  }
+
+  void load_text(const JsonValue& value, std::string& out) {
+    if (expect_kind(value, JsonKind::STRING, "a string")) out = std::string(value.text);
+  }
+
+  void load_expect(const JsonValue& value) {
+    if (!expect_kind(value, JsonKind::STRING, "a string")) return;
+    scenario_.expect_loc = at(value);
+    scenario_.expect = parse_verdict(value.text);
+    if (scenario_.expect) return;
+    std::vector<std::string> verdicts;
+    for (int v = 0; v <= static_cast<int>(Verdict::INCONCLUSIVE); ++v) {
+      verdicts.emplace_back(verdict_name(static_cast<Verdict>(v)));
+    }
+    error(at(value), invalid_value_message(value.text, "expect", verdicts));
+  }
+
+  bool load_world(const JsonMember& member) {
+    const std::optional<int64_t> world = integer_of(member.value, "an integer", "world", 1);
+    if (!world) return false;
+    if (*world > limits_.max_world) {
+      error(at(member.value), "world " + std::to_string(*world) + " exceeds the limit of " +
+                                  std::to_string(limits_.max_world) +
+                                  " ranks (raise it with --max-world)");
+      return false;
+    }
+    scenario_.world = static_cast<int32_t>(*world);
+    state_of_rank_.assign(static_cast<size_t>(scenario_.world), -1);
+    return true;
+  }
+
+  void define_world_group(uint32_t col) {
+    std::vector<int32_t> ranks(static_cast<size_t>(scenario_.world));
+    for (int32_t rank = 0; rank < scenario_.world; ++rank) ranks[static_cast<size_t>(rank)] = rank;
+    add_group(make_group("world", {line_, col}, std::move(ranks), scenario_.world));
+  }
+
+  // Each group costs a slot per rank of the world (GroupDef::comm_of_rank): their number is
+  // bounded so that groups times world stays under MAX_TRACE_GROUP_SLOTS.
+  bool check_group_bound(SourceLoc loc) {
+    const auto slots = static_cast<uint64_t>(scenario_.groups.size() + 1) *
+                       static_cast<uint64_t>(scenario_.world);
+    if (slots <= MAX_TRACE_GROUP_SLOTS) return true;
+    error(loc, "more groups than the limit of " +
+                   std::to_string(MAX_TRACE_GROUP_SLOTS / static_cast<uint64_t>(scenario_.world)) +
+                   " for a world of " + std::to_string(scenario_.world) + " ranks");
+    return false;
+  }
+
+  uint32_t add_group(GroupDef group) {
+    const auto index = static_cast<uint32_t>(scenario_.groups.size());
+    group_index_.emplace(group.name, index);
+    scenario_.groups.push_back(std::move(group));
+    group_used_.push_back(index == 0);
+    return index;
+  }
+
+  void load_groups(const JsonValue& value) {
+    if (!expect_kind(value, JsonKind::OBJECT, "an object of groups")) return;
+    std::map<std::string_view, uint32_t> seen;
+    for (const JsonMember& member : value.members) {
+      if (const auto [it, inserted] = seen.emplace(member.key, member.col); !inserted) {
+        report_duplicate(member, it->second);
+        continue;
+      }
+      if (!check_group_name(member.key, at(member)) || !check_group_bound(at(member))) continue;
+      if (std::optional<std::vector<int32_t>> ranks = ranks_of(member.value, member.key)) {
+        add_group(make_group(std::string(member.key), at(member), std::move(*ranks),
+                             scenario_.world));
+      }
+    }
+  }
+
+  bool check_group_name(std::string_view name, SourceLoc loc) {
+    if (name == "world") {
+      error(loc, "group 'world' is predefined and may not be redefined");
+      return false;
+    }
+    if (is_identifier(name)) return true;
+    error(loc, "invalid group name " + quoted(name) +
+                   "; a name is a letter or '_' followed by letters, digits or '_'");
+    return false;
+  }
+
+  // A list of distinct ranks in the world, sorted; nullopt when any is wrong (reported).
+  std::optional<std::vector<int32_t>> ranks_of(const JsonValue& value, std::string_view group) {
+    if (!expect_kind(value, JsonKind::ARRAY, "an array of ranks")) return std::nullopt;
+    if (value.items.empty()) {
+      error(at(value), "group " + quoted(group) + " has no ranks");
+      return std::nullopt;
+    }
+    std::vector<int32_t> ranks;
+    std::vector<bool> seen(static_cast<size_t>(scenario_.world), false);
+    bool ok = true;
+    for (const JsonValue& item : value.items) {
+      const std::optional<int32_t> rank = rank_of(item);
+      if (rank && seen[static_cast<size_t>(*rank)]) {
+        error(at(item), "rank " + std::to_string(*rank) + " appears twice in group " +
+                            quoted(group));
+        ok = false;
+      } else if (rank) {
+        seen[static_cast<size_t>(*rank)] = true;
+        ranks.push_back(*rank);
+      } else {
+        ok = false;
+      }
+    }
+    if (!ok) return std::nullopt;
+    std::sort(ranks.begin(), ranks.end());
+    return ranks;
+  }
+
+  // ----- semantics
+
+  void load_semantics(const JsonValue& value) {
+    if (!expect_kind(value, JsonKind::OBJECT, "an object of semantics settings")) return;
+    static const std::vector<std::string> keys = {
+        "p2p",          "eager_limit", "p2p_comm", "comm_concurrency", "launch_order_implicit",
+        "timeout_ns", "algorithm",   "link"};
+    std::map<std::string_view, uint32_t> seen;
+    for (const JsonMember& member : value.members) {
+      if (const auto [it, inserted] = seen.emplace(member.key, member.col); !inserted) {
+        report_duplicate(member, it->second);
+      } else if (std::find(keys.begin(), keys.end(), member.key) == keys.end()) {
+        error(at(member), unknown_message("key", member.key, " in semantics", keys, keys));
+      } else {
+        load_setting(member.key, member.value);
+      }
+    }
+  }
+
+  void load_setting(std::string_view key, const JsonValue& value) {
+    Semantics& semantics = scenario_.semantics;
+    if (key == "p2p") {
+      if (auto mode = choice_of(value, key, {"rendezvous", "eager"})) {
+        semantics.p2p = *mode == 0 ? P2pMode::RENDEZVOUS : P2pMode::EAGER;
+      }
+    } else if (key == "p2p_comm") {
+      if (auto mode = choice_of(value, key, {"group", "pair"})) {
+        semantics.p2p_comm = *mode == 0 ? P2pComm::GROUP : P2pComm::PAIR;
+      }
+    } else if (key == "algorithm") {
+      if (auto algorithm = choice_of(value, key, {"ring", "tree"})) {
+        semantics.allreduce_algorithm = *algorithm == 0 ? Algorithm::RING : Algorithm::TREE;
+      }
+    } else if (key == "eager_limit") {
+      if (auto bytes = integer_of(value, "a size in bytes", key, 0)) {
+        semantics.eager_limit_bytes = *bytes;
+      }
+    } else if (key == "comm_concurrency") {
+      if (auto count = integer_of(value, "an integer", key, 0)) semantics.comm_concurrency = *count;
+    } else if (key == "timeout_ns") {
+      if (auto ns = integer_of(value, "a duration in nanoseconds", key, 1)) {
+        semantics.timeout_ns = *ns;
+      }
+    } else if (key == "launch_order_implicit") {
+      if (expect_kind(value, JsonKind::BOOL, "true or false")) {
+        semantics.launch_order_implicit = value.boolean;
+      }
+    } else if (key == "link") {
+      load_link(value);
+    }
+  }
+
+  void load_link(const JsonValue& value) {
+    if (!expect_kind(value, JsonKind::OBJECT, "an object")) return;
+    static const std::vector<std::string> keys = {"latency_ns", "bandwidth_bytes_per_s"};
+    std::map<std::string_view, uint32_t> seen;
+    for (const JsonMember& member : value.members) {
+      if (const auto [it, inserted] = seen.emplace(member.key, member.col); !inserted) {
+        report_duplicate(member, it->second);
+      } else if (member.key == "latency_ns") {
+        if (auto ns = integer_of(member.value, "a duration in nanoseconds", member.key, 0)) {
+          scenario_.link.latency_ns = *ns;
+        }
+      } else if (member.key == "bandwidth_bytes_per_s") {
+        if (auto rate = integer_of(member.value, "an integer", member.key, 1)) {
+          scenario_.link.bandwidth_bytes_per_s = static_cast<double>(*rate);
+        }
+      } else {
+        error(at(member), unknown_message("key", member.key, " in link", keys, keys));
+      }
+    }
+  }
+
+  std::optional<size_t> choice_of(const JsonValue& value, std::string_view key,
+                                  const std::vector<std::string>& choices) {
+    if (!expect_kind(value, JsonKind::STRING, "a string")) return std::nullopt;
+    const auto found = std::find(choices.begin(), choices.end(), value.text);
+    if (found != choices.end()) return static_cast<size_t>(found - choices.begin());
+    error(at(value), invalid_value_message(value.text, key, choices));
+    return std::nullopt;
+  }
+
+  // ----- operation lines
+
+  // One operation line; false when loading must stop (a bound was hit).
+  bool load_op_line(std::string_view text) {
+    if (!reader_.read_object(text, members_)) {
+      error({line_, reader_.error_col()}, reader_.error_message());
+      return true;
+    }
+    if (++ops_ > limits_.max_ops) {
+      error({line_, 1}, "trace exceeds the limit of " + std::to_string(limits_.max_ops) +
+                            " operations (raise it with --max-ops)");
+      return false;
+    }
+    LineKeys keys;
+    if (!sort_keys(keys)) return true;
+    const OpSpec* spec = op_of(keys);
+    const std::optional<int32_t> rank = line_rank(keys);
+    if (spec == nullptr) return true;
+    if (!check_args(*spec, keys)) return true;
+    const bool placed = rank.has_value() && place(*rank, keys);
+    placed_ = placed;
+    Stmt& stmt = placed ? ranks_[current_state_].program[current_thread_].body.emplace_back()
+                        : (scratch_ = Stmt{});
+    stmt.kind = StmtKind::OP;
+    stmt.op = spec->kind;
+    stmt.loc = at(*keys.member[static_cast<size_t>(Key::OP)]);
+    pending_name_.clear();
+    const bool ok = load_args(keys, stmt, rank.value_or(-1)) && placed;
+    if (!ok) {
+      if (placed) ranks_[current_state_].program[current_thread_].body.pop_back();
+      return true;
+    }
+    if (!pending_name_.empty()) commit_pending();
+    return true;
+  }
+
+  struct LineKeys {
+    std::array<const JsonMember*, KEY_COUNT> member{};
+    std::vector<const JsonMember*> unknown;
+    const JsonMember* get(Key key) const { return member[static_cast<size_t>(key)]; }
+  };
+
+  // Sorts the line's members by key; reports duplicates. False when there was one.
+  bool sort_keys(LineKeys& keys) {
+    bool ok = true;
+    for (const JsonMember& member : members_) {
+      bool known = false;
+      const Key key = find_key(member.key, known);
+      if (!known) {
+        keys.unknown.push_back(&member);
+        continue;
+      }
+      const JsonMember*& slot = keys.member[static_cast<size_t>(key)];
+      if (slot != nullptr) {
+        report_duplicate(member, slot->col);
+        ok = false;
+        continue;
+      }
+      slot = &member;
+    }
+    return ok;
+  }
+
+  const OpSpec* op_of(const LineKeys& keys) {
+    const JsonMember* op = keys.get(Key::OP);
+    if (op == nullptr) {
+      error({line_, 1}, "missing required key 'op'");
+      return nullptr;
+    }
+    if (!expect_kind(op->value, JsonKind::STRING, "an operation name")) return nullptr;
+    if (const OpSpec* spec = find_op(op->value.text)) return spec;
+    std::vector<std::string> names;
+    for (const OpSpec& spec : OP_SPECS) names.emplace_back(spec.name);
+    error(at(op->value), unknown_message("operation", op->value.text, "", names, names));
+    return nullptr;
+  }
+
+  std::optional<int32_t> line_rank(const LineKeys& keys) {
+    const JsonMember* rank = keys.get(Key::RANK);
+    if (rank == nullptr) {
+      error({line_, 1}, "missing required key 'rank'");
+      return std::nullopt;
+    }
+    return rank_of(rank->value);
+  }
+
+  // Reports arguments the op does not take, unknown keys and missing required arguments.
+  bool check_args(const OpSpec& spec, const LineKeys& keys) {
+    bool ok = true;
+    const auto valid = [&] {
+      const std::vector<std::string> names = arg_names(spec.args);
+      return names.empty() ? std::string("none") : join(names);
+    };
+    for (size_t i = static_cast<size_t>(Key::GROUP); i < KEY_COUNT; ++i) {
+      const JsonMember* member = keys.member[i];
+      if (member == nullptr || (spec.args & (KeySet{1} << i)) != 0) continue;
+      error(at(*member), quoted(spec.name) + " takes no argument " + quoted(member->key) +
+                             "; valid arguments: " + valid());
+      ok = false;
+    }
+    if (!keys.unknown.empty()) {
+      const std::vector<std::string> known(KEY_NAMES.begin(), KEY_NAMES.end());
+      for (const JsonMember* member : keys.unknown) {
+        error(at(*member), "unknown argument " + quoted(member->key) + " for " +
+                               quoted(spec.name) + did_you_mean(member->key, known) +
+                               "; valid arguments: " + valid());
+      }
+      return false;  // a misspelt argument: missing ones go unreported
+    }
+    for (size_t i = static_cast<size_t>(Key::GROUP); i < KEY_COUNT; ++i) {
+      if ((spec.required & (KeySet{1} << i)) == 0 || keys.member[i] != nullptr) continue;
+      error(at(*keys.get(Key::OP)), quoted(spec.name) + " requires argument " +
+                                        quoted(KEY_NAMES[i]));
+      ok = false;
+    }
+    return ok;
+  }
+
+  // Finds (or makes) the rank's state and the thread of the line; false when the thread is bad.
+  bool place(int32_t rank, const LineKeys& keys) {
+    int32_t& state = state_of_rank_[static_cast<size_t>(rank)];
+    const bool first_line = state < 0;
+    if (first_line) {
+      state = static_cast<int32_t>(ranks_.size());
+      ranks_.emplace_back().rank = rank;
+    }
+    current_state_ = static_cast<uint32_t>(state);
+    RankState& rs = ranks_[current_state_];
+    std::string_view name = "main";
+    const JsonMember* thread = keys.get(Key::THREAD);
+    if (thread != nullptr) {
+      const std::optional<std::string_view> given = name_of(thread->value, "thread");
+      if (!given) return false;
+      name = *given;
+    }
+    if (rs.last_thread < rs.program.size() && rs.program[rs.last_thread].name == name) {
+      current_thread_ = rs.last_thread;
+      return true;
+    }
+    const auto found = std::find_if(rs.program.begin(), rs.program.end(),
+                                    [&](const ThreadDef& t) { return t.name == name; });
+    if (found == rs.program.end() && rs.program.size() >= MAX_TRACE_THREADS_PER_RANK) {
+      error(thread != nullptr ? at(thread->value) : at(*keys.get(Key::OP)), "rank " + std::to_string(rank) + " has more than the limit of " +
+                                   std::to_string(MAX_TRACE_THREADS_PER_RANK) + " threads");
+      return false;
+    }
+    current_thread_ = static_cast<uint32_t>(found - rs.program.begin());
+    if (found == rs.program.end()) {
+      rs.program.push_back(ThreadDef{std::string(name), at(*keys.get(Key::OP)), {}});
+      if (first_line) rs.program.back().body.reserve(ops_per_rank_[static_cast<size_t>(rank)]);
+    }
+    rs.last_thread = current_thread_;
+    return true;
+  }
+
+  // Loads the arguments into `stmt` (the group first: peers and roots are checked against it).
+  bool load_args(const LineKeys& keys, Stmt& stmt, int32_t rank) {
+    bool ok = true;
+    bool group_known = true;
+    if (const JsonMember* group = keys.get(Key::GROUP)) {
+      ok = load_group(group->value, stmt, rank, group_known);
+    } else if (is_collective(stmt.op) || is_p2p(stmt.op)) {
+      group_used_[0] = true;
+    }
+    for (size_t i = static_cast<size_t>(Key::SIZE); i < KEY_COUNT; ++i) {
+      if (keys.member[i] == nullptr) continue;
+      ok = load_arg(static_cast<Key>(i), keys.member[i]->value, stmt) && ok;
+    }
+    if (stmt.op == OpKind::NEW_GROUP) ok = load_new_group(keys, stmt, rank) && ok;
+    if (stmt.op == OpKind::BARRIER) stmt.size = Expr::constant(dtype_bytes(stmt.dtype), stmt.loc);
+    if (ok && group_known && rank >= 0 && (is_collective(stmt.op) || is_p2p(stmt.op))) {
+      ok = check_members(stmt, rank, keys.get(Key::GROUP));
+    }
+    return ok;
+  }
+
+  bool load_arg(Key key, const JsonValue& value, Stmt& stmt) {
+    switch (key) {
+      case Key::SIZE: return load_expr(value, "a size in bytes", "size", stmt.size);
+      case Key::DURATION: return load_expr(value, "a duration in nanoseconds", "duration", stmt.duration);
+      case Key::DTYPE: return load_dtype(value, stmt);
+      case Key::ROOT: return load_rank_expr(value, stmt.root, stmt.has_root);
+      case Key::TO: return load_rank_expr(value, stmt.peer, stmt.has_peer);
+      case Key::FROM: return load_from(value, stmt);
+      case Key::TAG: return load_string(value, "tag", stmt.tag);
+      case Key::STREAM: return load_string(value, "stream", stmt.stream);
+      case Key::ASYNC: return load_async(value, stmt);
+      case Key::HANDLE: return load_wait(value, stmt);
+      case Key::RANK: case Key::OP: case Key::THREAD: case Key::GROUP:
+      case Key::NAME: case Key::RANKS: return true;  // see load_args
+    }
+    return true;
+  }
+
+  bool load_expr(const JsonValue& value, std::string_view what, std::string_view name, Expr& out) {
+    const std::optional<int64_t> number = integer_of(value, what, name, 0);
+    if (number) out = Expr::constant(*number, at(value));
+    return number.has_value();
+  }
+
+  bool load_rank_expr(const JsonValue& value, Expr& out, bool& has) {
+    const std::optional<int32_t> rank = rank_of(value);
+    if (rank) {
+      out = Expr::constant(*rank, at(value));
+      has = true;
+    }
+    return rank.has_value();
+  }
+
+  bool load_from(const JsonValue& value, Stmt& stmt) {
+    if (value.kind != JsonKind::STRING) return load_rank_expr(value, stmt.peer, stmt.has_peer);
+    if (value.text == "any") {
+      stmt.has_peer = true;
+      stmt.peer_any = true;
+      stmt.peer = Expr::constant(0, at(value));
+      return true;
+    }
+    error(at(value), "expected a rank or \"any\", got the string " + quoted(value.text));
+    return false;
+  }
+
+  bool load_string(const JsonValue& value, std::string_view key, std::string& out) {
+    const std::optional<std::string_view> text = name_of(value, key);
+    if (text) out = std::string(*text);
+    return text.has_value();
+  }
+
+  bool load_dtype(const JsonValue& value, Stmt& stmt) {
+    if (!expect_kind(value, JsonKind::STRING, "a string")) return false;
+    for (const DTypeName& entry : DTYPE_NAMES) {
+      if (entry.name == value.text) {
+        stmt.dtype = entry.dtype;
+        return true;
+      }
+    }
+    std::vector<std::string> names;
+    for (const DTypeName& entry : DTYPE_NAMES) names.emplace_back(entry.name);
+    error(at(value), invalid_value_message(value.text, "dtype", names));
+    return false;
+  }
+
+  // Handles are per rank: a wait needs an `async` with its handle earlier in its own thread, or
+  // anywhere in another thread of the rank (checked at the end).
+  bool load_async(const JsonValue& value, Stmt& stmt) {
+    if (!load_string(value, "async", stmt.handle)) return false;
+    if (placed_) {
+      std::vector<uint32_t>& threads = ranks_[current_state_].handles[stmt.handle];
+      if (std::find(threads.begin(), threads.end(), current_thread_) == threads.end()) {
+        threads.push_back(current_thread_);
+      }
+    }
+    return true;
+  }
+
+  bool load_wait(const JsonValue& value, Stmt& stmt) {
+    if (!load_string(value, "handle", stmt.handle)) return false;
+    if (!placed_) return true;
+    const RankState& rs = ranks_[current_state_];
+    const auto found = rs.handles.find(stmt.handle);
+    if (found == rs.handles.end() ||
+        std::find(found->second.begin(), found->second.end(), current_thread_) ==
+            found->second.end()) {
+      pending_waits_.push_back({current_state_, current_thread_, stmt.handle, at(value)});
+    }
+    return true;
+  }
+
+  void check_wait(const PendingWait& wait) {
+    const RankState& rs = ranks_[wait.state];
+    const auto found = rs.handles.find(wait.handle);
+    const std::string who =
+        "rank " + std::to_string(rs.rank) + " waits on handle " + quoted(wait.handle);
+    if (found == rs.handles.end()) {
+      std::vector<std::string> issued;
+      for (const auto& [handle, threads] : rs.handles) issued.push_back(handle);
+      error(wait.loc, who + " that it never issues with async" + did_you_mean(wait.handle, issued));
+    } else if (found->second.size() == 1 && found->second.front() == wait.thread) {
+      error(wait.loc, who + " before its thread issues it (async) at a later line");
+    }
+  }
+
+  // ----- groups
+
+  // The group of an op. An unknown name may still be made by a later new_group line (of
+  // another thread): it is checked at the end (`known` false).
+  bool load_group(const JsonValue& value, Stmt& stmt, int32_t rank, bool& known) {
+    const std::optional<std::string_view> name = name_of(value, "group");
+    if (!name) return false;
+    const auto found = group_index_.find(*name);
+    if (found == group_index_.end()) {
+      known = false;
+      pending_unknown_ = true;
+      pending_name_ = std::string(*name);
+      pending_loc_ = at(value);
+      return true;
+    }
+    stmt.group = found->second;
+    group_used_[stmt.group] = true;
+    const GroupDef& group = scenario_.groups[stmt.group];
+    if (!group.from_new_group || rank < 0 || created_here(rank, stmt.group)) return true;
+    pending_unknown_ = false;
+    pending_name_ = group.name;  // this rank makes it later, or in another thread
+    pending_loc_ = at(value);
+    return true;
+  }
+
+  // Whether `rank` made `group` with new_group on an earlier line of the current thread, or on
+  // any line of another thread so far.
+  bool created_here(int32_t rank, uint32_t group) const {
+    const int32_t state = state_of_rank_[static_cast<size_t>(rank)];
+    if (state < 0) return false;
+    return find_created(ranks_[static_cast<size_t>(state)], group) != nullptr;
+  }
+
+  // The rank's new_group of `group`, or null (RankState::created is sorted by group).
+  static const CreatedGroup* find_created(const RankState& rs, uint32_t group) {
+    const auto found = std::lower_bound(
+        rs.created.begin(), rs.created.end(), group,
+        [](const CreatedGroup& c, uint32_t g) { return c.group < g; });
+    return found != rs.created.end() && found->group == group ? &*found : nullptr;
+  }
+
+  void commit_pending() {
+    const std::vector<ThreadDef>& program = ranks_[current_state_].program;
+    pending_.push_back({current_state_, current_thread_, program[current_thread_].body.size() - 1,
+                        std::move(pending_name_), pending_loc_, pending_unknown_});
+    pending_name_.clear();
+  }
+
+  // The issuing rank, the peer and the root must be members of the op's group.
+  bool check_members(const Stmt& stmt, int32_t rank, const JsonMember* group_member) {
+    const GroupDef& group = scenario_.groups[stmt.group];
+    if (stmt.group == 0 || !group.single()) return true;
+    const auto not_member = [&](int64_t r) {
+      return group.comm_for(static_cast<int32_t>(r)) == nullptr;
+    };
+    const auto report = [&](int64_t r, SourceLoc loc) {
+      error(loc, "rank " + std::to_string(r) + " is not a member of group " + quoted(group.name) +
+                     " (ranks " + format_ranks(group.comms.front()) + ")");
+    };
+    bool ok = true;
+    if (not_member(rank)) {
+      report(rank, group_member != nullptr ? at(group_member->value) : stmt.loc);
+      ok = false;
+    }
+    if (stmt.has_peer && !stmt.peer_any && not_member(stmt.peer.value)) {
+      report(stmt.peer.value, stmt.peer.loc);
+      ok = false;
+    }
+    if (stmt.has_root && not_member(stmt.root.value)) {
+      report(stmt.root.value, stmt.root.loc);
+      ok = false;
+    }
+    return ok;
+  }
+
+  // A new_group line: the group is made by its first line; later lines (of other ranks) must
+  // give the same ranks, and no rank may make a name twice.
+  bool load_new_group(const LineKeys& keys, Stmt& stmt, int32_t rank) {
+    const JsonMember* name_member = keys.get(Key::NAME);
+    const JsonMember* ranks_member = keys.get(Key::RANKS);
+    if (name_member == nullptr || ranks_member == nullptr) return false;
+    const std::optional<std::string_view> name = name_of(name_member->value, "name");
+    if (!name || !check_group_name(*name, at(name_member->value))) return false;
+    std::optional<std::vector<int32_t>> ranks = ranks_of(ranks_member->value, *name);
+    if (!ranks) return false;
+    const auto found = group_index_.find(*name);
+    uint32_t index = 0;
+    if (found == group_index_.end()) {
+      if (!check_group_bound(at(name_member->value))) return false;
+      GroupDef group = make_group(std::string(*name), at(name_member->value), std::move(*ranks),
+                                  scenario_.world);
+      group.from_new_group = true;
+      index = add_group(std::move(group));
+      group_used_[index] = true;
+    } else {
+      index = found->second;
+      if (!same_new_group(index, *ranks, at(*name_member), at(ranks_member->value))) return false;
+    }
+    stmt.new_group = index;
+    stmt.group = 0;
+    return rank < 0 || record_creation(rank, index, at(name_member->value));
+  }
+
+  bool same_new_group(uint32_t index, const std::vector<int32_t>& ranks, SourceLoc name_loc,
+                      SourceLoc ranks_loc) {
+    const GroupDef& group = scenario_.groups[index];
+    if (!group.from_new_group) {
+      error(name_loc, "new_group name " + quoted(group.name) + " is already a group of the header");
+      return false;
+    }
+    if (group.comms.front() == ranks) return true;
+    error(ranks_loc, "new_group " + quoted(group.name) + " has ranks " + format_ranks(ranks) +
+                         " here but ranks " + format_ranks(group.comms.front()) + " at line " +
+                         std::to_string(group.loc.line));
+    return false;
+  }
+
+  bool record_creation(int32_t rank, uint32_t group, SourceLoc loc) {
+    const int32_t state = state_of_rank_[static_cast<size_t>(rank)];
+    if (state < 0) return true;  // the line's thread was bad: reported already
+    RankState& rs = ranks_[static_cast<size_t>(state)];
+    if (const CreatedGroup* first = find_created(rs, group)) {
+      error(loc, "rank " + std::to_string(rank) + " makes group " +
+                     quoted(scenario_.groups[group].name) + " a second time (first at line " +
+                     std::to_string(first->line) + ")");
+      return false;
+    }
+    const auto at_group = std::lower_bound(
+        rs.created.begin(), rs.created.end(), group,
+        [](const CreatedGroup& c, uint32_t g) { return c.group < g; });
+    rs.created.insert(at_group, {group, current_thread_, line_});
+    return true;
+  }
+
+  // ----- the end of the file
+
+  void finish() {
+    for (PendingUse& use : pending_) resolve(use);
+    for (const PendingWait& wait : pending_waits_) check_wait(wait);
+    RankProgram empty;
+    std::sort(ranks_.begin(), ranks_.end(),
+              [](const RankState& a, const RankState& b) { return a.rank < b.rank; });
+    scenario_.rank_program.assign(static_cast<size_t>(scenario_.world), 0);
+    for (RankState& rs : ranks_) {
+      scenario_.rank_program[static_cast<size_t>(rs.rank)] =
+          static_cast<uint32_t>(scenario_.programs.size());
+      scenario_.programs.push_back(std::move(rs.program));
+    }
+    if (ranks_.size() < static_cast<size_t>(scenario_.world)) {
+      const auto index = static_cast<uint32_t>(scenario_.programs.size());
+      scenario_.programs.emplace_back();
+      for (size_t r = 0; r < state_of_rank_.size(); ++r) {
+        if (state_of_rank_[r] < 0) scenario_.rank_program[r] = index;
+      }
+    }
+    scenario_.slot_names = {"rank", "world"};
+    scenario_.group_link.assign(scenario_.groups.size(), std::nullopt);
+    if (errors_ == 0) warn_unused();
+  }
+
+  void resolve(PendingUse& use) {
+    RankState& rs = ranks_[use.state];
+    Stmt& stmt = rs.program[use.thread].body[use.stmt];
+    line_ = stmt.loc.line;
+    const auto found = group_index_.find(use.name);
+    if (found == group_index_.end()) {
+      std::vector<std::string> names;
+      for (const GroupDef& group : scenario_.groups) names.push_back(group.name);
+      error(use.loc, "unknown group " + quoted(use.name) + did_you_mean(use.name, names) +
+                         "; groups: " + join(names, false));
+      return;
+    }
+    stmt.group = found->second;
+    group_used_[stmt.group] = true;
+    const GroupDef& group = scenario_.groups[stmt.group];
+    if (group.from_new_group && !check_created(rs, use, stmt)) return;
+    if (use.unknown) check_members(stmt, rs.rank, nullptr);
+  }
+
+  bool check_created(const RankState& rs, const PendingUse& use, const Stmt& stmt) {
+    const CreatedGroup* created = find_created(rs, stmt.group);
+    const std::string who = "rank " + std::to_string(rs.rank) + " uses group " + quoted(use.name);
+    if (created == nullptr) {
+      error(use.loc, who + " but never makes it with new_group");
+      return false;
+    }
+    if (created->thread == use.thread && created->line > use.loc.line) {
+      error(use.loc, who + " before its new_group at line " + std::to_string(created->line));
+      return false;
+    }
+    return true;
+  }
+
+  void warn_unused() {
+    for (size_t i = 1; i < scenario_.groups.size(); ++i) {
+      if (group_used_[i]) continue;
+      warning(scenario_.groups[i].loc,
+              "group " + quoted(scenario_.groups[i].name) + " is never used");
+    }
+  }
+
+  std::string owned_text_;
+  std::string_view text_;  // owned_text_
+  std::string path_;
+  std::span<const ParamOverride> overrides_;
+  LoadLimits limits_;
+  std::vector<Diagnostic> diagnostics_;
+  size_t errors_ = 0;
+  Scenario scenario_;
+
+  JsonLineReader reader_;
+  std::vector<JsonMember> members_;  // of the current line
+  uint32_t line_ = 0;                // the current line
+  int64_t ops_ = 0;
+
+  std::map<std::string, uint32_t, std::less<>> group_index_;
+  std::vector<bool> group_used_;
+  std::vector<int32_t> state_of_rank_;  // size world: index into ranks_, -1 without lines
+  std::vector<uint32_t> ops_per_rank_;  // size world: a guess at each rank's op count
+  std::vector<RankState> ranks_;        // in order of first line
+  uint32_t current_state_ = 0;
+  uint32_t current_thread_ = 0;
+  Stmt scratch_;                        // an op of a line that has errors
+  std::string pending_name_;            // the current line's group, to check at the end
+  SourceLoc pending_loc_;
+  bool pending_unknown_ = false;
+  std::vector<PendingUse> pending_;
+  std::vector<PendingWait> pending_waits_;
+  bool placed_ = false;                 // the current line's op goes into ranks_[current_state_]
+};
+
+// Reads at most `max_bytes` + 1 bytes of a file.
+std::optional<std::string> read_file(const std::string& path, int64_t max_bytes,
+                                     std::string& problem) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    problem = std::generic_category().message(errno);
+    return std::nullopt;
+  }
+  std::string text;
+  if (std::fseek(file, 0, SEEK_END) == 0) {
+    const long size = std::ftell(file);
+    if (size > 0 && size <= max_bytes) text.reserve(static_cast<size_t>(size));
+    std::rewind(file);
+  }
+  std::array<char, 1 << 16> buffer{};
+  while (static_cast<int64_t>(text.size()) <= max_bytes) {
+    const size_t got = std::fread(buffer.data(), 1, buffer.size(), file);
+    text.append(buffer.data(), got);
+    if (got < buffer.size()) break;
+  }
+  const bool failed = std::ferror(file) != 0;
+  const int failure = errno;
+  std::fclose(file);
+  if (failed) {
+    problem = std::generic_category().message(failure);
+    return std::nullopt;
+  }
+  return text;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The writer.
+
+void write_string(std::string_view text, std::string& out) {
+  static constexpr std::string_view HEX = "0123456789abcdef";
+  out += '"';
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (byte < 0x20) {
+      out += "\\u00";
+      out += HEX[byte >> 4];
+      out += HEX[byte & 0xF];
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+void write_integer(int64_t value, std::string& out) {
+  std::array<char, 24> buffer{};
+  const auto result = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
+  out.append(buffer.data(), result.ptr);
+}
+
+// Appends `, "key": ` (or `{"key": ` for the first key of an object).
+void write_key(std::string_view key, bool& first, std::string& out) {
+  out += first ? "{\"" : ", \"";
+  first = false;
+  out += key;
+  out += "\": ";
+}
+
+void write_ranks(const std::vector<int32_t>& ranks, std::string& out) {
+  out += '[';
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) out += ", ";
+    write_integer(ranks[i], out);
+  }
+  out += ']';
+}
+
+void write_semantics(const Scenario& s, std::string& out) {
+  const Semantics defaults;
+  const Semantics& sem = s.semantics;
+  const Link default_link;
+  std::string body;
+  bool first = true;
+  if (sem.p2p != defaults.p2p) {
+    write_key("p2p", first, body);
+    write_string(sem.p2p == P2pMode::EAGER ? "eager" : "rendezvous", body);
+  }
+  if (sem.eager_limit_bytes != defaults.eager_limit_bytes) {
+    write_key("eager_limit", first, body);
+    write_integer(sem.eager_limit_bytes, body);
+  }
+  if (sem.p2p_comm != defaults.p2p_comm) {
+    write_key("p2p_comm", first, body);
+    write_string(sem.p2p_comm == P2pComm::PAIR ? "pair" : "group", body);
+  }
+  if (sem.comm_concurrency != defaults.comm_concurrency) {
+    write_key("comm_concurrency", first, body);
+    write_integer(sem.comm_concurrency, body);
+  }
+  if (sem.launch_order_implicit != defaults.launch_order_implicit) {
+    write_key("launch_order_implicit", first, body);
+    body += sem.launch_order_implicit ? "true" : "false";
+  }
+  if (sem.timeout_ns != defaults.timeout_ns) {
+    write_key("timeout_ns", first, body);
+    write_integer(sem.timeout_ns, body);
+  }
+  if (sem.allreduce_algorithm != defaults.allreduce_algorithm) {
+    write_key("algorithm", first, body);
+    write_string(sem.allreduce_algorithm == Algorithm::TREE ? "tree" : "ring", body);
+  }
+  if (s.link.latency_ns != default_link.latency_ns ||
+      s.link.bandwidth_bytes_per_s != default_link.bandwidth_bytes_per_s) {
+    write_key("link", first, body);
+    body += "{\"latency_ns\": ";
+    write_integer(s.link.latency_ns, body);
+    body += ", \"bandwidth_bytes_per_s\": ";
+    write_integer(std::llround(s.link.bandwidth_bytes_per_s), body);
+    body += '}';
+  }
+  if (first) return;
+  out += ", \"semantics\": ";
+  out += body;
+  out += '}';
+}
+
+void write_header(const Scenario& s, std::string& out) {
+  bool first = true;
+  write_key("lockstep_trace", first, out);
+  write_integer(TRACE_FORMAT_VERSION, out);
+  write_key("scenario", first, out);
+  write_string(s.name, out);
+  if (!s.description.empty()) {
+    write_key("description", first, out);
+    write_string(s.description, out);
+  }
+  if (!s.source_url.empty()) {
+    write_key("source", first, out);
+    write_string(s.source_url, out);
+  }
+  if (s.expect) {
+    write_key("expect", first, out);
+    write_string(verdict_name(*s.expect), out);
+  }
+  write_key("world", first, out);
+  write_integer(s.world, out);
+  bool first_group = true;
+  for (size_t g = 1; g < s.groups.size(); ++g) {
+    if (s.groups[g].from_new_group) continue;
+    out += first_group ? ", \"groups\": {" : ", ";
+    first_group = false;
+    write_string(s.groups[g].name, out);
+    out += ": ";
+    write_ranks(s.groups[g].comms.front(), out);
+  }
+  if (!first_group) out += '}';
+  write_semantics(s, out);
+  out += "}\n";
+}
+
+void write_op(const Scenario& s, int32_t rank, const ThreadDef& thread, const Stmt& stmt,
+              std::string& out) {
+  const KeySet args = spec_of(stmt.op).args;
+  const auto takes = [&](Key key) { return (args & bit(key)) != 0; };
+  bool first = true;
+  write_key("rank", first, out);
+  write_integer(rank, out);
+  if (thread.name != "main") {
+    write_key("thread", first, out);
+    write_string(thread.name, out);
+  }
+  write_key("op", first, out);
+  write_string(op_kind_name(stmt.op), out);
+  if (takes(Key::GROUP) && stmt.group != 0) {
+    write_key("group", first, out);
+    write_string(s.groups[stmt.group].name, out);
+  }
+  if (takes(Key::ROOT) && stmt.has_root) {
+    write_key("root", first, out);
+    write_integer(stmt.root.value, out);
+  }
+  if ((takes(Key::TO) || takes(Key::FROM)) && stmt.has_peer) {
+    write_key(takes(Key::TO) ? "to" : "from", first, out);
+    if (stmt.peer_any) write_string("any", out);
+    else write_integer(stmt.peer.value, out);
+  }
+  if (takes(Key::SIZE)) {
+    write_key("size", first, out);
+    write_integer(stmt.size.value, out);
+  }
+  if (takes(Key::DTYPE) && stmt.dtype != DType::BF16) {
+    write_key("dtype", first, out);
+    write_string(dtype_name(stmt.dtype), out);
+  }
+  for (const auto& [key, text] : {std::pair{Key::TAG, &stmt.tag}, std::pair{Key::STREAM, &stmt.stream},
+                                  std::pair{Key::ASYNC, &stmt.handle}, std::pair{Key::HANDLE, &stmt.handle}}) {
+    if (!takes(key) || text->empty()) continue;
+    write_key(key_name(key), first, out);
+    write_string(*text, out);
+  }
+  if (takes(Key::DURATION)) {
+    write_key("duration_ns", first, out);
+    write_integer(stmt.duration.value, out);
+  }
+  if (stmt.op == OpKind::NEW_GROUP) {
+    const GroupDef& group = s.groups[stmt.new_group];
+    write_key("name", first, out);
+    write_string(group.name, out);
+    write_key("ranks", first, out);
+    write_ranks(group.comms.front(), out);
+  }
+  out += "}\n";
+}
+
+std::string body_problem(const Scenario& s, const std::vector<Stmt>& body) {
+  for (const Stmt& stmt : body) {
+    const std::string where = s.location(stmt.loc) + ": ";
+    if (stmt.kind != StmtKind::OP) return where + "a statement other than an operation";
+    for (const Expr* expr : {&stmt.size, &stmt.peer, &stmt.root, &stmt.duration}) {
+      if (!expr->is_constant()) return where + "an expression that is not a constant";
+    }
+    if (stmt.group >= s.groups.size()) return where + "an undefined group";
+    if (stmt.op == OpKind::NEW_GROUP &&
+        (stmt.new_group >= s.groups.size() || !s.groups[stmt.new_group].from_new_group)) {
+      return where + "a new_group without its group";
+    }
+  }
+  return "";
+}
+
+LoadResult load_owned(std::string text, const std::string& path,
+                      std::span<const ParamOverride> overrides, const LoadLimits& limits) {
+  try {
+    return TraceLoader(std::move(text), path, overrides, limits).run();
+  } catch (const std::exception& e) {  // e.g. std::bad_alloc: still a diagnostic, never a throw
+    LoadResult result;
+    result.diagnostics.push_back(
+        {path, {}, Severity::ERROR, std::string("cannot load: ") + e.what()});
+    return result;
+  }
+}
+
+}  // namespace
+
+bool is_trace_path(std::string_view path) {
+  return path.size() >= 6 && path.substr(path.size() - 6) == ".jsonl";
+}
+
+LoadResult load_trace_file(const std::string& path, std::span<const ParamOverride> overrides,
+                           const LoadLimits& limits) {
+  std::string problem;
+  std::optional<std::string> text = read_file(path, limits.max_file_bytes, problem);
+  if (!text) {
+    LoadResult result;
+    result.diagnostics.push_back({path, {}, Severity::ERROR, "cannot read file: " + problem});
+    return result;
+  }
+  return load_owned(std::move(*text), path, overrides, limits);
+}
+
+LoadResult load_trace_text(std::string_view text, const std::string& path,
+                           std::span<const ParamOverride> overrides, const LoadLimits& limits) {
+  return load_owned(std::string(text), path, overrides, limits);
+}
+
+std::string trace_write_problem(const Scenario& recorded) {
+  if (recorded.world < 1) return "the scenario has no ranks";
+  if (recorded.name.empty()) return "the scenario has no name";
+  if (recorded.rank_program.size() != static_cast<size_t>(recorded.world)) {
+    return "the scenario does not say which program each rank runs";
+  }
+  for (size_t g = 0; g < recorded.groups.size(); ++g) {
+    const GroupDef& group = recorded.groups[g];
+    if (!group.single() || group.mesh_dim >= 0) {
+      return "group " + quoted(group.name) + " is not one communicator";
+    }
+    if (g < recorded.group_link.size() && recorded.group_link[g]) {
+      return "group " + quoted(group.name) + " has its own link";
+    }
+  }
+  for (const RankProgram& program : recorded.programs) {
+    for (const ThreadDef& thread : program) {
+      if (thread.name.empty()) return "a thread has no name";
+      std::string problem = body_problem(recorded, thread.body);
+      if (!problem.empty()) return problem;
+    }
+  }
+  return "";
+}
+
+std::string write_trace(const Scenario& recorded) {
+  assert(trace_write_problem(recorded).empty());
+  std::string out;
+  write_header(recorded, out);
+  for (int32_t rank = 0; rank < recorded.world; ++rank) {
+    for (const ThreadDef& thread : recorded.program_of(rank)) {
+      for (const Stmt& stmt : thread.body) write_op(recorded, rank, thread, stmt, out);
+    }
+  }
+  return out;
+}
+
+}  // namespace lockstep::sim

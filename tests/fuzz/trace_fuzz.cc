@@ -1,0 +1,39 @@
+// libFuzzer target: the JSON Lines trace loader (sim/trace_format.h). Any input must load or be
+// rejected with diagnostics, never crash, hang or throw; a trace that loads must write back to
+// a trace that loads and writes the same bytes (the round trip of write_trace).
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "sim/trace_format.h"
+
+namespace {
+
+lockstep::sim::LoadLimits fuzz_limits() {
+  lockstep::sim::LoadLimits limits;
+  limits.max_world = 4096;  // keeps one input's memory small; the bound itself is tested
+  limits.max_ops = 100'000;
+  return limits;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace lockstep::sim;
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  const LoadLimits limits = fuzz_limits();
+  const LoadResult loaded = load_trace_text(text, "fuzz.jsonl", {}, limits);
+  bool has_error = false;
+  for (const Diagnostic& d : loaded.diagnostics) {
+    has_error = has_error || d.severity == Severity::ERROR;
+    if (format_diagnostic(d, loaded.text).empty()) std::abort();
+  }
+  if (loaded.ok() == has_error) std::abort();  // loads iff there is no error
+  if (!loaded.ok()) return 0;
+  if (!trace_write_problem(*loaded.scenario).empty()) std::abort();
+  const std::string written = write_trace(*loaded.scenario);
+  const LoadResult again = load_trace_text(written, "fuzz.jsonl", {}, limits);
+  if (!again.ok() || write_trace(*again.scenario) != written) std::abort();
+  return 0;
+}
