@@ -21,6 +21,7 @@
 #include "checker/report.h"
 #include "sim/engine.h"
 #include "sim/loader.h"
+#include "sim/trace_format.h"
 #include "sim/timeline.h"
 
 namespace lockstep::cli {
@@ -257,7 +258,9 @@ bool emit_json(const Options& options, const std::string& json, std::ostream& ou
 // Loads one input, printing its diagnostics (warnings too). nullopt on error.
 std::optional<sim::Scenario> load(const std::string& path, const Options& options, std::vector<std::string>& errors,
                                   std::ostream& err) {
-  sim::LoadResult loaded = sim::load_scenario_file(path, options.overrides, options.load_limits);
+  sim::LoadResult loaded = fs::path(path).extension() == ".jsonl"
+                               ? sim::load_trace_file(path, options.overrides, options.load_limits)
+                               : sim::load_scenario_file(path, options.overrides, options.load_limits);
   for (const sim::Diagnostic& d : loaded.diagnostics) {
     std::string text = sim::format_diagnostic(d, loaded.text);
     if (d.severity == sim::Severity::ERROR) errors.push_back(text);
@@ -443,7 +446,9 @@ std::optional<Replayed> replay_counterexample(const std::string& path, const Opt
     err << error << "\n";
     return std::nullopt;
   }
-  sim::LoadResult loaded = sim::load_scenario_text(cex->text, cex->input, cex->params, options.load_limits);
+  const bool trace = fs::path(cex->input).extension() == ".jsonl";
+  sim::LoadResult loaded = trace ? sim::load_trace_text(cex->text, cex->input, {}, options.load_limits)
+                                 : sim::load_scenario_text(cex->text, cex->input, cex->params, options.load_limits);
   if (!loaded.ok()) {
     for (const sim::Diagnostic& d : loaded.diagnostics) err << sim::format_diagnostic(d, loaded.text);
     return std::nullopt;

@@ -89,12 +89,12 @@ struct Thread {
 struct Rank {
   std::vector<uint32_t> threads;   // global thread indices
   std::vector<Stream> streams;     // streams[0] is main
-  std::unordered_map<std::string, uint32_t> stream_by_name;
+  std::vector<std::pair<std::string, uint32_t>> named_streams;  // user streams (few per rank)
   std::vector<uint32_t> group_stream;  // group -> its default stream, NO_STREAM until used
   std::vector<uint32_t> coll_seq;  // per group: collectives issued
   std::vector<uint32_t> agreed_seq;  // per group: agreed chooses reached
   std::vector<bool> created;       // per group: a new_group made it usable here
-  std::unordered_map<std::string, uint32_t> handles;  // async handle -> kernel
+  std::vector<std::pair<std::string, uint32_t>> handles;  // async handle -> its latest kernel
   std::deque<uint32_t> launch_order;  // comm kernels not yet started, in launch order
   uint32_t running_comm = 0;       // comm kernels running (comm_concurrency)
   uint32_t new_groups = 0;         // new_group calls made
@@ -206,7 +206,6 @@ struct Engine::Impl {
     for (int32_t r = 0; r < sc.world; ++r) {
       Rank& rank = ranks[static_cast<size_t>(r)];
       rank.streams.push_back(Stream{"main", {}, 0, {}});
-      rank.stream_by_name.emplace("main", MAIN_STREAM);
       rank.group_stream.assign(sc.groups.size(), NO_STREAM);
       rank.coll_seq.assign(sc.groups.size(), 0);
       rank.agreed_seq.assign(sc.groups.size(), 0);
@@ -482,25 +481,25 @@ struct Engine::Impl {
         return;
       }
       case OpKind::WAIT: {
-        const auto it = rank.handles.find(op.stmt->handle);
-        if (it == rank.handles.end()) {
+        const uint32_t* handle = find_named(rank.handles, op.stmt->handle);
+        if (handle == nullptr) {
           runtime_error(op, fmt::format("rank {} waits for handle '{}' before any op set it", thread.rank, op.stmt->handle));
           return;
         }
         // work.wait(): the current stream (main) waits for the op; the host does not.
-        add_wait(rank.streams[MAIN_STREAM].pending_waits, it->second);
+        add_wait(rank.streams[MAIN_STREAM].pending_waits, *handle);
         finish_host_op(new_kernel(t, op), thread.clock_ns);
         return;
       }
       case OpKind::SYNC: {
         uint32_t only = NO_STREAM;
         if (!op.stmt->stream.empty()) {
-          const auto it = rank.stream_by_name.find(op.stmt->stream);
-          if (it == rank.stream_by_name.end()) {  // a stream never used: nothing to wait for
+          const uint32_t* named = find_stream(rank, op.stmt->stream);
+          if (named == nullptr) {  // a stream never used: nothing to wait for
             finish_host_op(new_kernel(t, op), thread.clock_ns);
             return;
           }
-          only = it->second;
+          only = *named;
         }
         finish_host_op(new_kernel(t, op), thread.clock_ns);
         wait_for_streams(t, only);
@@ -529,7 +528,10 @@ struct Engine::Impl {
     kernels[k].comm = true;
     const uint32_t s = comm_stream(thread.rank, op);
     link_synchronous(thread.rank, s, k, op.stmt && !op.stmt->handle.empty());
-    if (op.stmt && !op.stmt->handle.empty()) rank.handles[op.stmt->handle] = k;
+    if (op.stmt && !op.stmt->handle.empty()) {
+      if (uint32_t* handle = find_named(rank.handles, op.stmt->handle)) *handle = k;
+      else rank.handles.emplace_back(op.stmt->handle, k);
+    }
     if (sc.semantics.comm_concurrency > 0) rank.launch_order.push_back(k);
     if (is_collective(op.kind)) {
       issue_collective(k);
@@ -577,16 +579,30 @@ struct Engine::Impl {
   // -------------------------------------------------------------------------------------------
   // Streams.
 
+  template <typename Pairs>
+  static auto find_named(Pairs& pairs, std::string_view name) -> decltype(&pairs.front().second) {
+    for (auto& [key, value] : pairs) {
+      if (key == name) return &value;
+    }
+    return nullptr;
+  }
+
+  static const uint32_t* find_stream(const Rank& rank, std::string_view name) {
+    static constexpr uint32_t MAIN = MAIN_STREAM;
+    if (name == "main") return &MAIN;
+    return find_named(rank.named_streams, name);
+  }
+
   uint32_t add_stream(Rank& rank, std::string name) {
     const uint32_t s = static_cast<uint32_t>(rank.streams.size());
-    rank.stream_by_name.emplace(name, s);
+    rank.named_streams.emplace_back(name, s);
     rank.streams.push_back(Stream{std::move(name), {}, 0, {}});
     return s;
   }
 
   uint32_t named_stream(Rank& rank, const std::string& name) {
-    const auto it = rank.stream_by_name.find(name);
-    return it != rank.stream_by_name.end() ? it->second : add_stream(rank, name);
+    const uint32_t* found = find_stream(rank, name);
+    return found != nullptr ? *found : add_stream(rank, name);
   }
 
   // The stream of a communication op: `stream:` if given; for p2p under p2p_comm: pair, the

@@ -219,14 +219,16 @@ void ProgramFiber::run_call(const Stmt& stmt) {
   args.reserve(stmt.args.size());
   for (const Expr& arg : stmt.args) args.push_back(eval(arg));
   // A call may recurse: the callee's slots (parameters, loop variables) are restored after it.
-  std::vector<int64_t> saved = env_;
+  const size_t saved_at = saved_.size();
+  saved_.insert(saved_.end(), env_.begin(), env_.end());
   for (size_t i = 0; i < args.size() && i < define.param_slots.size(); ++i) {
     env_[static_cast<size_t>(define.param_slots[i])] = args[i];
   }
   ++call_depth_;
   run_block(define.body);
   --call_depth_;
-  env_ = std::move(saved);
+  std::copy(saved_.begin() + static_cast<std::ptrdiff_t>(saved_at), saved_.end(), env_.begin());
+  saved_.resize(saved_at);
 }
 
 OpInstance ProgramFiber::evaluate_op(const Stmt& stmt) {

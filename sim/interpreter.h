@@ -97,6 +97,7 @@ class ProgramFiber {
   const std::vector<Stmt>& body_;
   EngineLimits limits_;
   std::vector<int64_t> env_;
+  std::vector<int64_t> saved_;  // environments of the calls in progress (restored on return)
   int32_t rank_ = 0;
   int32_t call_depth_ = 0;
   boost::context::fiber fiber_;   // the program, while suspended

@@ -10,6 +10,7 @@
 #include "checker/explore.h"
 #include "checker/report.h"
 #include "sim/loader.h"
+#include "sim/trace_format.h"
 
 namespace lockstep {
 
@@ -18,7 +19,7 @@ namespace {
 std::vector<std::string> corpus_files() {
   std::vector<std::string> files;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(LOCKSTEP_SOURCE_DIR "/scenarios")) {
-    if (entry.path().extension() == ".yaml") {
+    if (entry.path().extension() == ".yaml" || entry.path().extension() == ".jsonl") {
       files.push_back(std::filesystem::relative(entry.path(), LOCKSTEP_SOURCE_DIR).generic_string());
     }
   }
@@ -31,7 +32,8 @@ std::string check_corpus(size_t& checked) {
   std::string all;
   checked = 0;
   for (const std::string& file : corpus_files()) {
-    sim::LoadResult loaded = sim::load_scenario_file(LOCKSTEP_SOURCE_DIR "/" + file, {});
+    const std::string path = LOCKSTEP_SOURCE_DIR "/" + file;
+    sim::LoadResult loaded = file.ends_with(".jsonl") ? sim::load_trace_file(path, {}) : sim::load_scenario_file(path, {});
     std::string diagnostics;
     for (const sim::Diagnostic& d : loaded.diagnostics) diagnostics += sim::format_diagnostic(d, loaded.text);
     INFO(file << "\n" << diagnostics);
