@@ -98,7 +98,9 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
       else out.error = result.error;
       break;
     }
-    if (std::optional<Bug> bug = analyze(scenario, result)) {
+    std::optional<Bug> bug = analyze(scenario, result);
+    if (options.collect_terminal_states) out.terminal_states.insert(bug ? bug->signature : std::string("completed"));
+    if (bug) {
       fnv_mix(out.fingerprint, bug->signature);
       if (seen.insert(bug->signature).second) {
         bug->schedule = sampling ? std::vector<uint32_t>() : dfs.schedule();

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct CheckOptions {
   std::string strategy = "dpor";
   uint64_t max_executions = 0;  // 0: the strategy's default
   uint32_t pct_depth = 3;       // PCT's d: d-1 priority change points
+  bool collect_terminal_states = false;  // fill CheckResult::terminal_states (property tests)
   double time_budget_s = 0;  // 0 = none
   uint64_t seed = 0;
   sim::EngineOptions engine;
@@ -37,6 +39,7 @@ struct CheckResult {
   std::optional<sim::Diagnostic> error;  // a run-time error in the scenario: exit 2
   std::string bound_hit;    // which bound made the result inconclusive, "" if none
   uint64_t fingerprint = 0; // of every execution's schedule and end state
+  std::set<std::string> terminal_states;  // how executions ended (collect_terminal_states)
 };
 
 // The engine options a strategy explores with (replays must use the same).
