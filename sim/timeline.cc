@@ -44,13 +44,15 @@ std::string chrome_trace(const Scenario& scenario, const ExecutionResult& result
                           {"args", {{"sort_index", pid}}}});
     // Tracks: host threads first (tid 1..), then streams (tid 1000..), in order of first use.
     std::map<std::string, int> tids;
+    // Host threads and streams may share a name (thread "main", stream "main"): keyed apart.
     auto track = [&](const std::string& name, bool stream) {
-      auto it = tids.find(name);
+      const std::string key = (stream ? "s:" : "t:") + name;
+      auto it = tids.find(key);
       if (it != tids.end()) return it->second;
       int count = 0;
       for (const auto& [n, t] : tids) count += (t >= 1000) == stream ? 1 : 0;
       const int tid = (stream ? 1000 : 1) + count;
-      tids.emplace(name, tid);
+      tids.emplace(key, tid);
       events.push_back(Json{{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid},
                             {"args", {{"name", stream ? "stream " + name : "thread " + name}}}});
       return tid;
