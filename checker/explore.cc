@@ -73,6 +73,7 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
   RecordingStrategy recorder(inner);
   std::set<std::string> seen;
   uint64_t longest = 0;  // most choice points in one execution (PCT's change point range)
+  double last_progress = 0;
   bool more = true;
   bool covered = false;  // a sampling run met an execution with no choice at all: one execution is the space
   while (more) {
@@ -83,6 +84,13 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
     if (options.time_budget_s > 0 && elapsed() > options.time_budget_s) {
       if (!sampling) out.bound_hit = fmt::format("--time-budget {}", options.time_budget_s);
       break;
+    }
+    if (options.progress && (out.executions & 63) == 0) {
+      const double now = elapsed();
+      if (now >= 1.0 && now - last_progress >= 0.5) {
+        last_progress = now;
+        options.progress(Progress{out.executions, static_cast<double>(out.executions) / now, longest, now});
+      }
     }
     random.begin_execution(out.executions);
     pct.begin_execution(out.executions, longest);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -18,11 +19,21 @@ namespace lockstep::checker {
 constexpr uint64_t DEFAULT_MAX_EXECUTIONS = 1'000'000;  // exhaustive strategies
 constexpr uint64_t DEFAULT_SAMPLES = 1'000;             // random and pct
 
+// What a long search has done so far (for a progress line on a terminal).
+struct Progress {
+  uint64_t executions = 0;
+  double rate_per_s = 0;
+  uint64_t depth = 0;  // choice points in the latest execution
+  double elapsed_s = 0;
+};
+
 struct CheckOptions {
   std::string strategy = "dpor";
   uint64_t max_executions = 0;  // 0: the strategy's default
   uint32_t pct_depth = 3;       // PCT's d: d-1 priority change points
   bool collect_terminal_states = false;  // fill CheckResult::terminal_states (property tests)
+  // Called about twice a second once a search has run for a second; never reaches a report.
+  std::function<void(const Progress&)> progress;
   double time_budget_s = 0;  // 0 = none
   uint64_t seed = 0;
   sim::EngineOptions engine;

@@ -7,10 +7,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -316,7 +319,18 @@ int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
     if (std::optional<sim::Scenario> scenario = load(input, options, report.errors, err)) {
       scenarios.push_back(std::make_unique<sim::Scenario>(std::move(*scenario)));
       report.scenario = scenarios.back().get();
-      report.result = checker::check_scenario(*report.scenario, options.check);
+      checker::CheckOptions check = options.check;
+      bool progressed = false;
+      if (!options.quiet && ::isatty(STDERR_FILENO) && &err == &std::cerr) {
+        check.progress = [&](const checker::Progress& p) {
+          err << fmt::format("\r  {}: {} executions, {:.0f}/s, depth {}, {:.1f} s   ", input, p.executions, p.rate_per_s,
+                             p.depth, p.elapsed_s)
+              << std::flush;
+          progressed = true;
+        };
+      }
+      report.result = checker::check_scenario(*report.scenario, check);
+      if (progressed) err << "\r\033[K" << std::flush;
       if (options.cex_dir && !write_counterexamples(options, report, err)) bad = true;
     }
     if (report.failed_to_load()) {

@@ -74,3 +74,24 @@ TEST_CASE("canary: head-to-head blocking sends are always found as a deadlock") 
 }
 
 }  // namespace lockstep
+
+#include <fstream>
+#include <sstream>
+
+#include "cli/cli.h"
+
+namespace lockstep {
+
+TEST_CASE("golden: the full check report of the corpus, explanations and execution counts included") {
+  std::ostringstream out, err;
+  const int code = cli::run_cli({"check", "scenarios/"}, out, err);
+  CHECK(code == cli::EXIT_BUG);
+  CHECK(err.str() == "");
+  std::ifstream file(LOCKSTEP_SOURCE_DIR "/tests/golden/check-scenarios.txt");
+  REQUIRE(file);
+  std::stringstream golden;
+  golden << file.rdbuf();
+  CHECK(out.str() == golden.str());
+}
+
+}  // namespace lockstep
