@@ -11,6 +11,10 @@ namespace lockstep::checker {
 
 class DfsStrategy final : public sim::Strategy {
  public:
+  DfsStrategy() = default;
+  // Explores only the executions whose schedule starts with `prefix` (a subtree, for --jobs).
+  explicit DfsStrategy(std::vector<uint32_t> prefix);
+
   size_t choose(const sim::ChoicePoint& point) override;
 
   // Moves to the next unexplored execution; false when every execution has been run.
@@ -26,6 +30,7 @@ class DfsStrategy final : public sim::Strategy {
   };
   std::vector<Frame> stack_;
   size_t depth_ = 0;
+  size_t frozen_ = 0;  // the first frozen_ frames are the fixed prefix
 };
 
 }  // namespace lockstep::checker

@@ -1,6 +1,9 @@
 #include "checker/explore.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <set>
 
 #include <fmt/format.h>
@@ -53,78 +56,206 @@ uint64_t execution_budget(const CheckOptions& options) {
   return is_sampling(options.strategy) ? DEFAULT_SAMPLES : DEFAULT_MAX_EXECUTIONS;
 }
 
+namespace {
+
+// What one part of the search found: the whole space (one thread), or the subtree under one
+// schedule prefix (--jobs). Parts are merged in DFS order, so the result does not depend on
+// how many threads ran them.
+struct Slice {
+  uint64_t executions = 0;
+  uint64_t events = 0;
+  std::vector<uint64_t> hashes;  // one per execution, in order
+  std::vector<uint64_t> events_after;  // events of the slice's executions so far, per execution
+  std::vector<Bug> bugs;         // first execution of each signature, `execution` local
+  std::set<std::string> terminal_states;
+  std::optional<sim::Diagnostic> error;
+  std::string bound_hit;
+  bool complete = false;         // the part was explored to its end
+};
+
+using Clock = std::chrono::steady_clock;
+
+struct Search {
+  const sim::Scenario& scenario;
+  const CheckOptions& options;
+  sim::EngineOptions engine_options;
+  Clock::time_point started;
+  uint64_t budget;
+
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - started).count(); }
+
+  // Runs executions under `inner` (a DfsStrategy over a subtree, or a sampler) until it is done
+  // or `budget` executions ran.
+  Slice run(sim::Engine& engine, sim::Strategy& inner, DfsStrategy* dfs, RandomStrategy* random, PctStrategy* pct,
+            bool report_progress) const {
+    Slice out;
+    RecordingStrategy recorder(inner);
+    std::set<std::string> seen;
+    uint64_t longest = 0;  // most choice points in one execution (PCT's change point range)
+    double last_progress = 0;
+    const bool sampling = dfs == nullptr;
+    while (true) {
+      if (out.executions >= budget) {
+        if (!sampling) out.bound_hit = fmt::format("--max-executions {}", budget);
+        break;
+      }
+      if (options.time_budget_s > 0 && elapsed() > options.time_budget_s) {
+        if (!sampling) out.bound_hit = fmt::format("--time-budget {}", options.time_budget_s);
+        break;
+      }
+      if (report_progress && options.progress && (out.executions & 63) == 0) {
+        const double now = elapsed();
+        if (now >= 1.0 && now - last_progress >= 0.5) {
+          last_progress = now;
+          options.progress(Progress{out.executions, static_cast<double>(out.executions) / now, longest, now});
+        }
+      }
+      if (random) random->begin_execution(out.executions);
+      if (pct) pct->begin_execution(out.executions, longest);
+      recorder.clear();
+      sim::ExecutionResult result = engine.run(recorder);
+      ++out.executions;
+      out.events += result.events;
+      longest = std::max<uint64_t>(longest, result.choice_points);
+      uint64_t hash = FNV_OFFSET;
+      for (const sim::Option& c : recorder.choices()) fnv_mix(hash, static_cast<uint64_t>(c.rank) << 32 | static_cast<uint32_t>(c.detail));
+      fnv_mix(hash, static_cast<uint64_t>(result.end));
+      if (result.end == sim::ExecutionEnd::ERROR || result.end == sim::ExecutionEnd::LIMIT) {
+        if (result.end == sim::ExecutionEnd::LIMIT) out.bound_hit = result.error->message;
+        else out.error = result.error;
+        out.hashes.push_back(hash);
+        out.events_after.push_back(out.events);
+        break;
+      }
+      std::optional<Bug> bug = analyze(scenario, result);
+      if (options.collect_terminal_states) out.terminal_states.insert(bug ? bug->signature : std::string("completed"));
+      if (bug) {
+        fnv_mix(hash, bug->signature);
+        if (seen.insert(bug->signature).second) {
+          bug->schedule = sampling ? std::vector<uint32_t>() : dfs->schedule();
+          bug->choices = recorder.choices();
+          bug->execution = out.executions;
+          out.bugs.push_back(std::move(*bug));
+        }
+      }
+      out.hashes.push_back(hash);
+      out.events_after.push_back(out.events);
+      if (sampling) {
+        if (result.choice_points == 0) {  // one execution is the whole space
+          out.complete = true;
+          break;
+        }
+      } else if (!dfs->next()) {
+        out.complete = true;
+        break;
+      }
+    }
+    return out;
+  }
+
+  // Schedule prefixes that split the DFS tree into at least `want` subtrees, in DFS order. Each
+  // costs one probing execution (not counted in the report).
+  std::vector<std::vector<uint32_t>> split(sim::Engine& engine, size_t want) const {
+    struct Probe final : sim::Strategy {
+      std::vector<uint32_t> prefix;
+      std::vector<uint32_t> sizes;
+      size_t choose(const sim::ChoicePoint& point) override {
+        const size_t depth = sizes.size();
+        sizes.push_back(static_cast<uint32_t>(point.options.size()));
+        return depth < prefix.size() ? prefix[depth] : 0;
+      }
+    };
+    std::vector<std::vector<uint32_t>> frontier{{}};
+    for (int level = 0; level < 6 && frontier.size() < want; ++level) {
+      std::vector<std::vector<uint32_t>> next;
+      bool grew = false;
+      for (const std::vector<uint32_t>& prefix : frontier) {
+        Probe probe;
+        probe.prefix = prefix;
+        const sim::ExecutionResult result = engine.run(probe);
+        if (result.end == sim::ExecutionEnd::ERROR || result.end == sim::ExecutionEnd::LIMIT ||
+            probe.sizes.size() <= prefix.size()) {
+          next.push_back(prefix);  // a leaf (or an error the search itself will report)
+          continue;
+        }
+        grew = true;
+        for (uint32_t i = 0; i < probe.sizes[prefix.size()]; ++i) {
+          std::vector<uint32_t> child = prefix;
+          child.push_back(i);
+          next.push_back(std::move(child));
+        }
+      }
+      frontier = std::move(next);
+      if (!grew) break;
+    }
+    return frontier;
+  }
+};
+
+}  // namespace
+
 CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& options) {
   CheckResult out;
   out.strategy = options.strategy;
   out.fingerprint = FNV_OFFSET;
-  const auto started = std::chrono::steady_clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
-
-  const sim::EngineOptions engine_options = engine_options_for(options);
-  sim::Engine engine(scenario, engine_options);
+  Search search{scenario, options, engine_options_for(options), Clock::now(), execution_budget(options)};
   const bool sampling = is_sampling(options.strategy);
-  const uint64_t budget = execution_budget(options);
-  DfsStrategy dfs;
-  RandomStrategy random(options.seed);
-  PctStrategy pct(options.seed, options.pct_depth);
-  sim::Strategy& inner = options.strategy == "random" ? static_cast<sim::Strategy&>(random)
-                         : options.strategy == "pct"  ? static_cast<sim::Strategy&>(pct)
-                                                      : static_cast<sim::Strategy&>(dfs);
-  RecordingStrategy recorder(inner);
-  std::set<std::string> seen;
-  uint64_t longest = 0;  // most choice points in one execution (PCT's change point range)
-  double last_progress = 0;
-  bool more = true;
-  bool covered = false;  // a sampling run met an execution with no choice at all: one execution is the space
-  while (more) {
-    if (out.executions >= budget) {
-      if (!sampling) out.bound_hit = fmt::format("--max-executions {}", budget);
-      break;
+
+  std::vector<Slice> slices;
+  const unsigned jobs = std::max(1u, options.jobs);
+  if (sampling || jobs == 1) {
+    sim::Engine engine(scenario, search.engine_options);
+    DfsStrategy dfs;
+    RandomStrategy random(options.seed);
+    PctStrategy pct(options.seed, options.pct_depth);
+    if (options.strategy == "random") slices.push_back(search.run(engine, random, nullptr, &random, nullptr, true));
+    else if (options.strategy == "pct") slices.push_back(search.run(engine, pct, nullptr, nullptr, &pct, true));
+    else slices.push_back(search.run(engine, dfs, &dfs, nullptr, nullptr, true));
+  } else {
+    std::vector<std::vector<uint32_t>> prefixes;
+    {
+      sim::Engine engine(scenario, search.engine_options);
+      prefixes = search.split(engine, 8 * jobs);
     }
-    if (options.time_budget_s > 0 && elapsed() > options.time_budget_s) {
-      if (!sampling) out.bound_hit = fmt::format("--time-budget {}", options.time_budget_s);
-      break;
-    }
-    if (options.progress && (out.executions & 63) == 0) {
-      const double now = elapsed();
-      if (now >= 1.0 && now - last_progress >= 0.5) {
-        last_progress = now;
-        options.progress(Progress{out.executions, static_cast<double>(out.executions) / now, longest, now});
+    slices.resize(prefixes.size());
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+      sim::Engine engine(scenario, search.engine_options);
+      for (size_t i = next++; i < prefixes.size(); i = next++) {
+        DfsStrategy dfs(prefixes[i]);
+        slices[i] = search.run(engine, dfs, &dfs, nullptr, nullptr, false);
       }
-    }
-    random.begin_execution(out.executions);
-    pct.begin_execution(out.executions, longest);
-    recorder.clear();
-    sim::ExecutionResult result = engine.run(recorder);
-    ++out.executions;
-    out.events += result.events;
-    longest = std::max<uint64_t>(longest, result.choice_points);
-    for (const sim::Option& c : recorder.choices()) fnv_mix(out.fingerprint, static_cast<uint64_t>(c.rank) << 32 | static_cast<uint32_t>(c.detail));
-    fnv_mix(out.fingerprint, static_cast<uint64_t>(result.end));
-    if (result.end == sim::ExecutionEnd::ERROR || result.end == sim::ExecutionEnd::LIMIT) {
-      if (result.end == sim::ExecutionEnd::LIMIT) out.bound_hit = result.error->message;
-      else out.error = result.error;
-      break;
-    }
-    std::optional<Bug> bug = analyze(scenario, result);
-    if (options.collect_terminal_states) out.terminal_states.insert(bug ? bug->signature : std::string("completed"));
-    if (bug) {
-      fnv_mix(out.fingerprint, bug->signature);
-      if (seen.insert(bug->signature).second) {
-        bug->schedule = sampling ? std::vector<uint32_t>() : dfs.schedule();
-        bug->choices = recorder.choices();
-        bug->execution = out.executions;
-        out.bugs.push_back(std::move(*bug));
-      }
-    }
-    if (sampling) {
-      covered = result.choice_points == 0;
-      more = !covered;
-    } else {
-      more = dfs.next();
-    }
+    };
+    std::vector<std::thread> threads;
+    for (unsigned j = 1; j < jobs; ++j) threads.emplace_back(worker);
+    worker();
+    for (std::thread& t : threads) t.join();
   }
-  out.exhaustive = (sampling ? covered : !more) && out.bound_hit.empty() && !out.error;
+
+  // Merge in DFS order, cutting at the execution budget exactly where one thread would stop.
+  std::set<std::string> seen;
+  bool complete = true;
+  for (Slice& slice : slices) {
+    const uint64_t room = search.budget - out.executions;
+    const uint64_t take = std::min<uint64_t>(slice.executions, room);
+    for (uint64_t i = 0; i < take; ++i) fnv_mix(out.fingerprint, slice.hashes[i]);
+    for (Bug& bug : slice.bugs) {
+      if (bug.execution > take || !seen.insert(bug.signature).second) continue;
+      bug.execution += out.executions;
+      out.bugs.push_back(std::move(bug));
+    }
+    out.executions += take;
+    if (take > 0) out.events += slice.events_after[take - 1];
+    out.terminal_states.insert(slice.terminal_states.begin(), slice.terminal_states.end());
+    if (slice.error && !out.error) out.error = slice.error;
+    if (!slice.bound_hit.empty() && out.bound_hit.empty()) out.bound_hit = slice.bound_hit;
+    if (take < slice.executions || !slice.complete) {
+      complete = false;
+      if (out.bound_hit.empty() && !slice.error) out.bound_hit = fmt::format("--max-executions {}", search.budget);
+    }
+    if (out.error || !complete) break;
+  }
+  out.exhaustive = complete && out.bound_hit.empty() && !out.error;
   if (!out.bugs.empty()) {
     out.verdict = out.bugs.front().kind;
   } else if (!out.exhaustive && !sampling) {
@@ -132,7 +263,8 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
   } else {
     out.verdict = sim::Verdict::OK;  // sampled runs found none: exhaustive says which
   }
-  out.seconds = elapsed();
+  if (sampling) out.bound_hit.clear();
+  out.seconds = search.elapsed();
   return out;
 }
 

@@ -31,6 +31,7 @@ struct CheckOptions {
   std::string strategy = "dpor";
   uint64_t max_executions = 0;  // 0: the strategy's default
   uint32_t pct_depth = 3;       // PCT's d: d-1 priority change points
+  unsigned jobs = 1;            // threads for dfs/dpor (sampling strategies run on one)
   bool collect_terminal_states = false;  // fill CheckResult::terminal_states (property tests)
   // Called about twice a second once a search has run for a second; never reaches a report.
   std::function<void(const Progress&)> progress;

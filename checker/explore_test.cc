@@ -164,3 +164,61 @@ TEST_CASE("the random generator is a fixed algorithm") {
 }
 
 }  // namespace lockstep::checker
+
+namespace lockstep::checker {
+
+TEST_CASE("--jobs: the same verdicts, bugs, counts and fingerprint as one thread") {
+  const char* texts[] = {R"Y(
+scenario: gather
+world: 6
+program:
+  - if: "rank == 0"
+    then:
+      - repeat: "world - 1"
+        do: [{recv: {from: any, size: 4KiB}}]
+      - recv: {from: 3, size: 4KiB}
+    else:
+      - send: {to: 0, size: 4KiB}
+)Y",
+                         R"Y(
+scenario: threads
+world: 2
+groups: {g: [0, 1]}
+threads:
+  main: [{allreduce: {size: 4, tag: a}}, {allreduce: {group: g, size: 4}}]
+  bg: [{allreduce: {size: 4, tag: b}}, {choose: {x: [{barrier: world}], y: []}}]
+)Y"};
+  for (const char* text : texts) {
+    const sim::Scenario scenario = testing::scenario_from(text);
+    for (const char* strategy : {"dfs", "dpor"}) {
+      CheckOptions one;
+      one.strategy = strategy;
+      CheckOptions two = one;
+      two.jobs = 2;
+      const CheckResult a = check_scenario(scenario, one);
+      const CheckResult b = check_scenario(scenario, two);
+      INFO(scenario.name << " " << strategy);
+      CHECK(a.verdict == b.verdict);
+      CHECK(a.executions == b.executions);
+      CHECK(a.events == b.events);
+      CHECK(a.fingerprint == b.fingerprint);
+      CHECK(a.exhaustive == b.exhaustive);
+      REQUIRE(a.bugs.size() == b.bugs.size());
+      for (size_t i = 0; i < a.bugs.size(); ++i) {
+        CHECK(a.bugs[i].signature == b.bugs[i].signature);
+        CHECK(a.bugs[i].execution == b.bugs[i].execution);
+        CHECK(a.bugs[i].schedule == b.bugs[i].schedule);
+      }
+      // A bound cuts both at the same execution.
+      one.max_executions = 7;
+      two.max_executions = 7;
+      const CheckResult c = check_scenario(scenario, one);
+      const CheckResult d = check_scenario(scenario, two);
+      CHECK(c.executions == d.executions);
+      CHECK(c.fingerprint == d.fingerprint);
+      CHECK(c.verdict == d.verdict);
+    }
+  }
+}
+
+}  // namespace lockstep::checker

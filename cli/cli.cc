@@ -58,6 +58,7 @@ check options:
                          sample --max-executions runs seeded by --seed
   --max-executions N     bound on executions (default 1000000; 1000 for random and pct)
   --pct-depth D          PCT's depth: D-1 priority change points (default 3)
+  --jobs N               explore on N threads (dfs, dpor): same verdicts, counts and bytes
   --time-budget S        bound on wall time in seconds
   --check-expect         exit 0 iff every verdict matches its scenario's expect:
   --cex-dir DIR          write one counterexample file per bug into DIR
@@ -176,6 +177,10 @@ Options parse_args(const std::vector<std::string>& args) {
       options.dot_path = *dot;
     } else if (options.verb == "replay" && (arg == "--sim" || arg == "--nccl" || arg == "--mpi")) {
       options.backend = arg.substr(2);
+    } else if (auto jobs = is_check ? value_of(arg, "--jobs") : std::nullopt) {
+      const uint64_t n = parse_count("--jobs", *jobs);
+      if (n == 0 || n > 256) throw UsageError{"--jobs must be between 1 and 256"};
+      options.check.jobs = static_cast<unsigned>(n);
     } else if (auto depth = is_check ? value_of(arg, "--pct-depth") : std::nullopt) {
       const uint64_t d = parse_count("--pct-depth", *depth);
       if (d == 0 || d > 1000) throw UsageError{"--pct-depth must be between 1 and 1000"};
