@@ -13,7 +13,6 @@
 
 namespace lockstep::checker {
 
-using Json = nlohmann::ordered_json;
 
 sim::ExecutionResult replay_execution(const sim::Scenario& scenario, const std::vector<sim::Option>& schedule,
                                       sim::EngineOptions options, bool& diverged) {
@@ -25,32 +24,6 @@ sim::ExecutionResult replay_execution(const sim::Scenario& scenario, const std::
   return result;
 }
 
-namespace {
-
-Json op_json(const sim::Scenario& scenario, const sim::OpRecord& rec) {
-  Json op;
-  op["index"] = rec.index;
-  op["kind"] = std::string(sim::op_kind_name(rec.op.kind));
-  op["thread"] = rec.thread;
-  if (!rec.stream.empty()) op["stream"] = rec.stream;
-  if (sim::is_collective(rec.op.kind) || sim::is_p2p(rec.op.kind)) {
-    op["group"] = scenario.groups[rec.op.group].name;
-    op["seq"] = rec.seq;
-    op["size"] = rec.op.size_bytes;
-    op["dtype"] = std::string(sim::dtype_name(rec.op.dtype));
-  }
-  if (rec.op.kind == sim::OpKind::SEND) op["to"] = rec.op.peer;
-  if (rec.op.kind == sim::OpKind::RECV) op["from"] = rec.op.peer >= 0 ? Json(rec.op.peer) : Json("any");
-  if (rec.matched_peer >= 0 && rec.op.peer < 0) op["matched"] = rec.matched_peer;
-  if (rec.op.root >= 0) op["root"] = rec.op.root;
-  if (rec.op.kind == sim::OpKind::COMPUTE || rec.op.kind == sim::OpKind::SLEEP) op["duration_ns"] = rec.op.duration_ns;
-  if (rec.op.stmt && !rec.op.stmt->tag.empty()) op["tag"] = rec.op.stmt->tag;
-  op["state"] = std::string(sim::kernel_state_name(rec.state));
-  op["source"] = rec.op.stmt ? scenario.location(rec.op.stmt->loc) : scenario.path;
-  return op;
-}
-
-}  // namespace
 
 std::string counterexample_json(const sim::Scenario& scenario, const Bug& bug, const sim::ExecutionResult& replayed,
                                 const std::string& strategy, uint64_t seed) {
@@ -94,7 +67,7 @@ std::string counterexample_json(const sim::Scenario& scenario, const Bug& bug, c
     }
     rank["stuck_in"] = std::move(stuck_in);
     Json ops = Json::array();
-    for (const sim::OpRecord& rec : replayed.ops[r]) ops.push_back(op_json(scenario, rec));
+    for (const sim::OpRecord& rec : replayed.ops[r]) ops.push_back(op_json(scenario, rec, true));
     rank["ops"] = std::move(ops);
     ranks.push_back(std::move(rank));
   }

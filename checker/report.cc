@@ -9,9 +9,35 @@
 
 namespace lockstep::checker {
 
-using Json = nlohmann::ordered_json;
 
 const char* lockstep_version() { return "0.1.0"; }
+
+Json op_json(const sim::Scenario& scenario, const sim::OpRecord& rec, bool detailed) {
+  Json op;
+  op["index"] = rec.index;
+  op["kind"] = std::string(sim::op_kind_name(rec.op.kind));
+  if (detailed) {
+    op["thread"] = rec.thread;
+    if (!rec.stream.empty()) op["stream"] = rec.stream;
+  }
+  if (sim::is_collective(rec.op.kind) || sim::is_p2p(rec.op.kind)) {
+    op["group"] = scenario.groups[rec.op.group].name;
+    op["seq"] = rec.seq;
+    op["size"] = rec.op.size_bytes;
+    op["dtype"] = std::string(sim::dtype_name(rec.op.dtype));
+  }
+  if (rec.op.kind == sim::OpKind::SEND) op["to"] = rec.op.peer;
+  if (rec.op.kind == sim::OpKind::RECV) op["from"] = rec.op.peer >= 0 ? Json(rec.op.peer) : Json("any");
+  if (rec.op.root >= 0) op["root"] = rec.op.root;
+  if (rec.op.stmt && !rec.op.stmt->tag.empty()) op["tag"] = rec.op.stmt->tag;
+  if (detailed) {
+    if (rec.matched_peer >= 0 && rec.op.peer < 0) op["matched"] = rec.matched_peer;
+    if (rec.op.kind == sim::OpKind::COMPUTE || rec.op.kind == sim::OpKind::SLEEP) op["duration_ns"] = rec.op.duration_ns;
+    op["state"] = std::string(sim::kernel_state_name(rec.state));
+  }
+  op["source"] = rec.op.stmt ? scenario.location(rec.op.stmt->loc) : scenario.path;
+  return op;
+}
 
 bool InputReport::matches_expected() const {
   if (!scenario || !result || result->error) return false;
@@ -20,26 +46,6 @@ bool InputReport::matches_expected() const {
 
 namespace {
 
-Json op_json(const sim::Scenario& scenario, const sim::OpRecord& rec) {
-  Json op;
-  op["index"] = rec.index;
-  op["kind"] = std::string(sim::op_kind_name(rec.op.kind));
-  if (sim::is_collective(rec.op.kind) || sim::is_p2p(rec.op.kind)) {
-    op["group"] = scenario.groups[rec.op.group].name;
-    op["seq"] = rec.seq;
-    op["size"] = rec.op.size_bytes;
-    op["dtype"] = std::string(sim::dtype_name(rec.op.dtype));
-  }
-  if (rec.op.kind == sim::OpKind::SEND) op["to"] = rec.op.peer;
-  if (rec.op.kind == sim::OpKind::RECV) {
-    if (rec.op.peer >= 0) op["from"] = rec.op.peer;
-    else op["from"] = "any";
-  }
-  if (rec.op.root >= 0) op["root"] = rec.op.root;
-  if (rec.op.stmt && !rec.op.stmt->tag.empty()) op["tag"] = rec.op.stmt->tag;
-  op["source"] = rec.op.stmt ? scenario.location(rec.op.stmt->loc) : scenario.path;
-  return op;
-}
 
 Json bug_json(const sim::Scenario& scenario, const Bug& bug, const std::string& counterexample) {
   Json out;
@@ -52,7 +58,7 @@ Json bug_json(const sim::Scenario& scenario, const Bug& bug, const std::string& 
     entry["rank"] = s.rank;
     entry["thread"] = s.thread;
     entry["stream"] = s.op.stream;
-    entry["op"] = op_json(scenario, s.op);
+    entry["op"] = op_json(scenario, s.op, false);
     entry["waiting_for"] = s.waiting_for;
     entry["never_issued"] = s.never_issued;
     stuck.push_back(std::move(entry));
@@ -64,8 +70,8 @@ Json bug_json(const sim::Scenario& scenario, const Bug& bug, const std::string& 
     m["field"] = bug.mismatch->field;
     m["group"] = scenario.groups[bug.mismatch->group].name;
     m["seq"] = bug.mismatch->seq;
-    m["ops"] = Json::array({Json{{"rank", bug.mismatch->rank_a}, {"op", op_json(scenario, bug.mismatch->op_a)}},
-                            Json{{"rank", bug.mismatch->rank_b}, {"op", op_json(scenario, bug.mismatch->op_b)}}});
+    m["ops"] = Json::array({Json{{"rank", bug.mismatch->rank_a}, {"op", op_json(scenario, bug.mismatch->op_a, false)}},
+                            Json{{"rank", bug.mismatch->rank_b}, {"op", op_json(scenario, bug.mismatch->op_b, false)}}});
     out["mismatch"] = std::move(m);
   }
   Json status = Json::object();

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "checker/explore.h"
 #include "sim/scenario.h"
 
@@ -39,6 +41,12 @@ std::string report_junit(const std::vector<InputReport>& reports, bool check_exp
 // GitHub Actions workflow commands: one `::error file=...,line=...::` at the YAML line of each
 // stuck op (or of each mismatched op) of every bug.
 std::string report_github(const std::vector<InputReport>& reports);
+
+using Json = nlohmann::ordered_json;
+
+// One issued op as JSON (reports' stuck ops; `detailed` adds thread, stream, state, duration and
+// the sender a wildcard matched, for counterexamples).
+Json op_json(const sim::Scenario& scenario, const sim::OpRecord& rec, bool detailed);
 
 // The version string reports carry.
 const char* lockstep_version();

@@ -792,20 +792,6 @@ bool is_statement_name(std::string_view name) {
   return find_op(name) != nullptr || is_block_statement(name);
 }
 
-struct DTypeName {
-  std::string_view name;
-  DType dtype;
-};
-
-constexpr std::array<DTypeName, 19> DTYPE_NAMES = {{
-    {"int8", DType::INT8},         {"uint8", DType::UINT8},   {"int32", DType::INT32},
-    {"uint32", DType::UINT32},     {"int64", DType::INT64},   {"uint64", DType::UINT64},
-    {"fp16", DType::FP16},         {"float16", DType::FP16},  {"half", DType::FP16},
-    {"bf16", DType::BF16},         {"bfloat16", DType::BF16}, {"fp32", DType::FP32},
-    {"float32", DType::FP32},      {"float", DType::FP32},    {"fp64", DType::FP64},
-    {"float64", DType::FP64},      {"double", DType::FP64},   {"fp8_e4m3", DType::FP8_E4M3},
-    {"fp8_e5m2", DType::FP8_E5M2},
-}};
 
 struct BandwidthUnit {
   std::string_view suffix;
@@ -2453,15 +2439,11 @@ class Loader {
 
   bool load_dtype(const Node& value, Stmt& stmt) {
     if (!expect_kind(value, NodeKind::SCALAR, "a string")) return false;
-    for (const DTypeName& entry : DTYPE_NAMES) {
-      if (entry.name == value.value) {
-        stmt.dtype = entry.dtype;
-        return true;
-      }
+    if (const std::optional<DType> dtype = parse_dtype(value.value)) {
+      stmt.dtype = *dtype;
+      return true;
     }
-    std::vector<std::string> names;
-    for (const DTypeName& entry : DTYPE_NAMES) names.emplace_back(entry.name);
-    error(value.loc, invalid_value_message(value.value, "dtype", names));
+    error(value.loc, invalid_value_message(value.value, "dtype", dtype_spellings()));
     return false;
   }
 
@@ -2588,15 +2570,20 @@ class Loader {
   std::array<std::unordered_map<std::string_view, int64_t>, 3> literal_cache_;  // by Unit
 };
 
-// Reads at most `max_bytes` + 1 bytes of a file.
-std::optional<std::string> read_file(const std::string& path, int64_t max_bytes,
-                                     std::string& error) {
+}  // namespace
+
+std::optional<std::string> read_text_file(const std::string& path, int64_t max_bytes, std::string& error) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     error = std::generic_category().message(errno);
     return std::nullopt;
   }
   std::string text;
+  if (std::fseek(file, 0, SEEK_END) == 0) {
+    const long size = std::ftell(file);
+    if (size > 0 && size <= max_bytes) text.reserve(static_cast<size_t>(size));
+    std::rewind(file);
+  }
   std::array<char, 1 << 16> buffer{};
   while (static_cast<int64_t>(text.size()) <= max_bytes) {
     const size_t got = std::fread(buffer.data(), 1, buffer.size(), file);
@@ -2612,6 +2599,8 @@ std::optional<std::string> read_file(const std::string& path, int64_t max_bytes,
   }
   return text;
 }
+
+namespace {
 
 void dump_node(const Node& node, int depth, std::string& out) {
   if (depth > 1000) return;
@@ -2630,7 +2619,7 @@ void dump_node(const Node& node, int depth, std::string& out) {
 LoadResult load_scenario_file(const std::string& path, std::span<const ParamOverride> overrides,
                               const LoadLimits& limits) {
   std::string problem;
-  const std::optional<std::string> text = read_file(path, limits.max_file_bytes, problem);
+  const std::optional<std::string> text = read_text_file(path, limits.max_file_bytes, problem);
   if (!text) {
     LoadResult result;
     result.diagnostics.push_back({path, {}, Severity::ERROR, "cannot read file: " + problem});

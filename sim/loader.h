@@ -39,6 +39,10 @@ struct LoadResult {
   bool ok() const { return scenario.has_value(); }
 };
 
+// Reads at most `max_bytes` + 1 bytes of a file (so that "too large" can be told), or sets
+// `error` to the system's reason.
+std::optional<std::string> read_text_file(const std::string& path, int64_t max_bytes, std::string& error);
+
 // Reads and loads one scenario file. Never throws; every problem is a diagnostic.
 LoadResult load_scenario_file(const std::string& path, std::span<const ParamOverride> overrides,
                               const LoadLimits& limits = {});

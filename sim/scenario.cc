@@ -64,6 +64,38 @@ uint32_t dtype_bytes(DType dtype) {
   return 1;
 }
 
+namespace {
+
+struct DTypeSpelling {
+  std::string_view name;
+  DType dtype;
+};
+
+constexpr std::array<DTypeSpelling, 19> DTYPE_SPELLINGS = {{
+    {"int8", DType::INT8},         {"uint8", DType::UINT8},   {"int32", DType::INT32},
+    {"uint32", DType::UINT32},     {"int64", DType::INT64},   {"uint64", DType::UINT64},
+    {"fp16", DType::FP16},         {"float16", DType::FP16},  {"half", DType::FP16},
+    {"bf16", DType::BF16},         {"bfloat16", DType::BF16}, {"fp32", DType::FP32},
+    {"float32", DType::FP32},      {"float", DType::FP32},    {"fp64", DType::FP64},
+    {"float64", DType::FP64},      {"double", DType::FP64},   {"fp8_e4m3", DType::FP8_E4M3},
+    {"fp8_e5m2", DType::FP8_E5M2},
+}};
+
+}  // namespace
+
+std::optional<DType> parse_dtype(std::string_view name) {
+  for (const DTypeSpelling& entry : DTYPE_SPELLINGS) {
+    if (entry.name == name) return entry.dtype;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> dtype_spellings() {
+  std::vector<std::string> names;
+  for (const DTypeSpelling& entry : DTYPE_SPELLINGS) names.emplace_back(entry.name);
+  return names;
+}
+
 std::string_view verdict_name(Verdict verdict) {
   switch (verdict) {
     case Verdict::OK: return "ok";

@@ -58,6 +58,10 @@ enum class DType : uint8_t {
 };
 std::string_view dtype_name(DType dtype);     // canonical PyTorch name: "bf16", "fp32", ...
 uint32_t dtype_bytes(DType dtype);
+// A dtype by any of its spellings (PyTorch names and aliases: "bf16", "bfloat16", "float", ...).
+std::optional<DType> parse_dtype(std::string_view name);
+// Every accepted spelling, for "valid values" in diagnostics.
+std::vector<std::string> dtype_spellings();
 
 enum class StmtKind : uint8_t {
   OP,          // one operation (fields op..new_group)

@@ -540,20 +540,6 @@ std::vector<std::string> arg_names(KeySet keys) {
   return names;
 }
 
-struct DTypeName {
-  std::string_view name;
-  DType dtype;
-};
-
-constexpr std::array<DTypeName, 19> DTYPE_NAMES = {{
-    {"int8", DType::INT8},         {"uint8", DType::UINT8},   {"int32", DType::INT32},
-    {"uint32", DType::UINT32},     {"int64", DType::INT64},   {"uint64", DType::UINT64},
-    {"fp16", DType::FP16},         {"float16", DType::FP16},  {"half", DType::FP16},
-    {"bf16", DType::BF16},         {"bfloat16", DType::BF16}, {"fp32", DType::FP32},
-    {"float32", DType::FP32},      {"float", DType::FP32},    {"fp64", DType::FP64},
-    {"float64", DType::FP64},      {"double", DType::FP64},   {"fp8_e4m3", DType::FP8_E4M3},
-    {"fp8_e5m2", DType::FP8_E5M2},
-}};
 
 constexpr std::array<std::string_view, 8> HEADER_KEYS = {
     "lockstep_trace", "scenario", "description", "source", "expect", "world", "groups", "semantics",
@@ -1260,15 +1246,11 @@ class TraceLoader {
 
   bool load_dtype(const JsonValue& value, Stmt& stmt) {
     if (!expect_kind(value, JsonKind::STRING, "a string")) return false;
-    for (const DTypeName& entry : DTYPE_NAMES) {
-      if (entry.name == value.text) {
-        stmt.dtype = entry.dtype;
-        return true;
-      }
+    if (const std::optional<DType> dtype = parse_dtype(value.text)) {
+      stmt.dtype = *dtype;
+      return true;
     }
-    std::vector<std::string> names;
-    for (const DTypeName& entry : DTYPE_NAMES) names.emplace_back(entry.name);
-    error(at(value), invalid_value_message(value.text, "dtype", names));
+    error(at(value), invalid_value_message(value.text, "dtype", dtype_spellings()));
     return false;
   }
 
@@ -1543,35 +1525,6 @@ class TraceLoader {
   bool placed_ = false;                 // the current line's op goes into ranks_[current_state_]
 };
 
-// Reads at most `max_bytes` + 1 bytes of a file.
-std::optional<std::string> read_file(const std::string& path, int64_t max_bytes,
-                                     std::string& problem) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    problem = std::generic_category().message(errno);
-    return std::nullopt;
-  }
-  std::string text;
-  if (std::fseek(file, 0, SEEK_END) == 0) {
-    const long size = std::ftell(file);
-    if (size > 0 && size <= max_bytes) text.reserve(static_cast<size_t>(size));
-    std::rewind(file);
-  }
-  std::array<char, 1 << 16> buffer{};
-  while (static_cast<int64_t>(text.size()) <= max_bytes) {
-    const size_t got = std::fread(buffer.data(), 1, buffer.size(), file);
-    text.append(buffer.data(), got);
-    if (got < buffer.size()) break;
-  }
-  const bool failed = std::ferror(file) != 0;
-  const int failure = errno;
-  std::fclose(file);
-  if (failed) {
-    problem = std::generic_category().message(failure);
-    return std::nullopt;
-  }
-  return text;
-}
 
 // ---------------------------------------------------------------------------------------------
 // The writer.
@@ -1796,7 +1749,7 @@ bool is_trace_path(std::string_view path) {
 LoadResult load_trace_file(const std::string& path, std::span<const ParamOverride> overrides,
                            const LoadLimits& limits) {
   std::string problem;
-  std::optional<std::string> text = read_file(path, limits.max_file_bytes, problem);
+  std::optional<std::string> text = read_text_file(path, limits.max_file_bytes, problem);
   if (!text) {
     LoadResult result;
     result.diagnostics.push_back({path, {}, Severity::ERROR, "cannot read file: " + problem});
