@@ -34,4 +34,10 @@ std::string format_location(std::string_view file, SourceLoc loc);
 // The closest candidate by edit distance, or "" when none is close enough to suggest.
 std::string closest_name(std::string_view name, const std::vector<std::string>& candidates);
 
+// "0, 2, 4-7": ascending ranks, runs of three or more as ranges.
+std::string format_ranks(const std::vector<int32_t>& ranks);
+
+// A letter or '_' followed by letters, digits or '_' (ASCII, whatever the locale).
+bool is_identifier(std::string_view name);
+
 }  // namespace lockstep::sim

@@ -68,14 +68,6 @@ std::string unknown_message(std::string_view thing, std::string_view name, std::
          hint_for(name, valid) + "; valid " + std::string(thing) + "s: " + join(sorted(valid));
 }
 
-bool is_identifier(std::string_view name) {
-  if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) {
-    return false;
-  }
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
-}
 
 // Words of the expression language that no parameter or variable may take.
 bool is_reserved_word(std::string_view name) {
@@ -84,23 +76,6 @@ bool is_reserved_word(std::string_view name) {
   return std::find(words.begin(), words.end(), name) != words.end();
 }
 
-// "0, 2, 4-7": ascending ranks, runs of three or more as ranges.
-std::string format_ranks(const std::vector<int32_t>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ", ";
-    if (j - i >= 2) {
-      out += std::to_string(ranks[i]) + "-" + std::to_string(ranks[j]);
-      i = j + 1;
-    } else {
-      out += std::to_string(ranks[i]);
-      ++i;
-    }
-  }
-  return out;
-}
 
 // yaml-cpp's messages start with a capital now and then; ours never do.
 std::string lower_first(std::string message) {
