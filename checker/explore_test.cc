@@ -47,17 +47,7 @@ program:
 }
 
 TEST_CASE("a bug on one schedule of several is found, with the schedule that leads to it") {
-  const sim::Scenario scenario = scenario_from(R"Y(
-scenario: race
-world: 3
-program:
-  - if: "rank == 0"
-    then:
-      - recv: {from: any, size: 1MiB}
-      - recv: {from: 2, size: 1MiB}
-    else:
-      - send: {to: 0, size: 1MiB}
-)Y");
+  const sim::Scenario scenario = testing::scenario_file("scenarios/examples/wildcard-race.yaml");
   const CheckResult result = check_scenario(scenario, {});
   CHECK(result.executions == 2);
   CHECK(result.verdict == sim::Verdict::HANG);
@@ -113,17 +103,7 @@ program:
 namespace lockstep::checker {
 
 TEST_CASE("random and pct sample seeded executions and find a schedule-dependent bug") {
-  const sim::Scenario scenario = testing::scenario_from(R"Y(
-scenario: race
-world: 3
-program:
-  - if: "rank == 0"
-    then:
-      - recv: {from: any, size: 1MiB}
-      - recv: {from: 2, size: 1MiB}
-    else:
-      - send: {to: 0, size: 1MiB}
-)Y");
+  const sim::Scenario scenario = testing::scenario_file("scenarios/examples/wildcard-race.yaml");
   for (const char* strategy : {"random", "pct"}) {
     CheckOptions options;
     options.strategy = strategy;

@@ -238,17 +238,7 @@ program:
 }
 
 TEST_CASE("a wildcard receive is a choice point with one option per pending sender") {
-  const Scenario scenario = scenario_from(R"Y(
-scenario: wild
-world: 3
-program:
-  - if: "rank == 0"
-    then:
-      - recv: {from: any, size: 1MiB}
-      - recv: {from: 2, size: 1MiB}
-    else:
-      - send: {to: 0, size: 1MiB}
-)Y");
+  const Scenario scenario = testing::scenario_file("scenarios/examples/wildcard-race.yaml");
   Engine engine(scenario);
   FirstOption first;
   const ExecutionResult takes_1 = engine.run(first);  // options sorted: sender 1 first
