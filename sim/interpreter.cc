@@ -175,20 +175,21 @@ void ProgramFiber::run_block(const std::vector<Stmt>& block) {
         switch_to_engine();
         break;
       case StmtKind::REPEAT: {
-        const int64_t count = eval(stmt.count);
-        if (count < 0) fail(stmt.count.loc, fmt::format("repeat count {} is negative (on rank {})", count, rank_));
+        const StmtExtra& repeat = stmt.extra();
+        const int64_t count = eval(repeat.count);
+        if (count < 0) fail(repeat.count.loc, fmt::format("repeat count {} is negative (on rank {})", count, rank_));
         if (count > limits_.max_repeat) {
-          fail(stmt.count.loc, fmt::format("repeat count {} exceeds the limit of {} iterations (on rank {}; raise it "
+          fail(repeat.count.loc, fmt::format("repeat count {} exceeds the limit of {} iterations (on rank {}; raise it "
                                            "with --max-repeat)", count, limits_.max_repeat, rank_));
         }
         for (int64_t i = 0; i < count; ++i) {
-          if (stmt.var_slot >= 0) env_[static_cast<size_t>(stmt.var_slot)] = i;
+          if (repeat.var_slot >= 0) env_[static_cast<size_t>(repeat.var_slot)] = i;
           run_block(stmt.body);
         }
         break;
       }
       case StmtKind::IF:
-        run_block(eval(stmt.cond) != 0 ? stmt.body : stmt.else_body);
+        run_block(eval(stmt.extra().cond) != 0 ? stmt.body : stmt.extra().else_body);
         break;
       case StmtKind::CHOOSE:
         run_choose(stmt);
@@ -210,14 +211,15 @@ void ProgramFiber::run_choose(const Stmt& stmt) {
 }
 
 void ProgramFiber::run_call(const Stmt& stmt) {
-  const Define& define = scenario_.defines.at(stmt.callee);
+  const StmtExtra& call = stmt.extra();
+  const Define& define = scenario_.defines.at(call.callee);
   if (call_depth_ >= limits_.max_call_depth) {
     fail(stmt.loc, fmt::format("call of '{}' exceeds the limit of {} nested calls (on rank {}; raise it with "
                                "--max-call-depth)", define.name, limits_.max_call_depth, rank_));
   }
   std::vector<int64_t> args;
-  args.reserve(stmt.args.size());
-  for (const Expr& arg : stmt.args) args.push_back(eval(arg));
+  args.reserve(call.args.size());
+  for (const Expr& arg : call.args) args.push_back(eval(arg));
   // A call may recurse: the callee's slots (parameters, loop variables) are restored after it.
   const size_t saved_at = saved_.size();
   saved_.insert(saved_.end(), env_.begin(), env_.end());
@@ -269,8 +271,9 @@ OpInstance ProgramFiber::evaluate_op(const Stmt& stmt) {
       fail(stmt.size.loc, fmt::format("size {} is negative (on rank {})", op.size_bytes, rank));
     }
     if (stmt.has_root) {
-      const int64_t root = eval(stmt.root);
-      check_rank(stmt.root, root, "root");
+      const Expr& root_expr = stmt.extra().root;
+      const int64_t root = eval(root_expr);
+      check_rank(root_expr, root, "root");
       op.root = static_cast<int32_t>(root);
     }
     if (stmt.has_peer && !stmt.peer_any) {

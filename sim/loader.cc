@@ -2051,7 +2051,7 @@ class Loader {
                                    " (raise it with --max-repeat)");
         ok = false;
       }
-      stmt.count = std::move(*count);
+      stmt.set_extra().count = std::move(*count);
     } else {
       ok = false;
     }
@@ -2077,8 +2077,8 @@ class Loader {
                           describe_slot(shadowed->slot) + " " + quoted(*name));
       return false;
     }
-    stmt.var_slot = add_slot(*name, "the enclosing loop variable");
-    scope_.push_back({*name, stmt.var_slot});
+    stmt.set_extra().var_slot = add_slot(*name, "the enclosing loop variable");
+    scope_.push_back({*name, stmt.extra().var_slot});
     return true;
   }
 
@@ -2098,9 +2098,9 @@ class Loader {
     } else {
       error(head.key_node->loc, "'if' requires 'then'");
     }
-    if (keys.count("else") != 0) load_block(*keys.at("else")->value, stmt.else_body, depth);
+    if (keys.count("else") != 0) load_block(*keys.at("else")->value, stmt.set_extra().else_body, depth);
     if (!cond || keys.count("then") == 0) return false;
-    stmt.cond = std::move(*cond);
+    stmt.set_extra().cond = std::move(*cond);
     return true;
   }
 
@@ -2151,7 +2151,7 @@ class Loader {
       return false;
     }
     const auto callee = static_cast<size_t>(found - names.begin());
-    stmt.callee = static_cast<uint32_t>(callee);
+    stmt.set_extra().callee = static_cast<uint32_t>(callee);
     define_called_[callee] = true;
     const Define& def = scenario_.defines[callee];
     std::vector<std::optional<Expr>> args(def.params.size());
@@ -2180,7 +2180,7 @@ class Loader {
     }
     for (size_t p = 0; p < args.size(); ++p) {
       if (args[p]) {
-        stmt.args.push_back(std::move(*args[p]));
+        stmt.set_extra().args.push_back(std::move(*args[p]));
       } else if (ok) {
         error(head.key_node->loc, "call of " + quoted(def.name) + " is missing argument " +
                                       quoted(def.params[p]));
@@ -2227,7 +2227,7 @@ class Loader {
         if (!expect_kind(value, NodeKind::SCALAR, "a handle") || !check_name(value, "handle", false)) {
           return false;
         }
-        stmt.handle = std::string(value.value);
+        stmt.handle = scenario_.names->intern(value.value);
         waits_.push_back({value.value, value.loc, owner_});
         return true;
       }
@@ -2237,7 +2237,7 @@ class Loader {
             !check_name(value, "stream", false)) {
           return false;
         }
-        stmt.stream = std::string(value.value);
+        stmt.stream = scenario_.names->intern(value.value);
         return true;
       case OpForm::NEW_GROUP: {
         const auto found = new_group_of_.find(&value);
@@ -2383,14 +2383,14 @@ class Loader {
         if (!root) return false;
         check_member(*root, value, stmt.group);
         stmt.has_root = true;
-        stmt.root = std::move(*root);
+        stmt.set_extra().root = std::move(*root);
         return true;
       }
       case Arg::TO:
       case Arg::FROM: return load_peer(value, stmt);
       case Arg::TAG: {
         std::optional<std::string> tag = string_of(value);
-        if (tag) stmt.tag = std::move(*tag);
+        if (tag) stmt.tag = scenario_.names->intern(*tag);
         return tag.has_value();
       }
       case Arg::STREAM:
@@ -2398,14 +2398,14 @@ class Loader {
             !check_name(value, "stream", false)) {
           return false;
         }
-        stmt.stream = std::string(value.value);
+        stmt.stream = scenario_.names->intern(value.value);
         return true;
       case Arg::ASYNC:
         if (!expect_kind(value, NodeKind::SCALAR, "a handle name") ||
             !check_name(value, "handle", false)) {
           return false;
         }
-        stmt.handle = std::string(value.value);
+        stmt.handle = scenario_.names->intern(value.value);
         return true;
       case Arg::DURATION: return load_duration_value(value, stmt);
     }
@@ -2505,13 +2505,14 @@ class Loader {
 
   static void mark_used(const std::vector<Stmt>& body, std::vector<bool>& used) {
     for (const Stmt& stmt : body) {
+      const StmtExtra& extra = stmt.extra();
       for (const Expr* expr :
-           {&stmt.size, &stmt.peer, &stmt.root, &stmt.duration, &stmt.count, &stmt.cond}) {
+           {&stmt.size, &stmt.peer, &extra.root, &stmt.duration, &extra.count, &extra.cond}) {
         mark_used_slots(*expr, used);
       }
-      for (const Expr& arg : stmt.args) mark_used_slots(arg, used);
+      for (const Expr& arg : extra.args) mark_used_slots(arg, used);
       mark_used(stmt.body, used);
-      mark_used(stmt.else_body, used);
+      mark_used(extra.else_body, used);
       for (const Branch& branch : stmt.branches) mark_used(branch.body, used);
     }
   }

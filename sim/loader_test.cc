@@ -130,12 +130,12 @@ TEST_CASE("loader: the SPEC example loads into the model") {
   const Stmt& repeat = body[0];
   CHECK(repeat.kind == StmtKind::REPEAT);
   CHECK(repeat.loc == SourceLoc{10, 5});
-  CHECK(repeat.var_slot == -1);
+  CHECK(repeat.extra().var_slot == -1);
   const std::array<int64_t, 3> rank3 = {3, 4, 3};
   const std::array<int64_t, 3> rank0 = {0, 4, 3};
-  CHECK(eval_expr(repeat.count, rank3) == 2);
-  CHECK(eval_expr(repeat.count, rank0) == 3);
-  CHECK(repeat.count.loc == SourceLoc{10, 22});  // the '-' inside the quoted string
+  CHECK(eval_expr(repeat.extra().count, rank3) == 2);
+  CHECK(eval_expr(repeat.extra().count, rank0) == 3);
+  CHECK(repeat.extra().count.loc == SourceLoc{10, 22});  // the '-' inside the quoted string
   REQUIRE(repeat.body.size() == 2);
   CHECK(repeat.body[0].kind == StmtKind::OP);
   CHECK(repeat.body[0].op == OpKind::COMPUTE);
@@ -175,7 +175,7 @@ TEST_CASE("loader: ops take their arguments, defaults and dtype aliases") {
   CHECK(body[0].group == 1);
   CHECK(value_of(body[0].size) == 8192);
   CHECK(body[0].has_root);
-  CHECK(value_of(body[0].root) == 2);
+  CHECK(value_of(body[0].extra().root) == 2);
   CHECK(body[0].dtype == DType::FP16);
   CHECK(body[0].tag == "w.0");
   CHECK(body[1].dtype == DType::FP64);
@@ -243,22 +243,22 @@ TEST_CASE("loader: if and repeat with loop variables get their own slots") {
   CHECK(s.slot_names == std::vector<std::string>{"rank", "world", "n", "i", "i", "j"});
   const std::vector<Stmt>& body = s.programs.at(0).at(0).body;
   REQUIRE(body.size() == 2);
-  CHECK(body[0].var_slot == 3);
-  CHECK(value_of(body[0].count) == 2);
+  CHECK(body[0].extra().var_slot == 3);
+  CHECK(value_of(body[0].extra().count) == 2);
   const Stmt& branch = body[0].body.at(0);
   CHECK(branch.kind == StmtKind::IF);
   CHECK(branch.loc == SourceLoc{8, 9});
   const std::array<int64_t, 4> env = {1, 4, 2, 0};
-  CHECK(eval_expr(branch.cond, env) == 1);
+  CHECK(eval_expr(branch.extra().cond, env) == 1);
   REQUIRE(branch.body.size() == 1);
   CHECK(eval_expr(branch.body[0].duration, env) == 1'000'000);
-  REQUIRE(branch.else_body.size() == 1);
-  CHECK(branch.else_body[0].op == OpKind::SLEEP);
-  CHECK(body[1].var_slot == 4);
+  REQUIRE(branch.extra().else_body.size() == 1);
+  CHECK(branch.extra().else_body[0].op == OpKind::SLEEP);
+  CHECK(body[1].extra().var_slot == 4);
   const Stmt& inner = body[1].body.at(0);
-  CHECK(inner.var_slot == 5);
-  CHECK(inner.count.op == ExprOp::VAR);
-  CHECK(inner.count.value == 2);
+  CHECK(inner.extra().var_slot == 5);
+  CHECK(inner.extra().count.op == ExprOp::VAR);
+  CHECK(inner.extra().count.value == 2);
   const std::array<int64_t, 6> deep = {0, 4, 2, 0, 2, 5};
   CHECK(eval_expr(inner.body.at(0).peer, deep) == 1);
   CHECK(eval_expr(inner.body.at(0).size, deep) == 2048);
@@ -836,19 +836,19 @@ program:
   CHECK(forward.param_slots == std::vector<int32_t>{3, 4});
   CHECK(s.slot_names == std::vector<std::string>{"rank", "world", "mb", "chunk", "peer", "i", "m"});
   REQUIRE(forward.body.size() == 2);
-  CHECK(forward.body[1].var_slot == 5);
+  CHECK(forward.body[1].extra().var_slot == 5);
   CHECK(s.defines[1].body.at(0).kind == StmtKind::CALL);
-  CHECK(s.defines[1].body.at(0).callee == 1);
+  CHECK(s.defines[1].body.at(0).extra().callee == 1);
   const std::vector<Stmt>& body = s.program_of(0).at(0).body;
   const Stmt& call = body.at(0).body.at(0);
   CHECK(call.kind == StmtKind::CALL);
-  CHECK(call.callee == 0);
-  REQUIRE(call.args.size() == 2);
+  CHECK(call.extra().callee == 0);
+  REQUIRE(call.extra().args.size() == 2);
   const std::array<int64_t, 7> env = {3, 4, 2, 0, 0, 0, 1};
-  CHECK(eval_expr(call.args[0], env) == 2);  // chunk = m + 1
-  CHECK(eval_expr(call.args[1], env) == 0);  // peer
-  CHECK(body.at(1).callee == 2);
-  CHECK(body.at(1).args.empty());
+  CHECK(eval_expr(call.extra().args[0], env) == 2);  // chunk = m + 1
+  CHECK(eval_expr(call.extra().args[1], env) == 0);  // peer
+  CHECK(body.at(1).extra().callee == 2);
+  CHECK(body.at(1).extra().args.empty());
 }
 
 TEST_CASE("loader: define errors and warnings") {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <stdexcept>
 
 namespace lockstep::sim {
 
@@ -129,5 +130,39 @@ GroupDef make_group(std::string name, SourceLoc loc, std::vector<int32_t> ranks,
   group.comms.push_back(std::move(ranks));
   return group;
 }
+
+}  // namespace lockstep::sim
+
+namespace lockstep::sim {
+
+const std::string& Name::empty_string() {
+  static const std::string empty;
+  return empty;
+}
+
+Name NamePool::intern(std::string_view text) {
+  if (text.empty()) return Name();
+  const std::lock_guard<std::mutex> lock(mutex_);
+  const auto found = index_.find(text);
+  if (found != index_.end()) return Name(found->second);
+  const std::string& stored = texts_.emplace_back(text);
+  index_.emplace(std::string_view(stored), &stored);
+  return Name(&stored);
+}
+
+const Expr& ExprList::at(size_t i) const {
+  if (i >= size()) throw std::out_of_range("expression argument " + std::to_string(i) + " of " + std::to_string(size()));
+  return (*items_.get())[i];
+}
+
+const Expr& ExprList::operator[](size_t i) const { return (*items_.get())[i]; }
+
+Expr& ExprList::operator[](size_t i) { return items_.make()[i]; }
+
+const Expr* ExprList::end() const { return begin() + size(); }
+
+const Expr* ExprList::begin() const { return items_.get() ? items_.get()->data() : nullptr; }
+
+void ExprList::push_back(Expr expr) { items_.make().push_back(std::move(expr)); }
 
 }  // namespace lockstep::sim

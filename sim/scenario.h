@@ -3,14 +3,82 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "sim/diagnostic.h"
 
 namespace lockstep::sim {
+
+// ---------------------------------------------------------------------------------------------
+// Compact building blocks. A recorded schedule holds millions of statements (issue 3: 1,024
+// ranks x 1,000 ops must load in well under a second), so a statement is kept small: rare parts
+// live behind one pointer and names are interned.
+
+// A copyable owning pointer: deep-copies its value, null until first written.
+template <typename T>
+class Box {
+ public:
+  Box() = default;
+  Box(const Box& other) : ptr_(other.ptr_ ? std::make_unique<T>(*other.ptr_) : nullptr) {}
+  Box(Box&&) noexcept = default;
+  Box& operator=(const Box& other) {
+    if (this != &other) ptr_ = other.ptr_ ? std::make_unique<T>(*other.ptr_) : nullptr;
+    return *this;
+  }
+  Box& operator=(Box&&) noexcept = default;
+  ~Box() = default;
+
+  const T* get() const { return ptr_.get(); }
+  // The value, made on first use.
+  T& make() {
+    if (!ptr_) ptr_ = std::make_unique<T>();
+    return *ptr_;
+  }
+
+ private:
+  std::unique_ptr<T> ptr_;
+};
+
+// An interned name (a tag, stream or handle): one pointer; empty when null. The text lives in
+// the NamePool of the scenario that made it (or is a string literal's, see Name(const char*)).
+class Name {
+ public:
+  Name() = default;
+  // For literals and other storage that outlives the scenario.
+  explicit Name(const std::string* interned) : text_(interned) {}
+
+  bool empty() const { return text_ == nullptr || text_->empty(); }
+  const std::string& str() const { return text_ != nullptr ? *text_ : empty_string(); }
+  operator const std::string&() const { return str(); }  // NOLINT(google-explicit-constructor)
+  operator std::string_view() const { return str(); }    // NOLINT(google-explicit-constructor)
+  friend bool operator==(const Name& a, const Name& b) { return a.str() == b.str(); }
+  friend bool operator==(const Name& a, std::string_view b) { return a.str() == b; }
+
+ private:
+  static const std::string& empty_string();
+  const std::string* text_ = nullptr;
+};
+
+// The names of one scenario. Shared by copies of the scenario (names are immutable), and safe
+// to intern from several threads.
+class NamePool {
+ public:
+  Name intern(std::string_view text);
+
+ private:
+  std::mutex mutex_;
+  std::deque<std::string> texts_;  // stable addresses
+  std::unordered_map<std::string_view, const std::string*> index_;
+};
 
 // ---------------------------------------------------------------------------------------------
 // Expressions. Compiled by the loader: identifiers are resolved to environment slots (see
@@ -26,11 +94,30 @@ enum class ExprOp : uint8_t {
   COND,                               // three arguments: c ? a : b
 };
 
+struct Expr;
+
+// The arguments of an expression node: a vector that costs one null pointer when empty (most
+// expressions of a recorded schedule are constants).
+class ExprList {
+ public:
+  size_t size() const { return items_.get() ? items_.get()->size() : 0; }
+  bool empty() const { return size() == 0; }
+  const Expr& operator[](size_t i) const;
+  Expr& operator[](size_t i);
+  const Expr& at(size_t i) const;
+  const Expr* begin() const;
+  const Expr* end() const;
+  void push_back(Expr expr);
+
+ private:
+  Box<std::vector<Expr>> items_;
+};
+
 struct Expr {
   ExprOp op = ExprOp::CONST;
   int64_t value = 0;
   SourceLoc loc;
-  std::vector<Expr> args;
+  ExprList args;
 
   static Expr constant(int64_t v, SourceLoc at = {}) { return Expr{ExprOp::CONST, v, at, {}}; }
   bool is_constant() const { return op == ExprOp::CONST; }
@@ -80,44 +167,49 @@ struct Branch {
   std::vector<Stmt> body;
 };
 
+// The rarer parts of a statement (control flow, rooted collectives), behind one pointer.
+struct StmtExtra {
+  Expr root;                // OP: global rank (broadcast, reduce, gather, scatter)
+  Expr count;               // REPEAT
+  int32_t var_slot = -1;    // REPEAT: slot of `as: VAR`, -1 when absent
+  Expr cond;                // IF
+  uint32_t callee = 0;      // CALL: index into Scenario::defines
+  std::vector<Expr> args;   // CALL: one per parameter of the define, evaluated in the caller
+  std::vector<Stmt> else_body;  // IF: else
+};
+
 struct Stmt {
   StmtKind kind = StmtKind::OP;
-  SourceLoc loc;  // the position of the statement's key (`allreduce`, `repeat`, ...)
-
-  // OP
-  OpKind op = OpKind::COMPUTE;
-  uint32_t group = 0;       // index into Scenario::groups (collectives, p2p; CHOOSE: agreed)
-  Expr size;                // bytes (collectives and p2p)
+  OpKind op = OpKind::COMPUTE;  // OP
   DType dtype = DType::BF16;
   bool has_peer = false;    // send: `to`, recv: `from`
   bool peer_any = false;    // recv: {from: any}
-  Expr peer;                // global rank
-  bool has_root = false;
-  Expr root;                // global rank (broadcast, reduce, gather, scatter)
-  std::string tag;          // logical identity, "" when not given
-  Expr duration;            // nanoseconds (compute, sleep)
-  std::string stream;       // `stream:` (a kernel's stream; SYNC: the stream, "" = all)
-  std::string handle;       // `async: H` on a communication op; WAIT: the handle waited for
+  bool has_root = false;    // the root is in extra()
+  bool agreed = false;      // CHOOSE: every member of `group` (this rank's communicator) takes
+                            // the same branch
+  uint32_t group = 0;       // index into Scenario::groups (collectives, p2p; CHOOSE: agreed)
   uint32_t new_group = 0;   // NEW_GROUP: the group (index into Scenario::groups) it creates
+  SourceLoc loc;            // the position of the statement's key (`allreduce`, `repeat`, ...)
 
-  // REPEAT
-  Expr count;
-  int32_t var_slot = -1;    // slot of `as: VAR`, -1 when absent
+  Expr size;                // bytes (collectives and p2p)
+  Expr peer;                // global rank
+  Expr duration;            // nanoseconds (compute, sleep)
+  Name tag;                 // logical identity, empty when not given
+  Name stream;              // `stream:` (a kernel's stream; SYNC: the stream, empty = all)
+  Name handle;              // `async: H` on a communication op; WAIT: the handle waited for
 
-  // IF
-  Expr cond;
+  std::vector<Branch> branches;  // CHOOSE
+  std::vector<Stmt> body;        // repeat: do; if: then; nccl group: its ops
 
-  // CHOOSE
-  bool agreed = false;      // every member of `group` (this rank's communicator) takes the
-                            // same branch
-  std::vector<Branch> branches;
+  // The rare parts: read them with extra(), write them with set_extra().
+  const StmtExtra& extra() const {
+    static const StmtExtra none;
+    return extra_.get() != nullptr ? *extra_.get() : none;
+  }
+  StmtExtra& set_extra() { return extra_.make(); }
 
-  // CALL
-  uint32_t callee = 0;      // index into Scenario::defines
-  std::vector<Expr> args;   // one per parameter of the define, evaluated in the caller
-
-  std::vector<Stmt> body;       // repeat: do; if: then; nccl group: its ops
-  std::vector<Stmt> else_body;  // if: else
+ private:
+  Box<StmtExtra> extra_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -225,6 +317,7 @@ struct Scenario {
   Link link;                               // `link:` default for every group
   std::vector<std::optional<Link>> group_link;  // per group (e.g. per mesh dimension), if set
   std::vector<Define> defines;
+  std::shared_ptr<NamePool> names = std::make_shared<NamePool>();  // tags, streams, handles
 
   // What each rank runs: `program:` or `threads:` give one template for every rank
   // (programs.size() == 1); recorded `ranks:` give one program per listed rank set.
@@ -245,3 +338,11 @@ struct Scenario {
 };
 
 }  // namespace lockstep::sim
+
+template <>
+struct fmt::formatter<lockstep::sim::Name> : fmt::formatter<std::string_view> {
+  template <typename Context>
+  auto format(const lockstep::sim::Name& name, Context& ctx) const {
+    return fmt::formatter<std::string_view>::format(std::string_view(name), ctx);
+  }
+};

@@ -701,7 +701,7 @@ class TraceLoader {
   }
 
   // A quick look at every line after `pos` for `"rank": N`, to size each rank's program once
-  // (a Stmt is large: growing a vector of them copies and faults in twice the memory). Only a
+  // (a Stmt is 200 bytes: growing a vector of them would copy and fault in twice the memory). Only a
   // hint: lines it cannot read are left to the loader.
   void count_ops_per_rank(size_t pos) {
     ops_per_rank_.assign(static_cast<size_t>(scenario_.world), 0);
@@ -1174,7 +1174,7 @@ class TraceLoader {
       case Key::SIZE: return load_expr(value, "a size in bytes", "size", stmt.size);
       case Key::DURATION: return load_expr(value, "a duration in nanoseconds", "duration", stmt.duration);
       case Key::DTYPE: return load_dtype(value, stmt);
-      case Key::ROOT: return load_rank_expr(value, stmt.root, stmt.has_root);
+      case Key::ROOT: return load_rank_expr(value, stmt.set_extra().root, stmt.has_root);
       case Key::TO: return load_rank_expr(value, stmt.peer, stmt.has_peer);
       case Key::FROM: return load_from(value, stmt);
       case Key::TAG: return load_string(value, "tag", stmt.tag);
@@ -1214,9 +1214,9 @@ class TraceLoader {
     return false;
   }
 
-  bool load_string(const JsonValue& value, std::string_view key, std::string& out) {
+  bool load_string(const JsonValue& value, std::string_view key, Name& out) {
     const std::optional<std::string_view> text = name_of(value, key);
-    if (text) out = std::string(*text);
+    if (text) out = scenario_.names->intern(*text);
     return text.has_value();
   }
 
@@ -1235,7 +1235,7 @@ class TraceLoader {
   bool load_async(const JsonValue& value, Stmt& stmt) {
     if (!load_string(value, "async", stmt.handle)) return false;
     if (placed_) {
-      std::vector<uint32_t>& threads = ranks_[current_state_].handles[stmt.handle];
+      std::vector<uint32_t>& threads = ranks_[current_state_].handles[stmt.handle.str()];
       if (std::find(threads.begin(), threads.end(), current_thread_) == threads.end()) {
         threads.push_back(current_thread_);
       }
@@ -1247,11 +1247,11 @@ class TraceLoader {
     if (!load_string(value, "handle", stmt.handle)) return false;
     if (!placed_) return true;
     const RankState& rs = ranks_[current_state_];
-    const auto found = rs.handles.find(stmt.handle);
+    const auto found = rs.handles.find(stmt.handle.str());
     if (found == rs.handles.end() ||
         std::find(found->second.begin(), found->second.end(), current_thread_) ==
             found->second.end()) {
-      pending_waits_.push_back({current_state_, current_thread_, stmt.handle, at(value)});
+      pending_waits_.push_back({current_state_, current_thread_, stmt.handle.str(), at(value)});
     }
     return true;
   }
@@ -1338,8 +1338,8 @@ class TraceLoader {
       report(stmt.peer.value, stmt.peer.loc);
       ok = false;
     }
-    if (stmt.has_root && not_member(stmt.root.value)) {
-      report(stmt.root.value, stmt.root.loc);
+    if (stmt.has_root && not_member(stmt.extra().root.value)) {
+      report(stmt.extra().root.value, stmt.extra().root.loc);
       ok = false;
     }
     return ok;
@@ -1653,7 +1653,7 @@ void write_op(const Scenario& s, int32_t rank, const ThreadDef& thread, const St
   }
   if (takes(Key::ROOT) && stmt.has_root) {
     write_key("root", first, out);
-    write_integer(stmt.root.value, out);
+    write_integer(stmt.extra().root.value, out);
   }
   if ((takes(Key::TO) || takes(Key::FROM)) && stmt.has_peer) {
     write_key(takes(Key::TO) ? "to" : "from", first, out);
@@ -1672,7 +1672,7 @@ void write_op(const Scenario& s, int32_t rank, const ThreadDef& thread, const St
                                   std::pair{Key::ASYNC, &stmt.handle}, std::pair{Key::HANDLE, &stmt.handle}}) {
     if (!takes(key) || text->empty()) continue;
     write_key(key_name(key), first, out);
-    write_string(*text, out);
+    write_string(text->str(), out);
   }
   if (takes(Key::DURATION)) {
     write_key("duration_ns", first, out);
@@ -1692,7 +1692,7 @@ std::string body_problem(const Scenario& s, const std::vector<Stmt>& body) {
   for (const Stmt& stmt : body) {
     const std::string where = s.location(stmt.loc) + ": ";
     if (stmt.kind != StmtKind::OP) return where + "a statement other than an operation";
-    for (const Expr* expr : {&stmt.size, &stmt.peer, &stmt.root, &stmt.duration}) {
+    for (const Expr* expr : {&stmt.size, &stmt.peer, &stmt.extra().root, &stmt.duration}) {
       if (!expr->is_constant()) return where + "an expression that is not a constant";
     }
     if (stmt.group >= s.groups.size()) return where + "an undefined group";

@@ -121,7 +121,7 @@ TEST_CASE("trace: every op takes its arguments like the YAML language") {
       R"({"rank": 3, "op": "crash"})"));
   const Stmt& broadcast = body(s, 0)[0];
   CHECK(broadcast.has_root);
-  CHECK(broadcast.root.value == 2);
+  CHECK(broadcast.extra().root.value == 2);
   CHECK(broadcast.stream == "s");
   CHECK(broadcast.handle == "h");
   CHECK(body(s, 0)[1].op == OpKind::WAIT);
@@ -687,7 +687,7 @@ TEST_CASE("trace: a YAML scenario of constant ops writes as a trace with the sam
       CHECK(from_yaml[i].duration.value == from_trace[i].duration.value);
       CHECK(from_yaml[i].dtype == from_trace[i].dtype);
       CHECK(from_yaml[i].tag == from_trace[i].tag);
-      CHECK(from_yaml[i].root.value == from_trace[i].root.value);
+      CHECK(from_yaml[i].extra().root.value == from_trace[i].extra().root.value);
       CHECK(trace.groups[from_trace[i].group].name ==
             yaml.scenario->groups[from_yaml[i].group].name);
     }
