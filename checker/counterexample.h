@@ -1,7 +1,9 @@
 // Counterexample files (SPEC §5): the scenario inlined with its parameters, the semantics, the
-// schedule, every rank's flat op sequence up to the hang and the ops each is stuck in.
+// schedule, the ops each rank is stuck in and, per rank, the flat op sequence up to the hang
+// trimmed to the causal past of the bug (docs/counterexamples.md).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,9 +21,49 @@ namespace lockstep::checker {
 sim::ExecutionResult replay_execution(const sim::Scenario& scenario, const std::vector<sim::Option>& schedule,
                                       sim::EngineOptions options, bool& diverged);
 
+// One issued op of an execution: the rank and its index in the rank's issue order.
+struct OpId {
+  int32_t rank = -1;
+  uint32_t index = 0;
+  friend bool operator==(const OpId&, const OpId&) = default;
+  friend auto operator<=>(const OpId&, const OpId&) = default;
+};
+
+// The ops of an execution (recorded with record_ops) that match each other, each set sorted
+// and listed by its first op: the members' k-th op of a collective on one communicator, a send
+// and the receive it matched, the k-th new_group call of every rank.
+std::vector<std::vector<OpId>> matched_sets(const sim::Scenario& scenario, const sim::ExecutionResult& result);
+
+// The ops a bug's causal past starts from: its stuck ops (timeout: the late ops; mismatch: the
+// two mismatched ops) and, for a hang or deadlock, the last op of every thread of each rank a
+// stuck op waits for that is not stuck itself (how that rank ended instead).
+std::vector<OpId> causal_seeds(const Bug& bug, const sim::ExecutionResult& result);
+
+// Per rank, per op of `result.ops[rank]` (by position): whether it happens before (or is) one
+// of `seeds`. Happens-before: issue order on a host thread, order on a stream, the waits of
+// `wait` (its async op) and `sync` (the streams' latest ops), the start and end causes the
+// engine recorded, and matching (every member of a matched set, see matched_sets).
+std::vector<std::vector<bool>> causal_past(const sim::Scenario& scenario, const sim::ExecutionResult& result,
+                                           const std::vector<OpId>& seeds);
+
+// What `check --minimize` did for one bug, for the counterexample file (see checker/minimize.h).
+struct MinimizedInfo {
+  std::string refused;               // why it was not minimized; the rest is unset then
+  std::string trace;                 // the minimized trace's path
+  uint64_t ranks = 0, ops = 0;       // ranks with ops, and ops, in the minimized trace
+  uint64_t of_ranks = 0, of_ops = 0; // the same in the scenario checked
+  uint64_t rechecks = 0;
+  uint64_t budget = 0;
+  bool budget_hit = false;
+  std::vector<std::string> sources;  // per op line of the trace (from line 2): its source in the scenario checked
+};
+
 // The counterexample JSON of one bug. Deterministic: the same inputs give the same bytes.
+// The scenario and schedule are complete (replay needs them); the op lists per rank keep the
+// causal past of the bug only and count what they leave out.
 std::string counterexample_json(const sim::Scenario& scenario, const Bug& bug, const sim::ExecutionResult& replayed,
-                                const std::string& strategy, uint64_t seed);
+                                const std::string& strategy, uint64_t seed,
+                                const MinimizedInfo* minimized = nullptr);
 
 struct Counterexample {
   std::string input;                         // the scenario's path when it was checked

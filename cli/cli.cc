@@ -19,6 +19,7 @@
 
 #include "checker/analysis.h"
 #include "checker/counterexample.h"
+#include "checker/minimize.h"
 #include "checker/replay.h"
 #include "checker/explore.h"
 #include "checker/report.h"
@@ -62,6 +63,9 @@ check options:
   --time-budget S        bound on wall time in seconds
   --check-expect         exit 0 iff every verdict matches its scenario's expect:
   --cex-dir DIR          write one counterexample file per bug into DIR
+  --minimize             with --cex-dir, for a recorded schedule: remove ranks and ops while
+                         the same bug stays (delta debugging); writes DIR/NAME-N.min.jsonl
+  --minimize-budget N    bound on the re-checks of --minimize, per bug (default 500)
   --junit FILE           JUnit XML, one testcase per input (GITHUB_ACTIONS=true also prints
                          ::error annotations at the YAML line of each stuck op)
 
@@ -88,6 +92,8 @@ struct Options {
   std::string backend = "sim";  // replay: sim, nccl, mpi
   bool quiet = false;
   bool check_expect = false;
+  bool minimize = false;
+  std::optional<uint64_t> minimize_budget;
   sim::LoadLimits load_limits;
   checker::CheckOptions check;  // its engine limits apply to `run` too
 };
@@ -187,6 +193,11 @@ Options parse_args(const std::vector<std::string>& args) {
       options.check.pct_depth = static_cast<uint32_t>(d);
     } else if (is_check && arg == "--check-expect") {
       options.check_expect = true;
+    } else if (is_check && arg == "--minimize") {
+      options.minimize = true;
+    } else if (auto rechecks = is_check ? value_of(arg, "--minimize-budget") : std::nullopt) {
+      options.minimize_budget = parse_count("--minimize-budget", *rechecks);
+      if (*options.minimize_budget == 0) throw UsageError{"--minimize-budget must be at least 1"};
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw UsageError{fmt::format("unknown option '{}' for '{}'", arg, options.verb)};
     } else {
@@ -194,6 +205,8 @@ Options parse_args(const std::vector<std::string>& args) {
     }
   }
   options.check.seed = options.seed;
+  if (options.minimize && !options.cex_dir) throw UsageError{"--minimize needs --cex-dir DIR (the minimized trace goes there)"};
+  if (options.minimize_budget && !options.minimize) throw UsageError{"--minimize-budget needs --minimize"};
   return options;
 }
 
@@ -283,8 +296,9 @@ std::string file_stem(const std::string& name) {
   return out.empty() ? std::string("scenario") : out;
 }
 
-// One counterexample file per bug: DIR/<scenario>-<n>.json.
-bool write_counterexamples(const Options& options, checker::InputReport& report, std::ostream& err) {
+// One counterexample file per bug: DIR/<scenario>-<n>.json; with --minimize also the minimized
+// schedule DIR/<scenario>-<n>.min.jsonl, and a line per bug in `notes` for the text report.
+bool write_counterexamples(const Options& options, checker::InputReport& report, std::string& notes, std::ostream& err) {
   std::error_code ec;
   fs::create_directories(*options.cex_dir, ec);
   if (ec) {
@@ -299,7 +313,38 @@ bool write_counterexamples(const Options& options, checker::InputReport& report,
         checker::replay_execution(scenario, bug.choices, checker::engine_options_for(options.check), diverged);
     const std::string path =
         (fs::path(*options.cex_dir) / fmt::format("{}-{}.json", file_stem(scenario.name), i + 1)).generic_string();
-    if (!write_file(path, checker::counterexample_json(scenario, bug, replayed, options.check.strategy, options.seed), err)) {
+    std::optional<checker::MinimizedInfo> minimized;
+    if (options.minimize) {
+      checker::MinimizeOptions minimize;
+      minimize.check = options.check;
+      minimize.check.progress = nullptr;
+      minimize.limits = options.load_limits;
+      minimize.budget = options.minimize_budget.value_or(checker::DEFAULT_MINIMIZE_BUDGET);
+      minimize.path =
+          (fs::path(*options.cex_dir) / fmt::format("{}-{}.min.jsonl", file_stem(scenario.name), i + 1)).generic_string();
+      const checker::MinimizeResult result = checker::minimize_bug(scenario, bug, minimize);
+      minimized.emplace();
+      minimized->refused = result.refused;
+      if (result.refused.empty()) {
+        if (!write_file(minimize.path, result.trace, err)) return false;
+        minimized->trace = minimize.path;
+        minimized->ranks = result.ranks_after;
+        minimized->ops = result.ops_after;
+        minimized->of_ranks = result.ranks_before;
+        minimized->of_ops = result.ops_before;
+        minimized->rechecks = result.rechecks;
+        minimized->budget = minimize.budget;
+        minimized->budget_hit = result.budget_hit;
+        minimized->sources = result.sources;
+        notes += fmt::format("  {}: {}\n", checker::minimize_summary(result, minimize.budget), minimize.path);
+      } else {
+        notes += fmt::format("  not minimized: {}\n", result.refused);
+      }
+    }
+    if (!write_file(path,
+                    checker::counterexample_json(scenario, bug, replayed, options.check.strategy, options.seed,
+                                                 minimized ? &*minimized : nullptr),
+                    err)) {
       return false;
     }
     report.counterexamples.push_back(path);
@@ -319,6 +364,7 @@ int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
   size_t bugs = 0, inconclusive = 0, mismatched = 0;
   for (const std::string& input : inputs) {
     checker::InputReport report;
+    std::string notes;  // --minimize: one line per bug
     report.input = input;
     report.seed = options.seed;
     if (std::optional<sim::Scenario> scenario = load(input, options, report.errors, err)) {
@@ -336,13 +382,14 @@ int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
       }
       report.result = checker::check_scenario(*report.scenario, check);
       if (progressed) err << "\r\033[K" << std::flush;
-      if (options.cex_dir && !write_counterexamples(options, report, err)) bad = true;
+      if (options.cex_dir && !write_counterexamples(options, report, notes, err)) bad = true;
     }
     if (report.failed_to_load()) {
       bad = true;
       err << checker::report_text(report, options.quiet);
     } else {
       text << checker::report_text(report, options.quiet);
+      if (!options.quiet) text << notes;
       const sim::Verdict verdict = report.result->verdict;
       if (verdict == sim::Verdict::INCONCLUSIVE) ++inconclusive;
       else if (verdict != sim::Verdict::OK) ++bugs;

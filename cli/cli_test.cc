@@ -248,3 +248,108 @@ TEST_CASE("GitHub Actions annotations point at the YAML line of each stuck op") 
 }
 
 }  // namespace lockstep::cli
+
+namespace lockstep::cli {
+
+namespace {
+
+// A recorded schedule of 64 ranks: four (compute, all-reduce) steps each, then ranks 2 and 5
+// send to each other before they receive (the deadlock at lines 28 and 56); the others compute.
+std::string recorded_deadlock_trace() {
+  std::string text = R"({"lockstep_trace": 1, "scenario": "dp", "world": 64})" "\n";
+  for (int r = 0; r < 64; ++r) {
+    const std::string rank = "{\"rank\": " + std::to_string(r) + ", ";
+    for (int i = 0; i < 4; ++i) {
+      text += rank + R"("op": "compute", "duration_ns": 1000})" "\n";
+      text += rank + R"("op": "allreduce", "size": 1024})" "\n";
+    }
+    if (r == 2 || r == 5) {
+      const std::string peer = r == 2 ? "5" : "2";
+      text += rank + R"("op": "send", "to": )" + peer + R"(, "size": 64})" "\n";
+      text += rank + R"("op": "recv", "from": )" + peer + R"(, "size": 64})" "\n";
+    } else {
+      text += rank + R"("op": "compute", "duration_ns": 1000})" "\n";
+    }
+  }
+  return text;
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(file), {});
+}
+
+}  // namespace
+
+TEST_CASE("check --minimize writes the minimized trace beside the counterexample, and it shows the same bug") {
+  const std::string input = temp_file("dp.jsonl", recorded_deadlock_trace());
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "lockstep-cli-test" / "min";
+  std::filesystem::remove_all(dir);
+  const Run check = lockstep({"check", input, "--cex-dir", dir.string(), "--minimize"});
+  REQUIRE(check.code == EXIT_BUG);
+  const std::string trace = (dir / "dp-1.min.jsonl").generic_string();
+  CHECK(check.out.find("  minimized: 2 ranks, 2 ops of 64 ranks, 578 ops (") != std::string::npos);
+  CHECK(check.out.find(" re-checks): " + trace + "\n") != std::string::npos);
+
+  // The counterexample says where each remaining op came from.
+  const nlohmann::json cex = nlohmann::json::parse(read_all((dir / "dp-1.json").string()));
+  CHECK(cex["minimized"]["trace"] == trace);
+  CHECK(cex["minimized"]["ops"] == 2);
+  CHECK(cex["minimized"]["of_ops"] == 578);
+  CHECK(cex["minimized"]["budget_hit"] == false);
+  CHECK(cex["minimized"]["sources"] == nlohmann::json::array({input + ":28:13", input + ":56:13"}));
+  CHECK(lockstep({"replay", (dir / "dp-1.json").string(), "--sim"}).code == EXIT_BUG);
+
+  // Checked on its own, the minimized trace deadlocks the same two ranks in the same sends.
+  const Run again = lockstep({"check", trace, "--json", "-"});
+  CHECK(again.code == EXIT_BUG);
+  const nlohmann::json report = nlohmann::json::parse(again.out);
+  CHECK(report["verdict"] == "deadlock");
+  CHECK(report["matches_expected"] == true);
+  CHECK(report["bugs"][0]["cycle"] == nlohmann::json::array({2, 5, 2}));
+  CHECK(report["bugs"][0]["stuck"][0]["op"]["source"] == trace + ":2:13");
+  CHECK(report["bugs"][0]["stuck"][1]["op"]["source"] == trace + ":3:13");
+
+  // Same input, same bytes.
+  const std::filesystem::path dir2 = dir / "again";
+  lockstep({"check", input, "--cex-dir", dir2.string(), "--minimize"});
+  CHECK(read_all(trace) == read_all((dir2 / "dp-1.min.jsonl").string()));
+}
+
+TEST_CASE("check --minimize-budget bounds the re-checks and the report says when it stopped there") {
+  const std::string input = temp_file("dp.jsonl", recorded_deadlock_trace());
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "lockstep-cli-test" / "min-budget";
+  std::filesystem::remove_all(dir);
+  const Run check = lockstep({"check", input, "--cex-dir", dir.string(), "--minimize", "--minimize-budget", "2"});
+  CHECK(check.code == EXIT_BUG);
+  CHECK(check.out.find(" (2 re-checks); stopped at the budget of 2 re-checks (--minimize-budget): ") != std::string::npos);
+  const nlohmann::json cex = nlohmann::json::parse(read_all((dir / "dp-1.json").string()));
+  CHECK(cex["minimized"]["budget_hit"] == true);
+  CHECK(cex["minimized"]["rechecks"] == 2);
+  CHECK(lockstep({"check", (dir / "dp-1.min.jsonl").string(), "--quiet"}).code == EXIT_BUG);
+}
+
+TEST_CASE("check --minimize on a scripted scenario says it applies to recorded schedules only") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "lockstep-cli-test" / "min-scripted";
+  std::filesystem::remove_all(dir);
+  const Run check = lockstep({"check", "scenarios/examples/wildcard-race.yaml", "--cex-dir", dir.string(), "--minimize"});
+  CHECK(check.code == EXIT_BUG);
+  CHECK(check.out.find("  not minimized: --minimize applies to recorded schedules only, and "
+                       "scenarios/examples/wildcard-race.yaml is not one") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir / "wildcard-race-1.min.jsonl"));
+  CHECK(std::filesystem::exists(dir / "wildcard-race-1.json"));
+}
+
+TEST_CASE("--minimize needs --cex-dir, and --minimize-budget needs --minimize and at least 1") {
+  const Run no_dir = lockstep({"check", "scenarios/corpus/head-to-head-sends.yaml", "--minimize"});
+  CHECK(no_dir.code == EXIT_BAD_INPUT);
+  CHECK(no_dir.err.rfind("lockstep: error: --minimize needs --cex-dir DIR (the minimized trace goes there)\n", 0) == 0);
+  const Run no_minimize = lockstep({"check", "scenarios/corpus/head-to-head-sends.yaml", "--minimize-budget", "5"});
+  CHECK(no_minimize.code == EXIT_BAD_INPUT);
+  CHECK(no_minimize.err.rfind("lockstep: error: --minimize-budget needs --minimize\n", 0) == 0);
+  const Run zero = lockstep({"check", "x.yaml", "--cex-dir", "d", "--minimize", "--minimize-budget", "0"});
+  CHECK(zero.code == EXIT_BAD_INPUT);
+  CHECK(zero.err.rfind("lockstep: error: --minimize-budget must be at least 1\n", 0) == 0);
+}
+
+}  // namespace lockstep::cli
