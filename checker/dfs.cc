@@ -21,6 +21,7 @@ size_t DfsStrategy::choose(const sim::ChoicePoint& point) {
     assert(stack_[depth_].count == count && "nondeterministic engine: choice point changed on replay");
     return stack_[depth_++].chosen;
   }
+  if (cache_ != nullptr && point.state != 0 && !cache_->insert(point.state)) return sim::Strategy::PRUNE;
   stack_.push_back(Frame{0, count});
   ++depth_;
   return 0;
@@ -42,6 +43,37 @@ std::vector<uint32_t> DfsStrategy::schedule() const {
   out.reserve(depth_);
   for (size_t i = 0; i < depth_; ++i) out.push_back(stack_[i].chosen);
   return out;
+}
+
+StateCache::StateCache(size_t max_states) : slots_(1024, 0), max_states_(max_states) {}
+
+bool StateCache::insert(uint64_t state) {
+  assert(state != 0);
+  const size_t mask = slots_.size() - 1;
+  // The fingerprints are already well mixed: their low bits index the table.
+  for (size_t i = static_cast<size_t>(state) & mask;; i = (i + 1) & mask) {
+    if (slots_[i] == state) return false;
+    if (slots_[i] == 0) {
+      if (full_) return true;
+      slots_[i] = state;
+      ++size_;
+      if (size_ >= max_states_) full_ = true;
+      else if (size_ * 2 > slots_.size()) grow();
+      return true;
+    }
+  }
+}
+
+void StateCache::grow() {
+  std::vector<uint64_t> old(slots_.size() * 2, 0);
+  old.swap(slots_);
+  const size_t mask = slots_.size() - 1;
+  for (uint64_t state : old) {
+    if (state == 0) continue;
+    size_t i = static_cast<size_t>(state) & mask;
+    while (slots_[i] != 0) i = (i + 1) & mask;
+    slots_[i] = state;
+  }
 }
 
 }  // namespace lockstep::checker

@@ -39,8 +39,9 @@ void fnv_mix(uint64_t& hash, const std::string& text) {
 sim::EngineOptions engine_options_for(const CheckOptions& options) {
   sim::EngineOptions engine = options.engine;
   engine.record_ops = false;
-  // dfs is the plain exhaustive oracle: every interleaving of the ranks' choices.
+  // dfs is the plain exhaustive oracle: every interleaving of the ranks' choices, no cache.
   engine.rank_persistent_sets = options.strategy != "dfs";
+  engine.track_state = options.strategy == "dpor";
   return engine;
 }
 
@@ -63,6 +64,9 @@ namespace {
 // how many threads ran them.
 struct Slice {
   uint64_t executions = 0;
+  uint64_t pruned = 0;           // executions ended at a state already explored
+  uint64_t states = 0;           // states in the cache at the end
+  bool cache_full = false;
   uint64_t events = 0;
   std::vector<uint64_t> hashes;  // one per execution, in order
   std::vector<uint64_t> events_after;  // events of the slice's executions so far, per execution
@@ -90,6 +94,8 @@ struct Search {
             bool report_progress) const {
     Slice out;
     RecordingStrategy recorder(inner);
+    StateCache cache;
+    if (dfs != nullptr && engine_options.track_state) dfs->use_cache(&cache);
     std::set<std::string> seen;
     uint64_t longest = 0;  // most choice points in one execution (PCT's change point range)
     double last_progress = 0;
@@ -120,6 +126,17 @@ struct Search {
       uint64_t hash = FNV_OFFSET;
       for (const sim::Option& c : recorder.choices()) fnv_mix(hash, static_cast<uint64_t>(c.rank) << 32 | static_cast<uint32_t>(c.detail));
       fnv_mix(hash, static_cast<uint64_t>(result.end));
+      if (result.end == sim::ExecutionEnd::PRUNED) {
+        // Its future was explored from an equal state: nothing new to analyse.
+        ++out.pruned;
+        out.hashes.push_back(hash);
+        out.events_after.push_back(out.events);
+        if (!dfs->next()) {
+          out.complete = true;
+          break;
+        }
+        continue;
+      }
       if (result.end == sim::ExecutionEnd::ERROR || result.end == sim::ExecutionEnd::LIMIT) {
         if (result.end == sim::ExecutionEnd::LIMIT) out.bound_hit = result.error->message;
         else out.error = result.error;
@@ -150,6 +167,8 @@ struct Search {
         break;
       }
     }
+    out.states = cache.size();
+    out.cache_full = cache.full();
     return out;
   }
 
@@ -245,6 +264,9 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
       out.bugs.push_back(std::move(bug));
     }
     out.executions += take;
+    out.pruned += slice.pruned;
+    out.states += slice.states;
+    out.state_cache_full = out.state_cache_full || slice.cache_full;
     if (take > 0) out.events += slice.events_after[take - 1];
     out.terminal_states.insert(slice.terminal_states.begin(), slice.terminal_states.end());
     if (slice.error && !out.error) out.error = slice.error;

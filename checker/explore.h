@@ -44,7 +44,10 @@ struct CheckResult {
   sim::Verdict verdict = sim::Verdict::OK;
   bool exhaustive = false;  // the whole space was explored
   std::string strategy;
-  uint64_t executions = 0;
+  uint64_t executions = 0;  // including pruned ones
+  uint64_t pruned = 0;      // dpor: executions ended at a state whose future was explored
+  uint64_t states = 0;      // dpor: distinct states remembered (per --jobs part, summed)
+  bool state_cache_full = false;  // the cache hit its bound (it then prunes less; still sound)
   uint64_t events = 0;
   double seconds = 0;       // wall time (the only non-deterministic number in a report)
   std::vector<Bug> bugs;    // distinct bugs in the order found

@@ -113,6 +113,11 @@ Json input_json(const InputReport& report) {
   stats["events"] = result.events;
   stats["seconds"] = result.seconds;
   stats["strategy"] = result.strategy;
+  if (result.strategy == "dpor") {  // the state cache (docs/semantics.md)
+    stats["pruned"] = result.pruned;
+    stats["states"] = result.states;
+    if (result.state_cache_full) stats["state_cache_full"] = true;
+  }
   out["stats"] = std::move(stats);
   if (!result.bound_hit.empty()) out["bound_hit"] = result.bound_hit;
   Json bugs = Json::array();

@@ -1,8 +1,11 @@
 #include "sim/engine.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cassert>
 #include <deque>
+#include <new>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -84,6 +87,8 @@ struct Thread {
   bool ending = false;             // blocked at its end, waiting for the rank's GPU work
   std::vector<uint32_t> waits;     // kernels it is blocked on
   int64_t clock_ns = 0;
+  uint64_t position = 0;           // a hash of its path through its program: the actions it
+                                   // took and the branches it chose (state fingerprints)
 };
 
 struct Rank {
@@ -122,6 +127,90 @@ uint64_t p2p_key(uint32_t group, uint32_t src, uint32_t dst) {
 
 bool is_communication(OpKind kind) { return is_collective(kind) || is_p2p(kind); }
 
+// Whether a block can reach an `exit` or `crash` (through calls too; `seen` marks defines).
+bool may_exit(const Scenario& sc, const std::vector<Stmt>& block, std::vector<bool>& seen) {
+  for (const Stmt& stmt : block) {
+    if (stmt.kind == StmtKind::OP && (stmt.op == OpKind::EXIT || stmt.op == OpKind::CRASH)) return true;
+    if (may_exit(sc, stmt.body, seen) || may_exit(sc, stmt.extra().else_body, seen)) return true;
+    for (const Branch& branch : stmt.branches) {
+      if (may_exit(sc, branch.body, seen)) return true;
+    }
+    if (stmt.kind == StmtKind::CALL && !seen[stmt.extra().callee]) {
+      seen[stmt.extra().callee] = true;
+      if (may_exit(sc, sc.defines[stmt.extra().callee].body, seen)) return true;
+    }
+  }
+  return false;
+}
+
+// The allocator of the per-execution arrays that grow with every issued op (kernels and their
+// dependencies): hundreds of MiB on a large scenario, where a host issues its whole program
+// before its first collective completes. Blocks of 2 MiB and more are mapped directly and
+// marked for transparent huge pages, so that first touches fault once per 2 MiB instead of once
+// per 4 KiB (the page faults were a fifth of the engine's time on a 1,024-rank loop).
+template <typename T>
+struct HugePageAllocator {
+  using value_type = T;
+  static constexpr size_t HUGE_BYTES = size_t{2} << 20;
+
+  HugePageAllocator() = default;
+  template <typename U>
+  HugePageAllocator(const HugePageAllocator<U>&) {}
+
+  T* allocate(size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (bytes < HUGE_BYTES) return std::allocator<T>().allocate(n);
+    void* block = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (block == MAP_FAILED) throw std::bad_alloc();
+    ::madvise(block, bytes, MADV_HUGEPAGE);  // advice only: without THP it is plain pages
+    return static_cast<T*>(block);
+  }
+  void deallocate(T* block, size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (bytes < HUGE_BYTES) {
+      std::allocator<T>().deallocate(block, n);
+      return;
+    }
+    ::munmap(block, bytes);
+  }
+  template <typename U>
+  bool operator==(const HugePageAllocator<U>&) const { return true; }
+};
+
+template <typename T>
+using BigVector = std::vector<T, HugePageAllocator<T>>;
+
+// The kernels of an execution, in fixed chunks of huge pages: growing never moves or copies
+// them (a doubling vector touched twice the memory and copied it all), and clear() keeps the
+// chunks, so the checker's later executions fault nothing in.
+template <typename T>
+class ChunkedArray {
+ public:
+  static constexpr uint32_t CHUNK_BITS = 14;  // 16,384 elements, ~2 MiB for a kernel
+  static constexpr uint32_t CHUNK = 1u << CHUNK_BITS;
+
+  T& operator[](size_t i) { return chunks_[i >> CHUNK_BITS][i & (CHUNK - 1)]; }
+  const T& operator[](size_t i) const { return chunks_[i >> CHUNK_BITS][i & (CHUNK - 1)]; }
+  size_t size() const { return size_; }
+  void clear() {
+    for (BigVector<T>& chunk : chunks_) chunk.clear();
+    size_ = 0;
+  }
+  T& emplace_back() {
+    if ((size_ >> CHUNK_BITS) == chunks_.size()) {
+      chunks_.emplace_back();
+      chunks_.back().reserve(CHUNK);
+    }
+    ++size_;
+    return chunks_[(size_ - 1) >> CHUNK_BITS].emplace_back();
+  }
+  void push_back(T value) { emplace_back() = std::move(value); }
+
+ private:
+  std::vector<BigVector<T>> chunks_;  // all full but the last; reserved to CHUNK each
+  size_t size_ = 0;
+};
+
 }  // namespace
 
 struct Engine::Impl {
@@ -136,8 +225,8 @@ struct Engine::Impl {
   Strategy* strategy = nullptr;
   std::vector<Rank> ranks;
   std::vector<Thread> threads;
-  std::vector<Kernel> kernels;
-  std::vector<uint32_t> dep_pool;     // Kernel::dep_begin/dep_count index this
+  ChunkedArray<Kernel> kernels;
+  BigVector<uint32_t> dep_pool;     // Kernel::dep_begin/dep_count index this
   std::vector<Comm> comms;            // per communicator (comm_id)
   Comm new_group_calls;               // the k-th new_group of every rank
   std::unordered_map<uint64_t, std::deque<uint32_t>> send_queue;  // (group, src, dst) unmatched
@@ -152,9 +241,24 @@ struct Engine::Impl {
   ExecutionResult result;
   bool stopped = false;
   uint64_t ops_issued = 0;
+  int64_t longest_comm_ns = 0;  // the longest a finished communication kernel ran (timeouts)
+  std::vector<bool> threads_may_exit;  // per rank: several threads, one of which can exit/crash
 
   Impl(const Scenario& scenario, EngineOptions opts)
       : sc(scenario), options(opts), stacks(opts.limits.fiber_stack_bytes) {
+    std::vector<bool> program_may_exit;
+    for (const RankProgram& program : sc.programs) {
+      bool any = false;
+      for (const ThreadDef& thread : program) {
+        std::vector<bool> seen(sc.defines.size(), false);
+        any = any || may_exit(sc, thread.body, seen);
+      }
+      program_may_exit.push_back(any && program.size() > 1);
+    }
+    threads_may_exit.resize(static_cast<size_t>(sc.world));
+    for (int32_t r = 0; r < sc.world; ++r) {
+      threads_may_exit[static_cast<size_t>(r)] = program_may_exit[sc.rank_program[static_cast<size_t>(r)]];
+    }
     member_pos.resize(sc.groups.size());
     comm_base.resize(sc.groups.size());
     uint32_t total = 0;
@@ -203,6 +307,7 @@ struct Engine::Impl {
     result = ExecutionResult{};
     stopped = false;
     ops_issued = 0;
+    longest_comm_ns = 0;
     for (int32_t r = 0; r < sc.world; ++r) {
       Rank& rank = ranks[static_cast<size_t>(r)];
       rank.streams.push_back(Stream{"main", {}, 0, {}});
@@ -274,9 +379,16 @@ struct Engine::Impl {
     }
   }
 
-  size_t ask(std::vector<Option>& opts) {
+  // The strategy's pick, or Strategy::PRUNE (the execution is then stopped as PRUNED).
+  // `state`: the state's fingerprint, 0 when not tracked or not at quiescence.
+  size_t ask(std::vector<Option>& opts, uint64_t state = 0) {
     if (opts.size() == 1) return 0;
-    const size_t pick = strategy->choose(ChoicePoint{opts, result.choice_points});
+    const size_t pick = strategy->choose(ChoicePoint{opts, result.choice_points, state});
+    if (pick == Strategy::PRUNE) {
+      result.end = ExecutionEnd::PRUNED;
+      stopped = true;
+      return pick;
+    }
     assert(pick < opts.size());
     ++result.choice_points;
     return pick;
@@ -298,14 +410,22 @@ struct Engine::Impl {
     std::sort(options_buf.begin(), options_buf.end(), [](const Option& a, const Option& b) {
       return std::tie(a.rank, a.kind, a.thread, a.detail) < std::tie(b.rank, b.kind, b.thread, b.detail);
     });
-    if (options.rank_persistent_sets) {
+    // A thread step of a rank that can still exit or crash is not independent of other ranks:
+    // their steps may complete this rank's pending ops before it aborts them, or not. Such a
+    // choice point offers every option (found by the property test, tests/property_test.cc).
+    const bool exit_race = std::any_of(options_buf.begin(), options_buf.end(), [&](const Option& o) {
+      return o.kind == ChoiceKind::THREAD && threads_may_exit[static_cast<size_t>(o.rank)];
+    });
+    if (options.rank_persistent_sets && !exit_race) {
       // The lowest acting rank's options form a persistent set (see EngineOptions).
       const int32_t lowest = options_buf.front().rank;
       options_buf.erase(std::find_if(options_buf.begin(), options_buf.end(),
                                      [&](const Option& o) { return o.rank != lowest; }),
                         options_buf.end());
     }
-    const Option chosen = options_buf[ask(options_buf)];
+    const size_t pick = ask(options_buf, options.track_state && options_buf.size() > 1 ? state_fingerprint() : 0);
+    if (pick == Strategy::PRUNE) return false;
+    const Option chosen = options_buf[pick];
     switch (chosen.kind) {
       case ChoiceKind::THREAD: step_thread(static_cast<uint32_t>(chosen.detail)); break;
       case ChoiceKind::MATCH: apply_wildcard(chosen); break;
@@ -316,12 +436,164 @@ struct Engine::Impl {
   }
 
   // -------------------------------------------------------------------------------------------
+  // State fingerprints (EngineOptions::track_state): a hash of everything that decides the
+  // future of the execution, taken at quiescent choice points, for the checker's state cache.
+  // It must never give two states with different futures the same value; it may give two
+  // equivalent states different values (that only prunes less). Kernels are named by what
+  // issued them (rank, issue index), never by their slot in `kernels` (an artefact of the
+  // global interleaving); a reference to a finished kernel is its end time, which is all that
+  // a later start, wait or clock reads from it.
+
+  static uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  }
+
+  struct Hasher {
+    uint64_t h = 0x6c6f636b73746570ULL;
+    void add(uint64_t v) { h = mix(h ^ v); }
+    void add_signed(int64_t v) { add(static_cast<uint64_t>(v)); }
+  };
+
+  uint64_t kernel_name(uint32_t k) const {
+    const Kernel& kernel = kernels[k];
+    const uint32_t index = kernel.index != NO_INDEX ? kernel.index : kernels[kernel.first_child].index | 0x80000000u;
+    return (static_cast<uint64_t>(kernel.rank) << 32) | index;
+  }
+
+  uint64_t kernel_ref(uint32_t k) const {
+    const Kernel& kernel = kernels[k];
+    if (kernel.state == KernelState::DONE) return mix(static_cast<uint64_t>(kernel.end_ns) ^ mix(static_cast<uint64_t>(kernel.start_ns)));
+    return mix(kernel_name(k));
+  }
+
+  void hash_live_kernel(uint32_t k, Hasher& out) const {
+    const Kernel& kernel = kernels[k];
+    out.add(kernel_name(k));
+    out.add(kernel.thread);
+    out.add(kernel.stream);
+    out.add(kernel.seq);
+    out.add(static_cast<uint64_t>(kernel.state) | static_cast<uint64_t>(kernel.comm) << 8 |
+            static_cast<uint64_t>(kernel.op.kind) << 16 | static_cast<uint64_t>(kernel.op.dtype) << 24);
+    out.add(kernel.op.group);
+    out.add_signed(kernel.op.size_bytes);
+    out.add_signed(kernel.op.peer);
+    out.add_signed(kernel.op.root);
+    out.add_signed(kernel.op.duration_ns);
+    out.add(kernel.op.stmt != nullptr ? (static_cast<uint64_t>(kernel.op.stmt->loc.line) << 32 | kernel.op.stmt->loc.col) : 0);
+    out.add(kernel.match >= 0 ? kernel_ref(static_cast<uint32_t>(kernel.match)) : 0);
+    out.add(kernel.parent >= 0 ? kernel_name(static_cast<uint32_t>(kernel.parent)) : 0);
+    out.add(kernel.child_count);
+    for (uint32_t d = kernel.dep_begin; d < kernel.dep_begin + kernel.dep_count; ++d) out.add(kernel_ref(dep_pool[d]));
+    out.add_signed(kernel.issue_ns);
+    out.add_signed(kernel.start_ns);
+    out.add_signed(kernel.end_ns);
+  }
+
+  uint64_t state_fingerprint() const {
+    Hasher h;
+    h.add(ops_issued);
+    for (uint32_t t = 0; t < threads.size(); ++t) {
+      const Thread& thread = threads[t];
+      h.add(static_cast<uint64_t>(thread.state) | static_cast<uint64_t>(thread.ending) << 8);
+      // A finished thread's clock and path are history: only reports read them.
+      if (thread.state == ThreadState::DONE) continue;
+      h.add(thread.position);
+      h.add_signed(thread.clock_ns);
+      for (uint32_t k : thread.waits) h.add(kernel_ref(k));
+      h.add(0xfeed);
+    }
+    for (uint32_t r = 0; r < ranks.size(); ++r) {
+      const Rank& rank = ranks[r];
+      h.add(static_cast<uint64_t>(rank.status) | static_cast<uint64_t>(rank.live_threads) << 8);
+      // A rank that finished, exited or crashed acts no more: what the future reads of it is
+      // its status and its kernels, which the structures of live ranks reference.
+      if (rank.status != RankStatus::RUNNING && rank.status != RankStatus::BLOCKED) continue;
+      h.add(rank.issued);
+      h.add(rank.new_groups);
+      h.add(rank.running_comm);  // not end_ns: a report's number, never read by the future
+      for (const Stream& stream : rank.streams) {
+        h.add(std::hash<std::string>{}(stream.name));
+        h.add(stream.kernels.empty() ? 0 : kernel_ref(stream.kernels.back()));
+        for (size_t i = stream.head; i < stream.kernels.size(); ++i) h.add(kernel_ref(stream.kernels[i]));
+        for (uint32_t k : stream.pending_waits) h.add(kernel_ref(k));
+        h.add(0xbeef);
+      }
+      for (const auto& [name, s] : rank.named_streams) h.add(std::hash<std::string>{}(name) ^ mix(s));
+      for (uint32_t s : rank.group_stream) h.add(s);
+      for (uint32_t seq : rank.coll_seq) h.add(seq);
+      for (uint32_t seq : rank.agreed_seq) h.add(seq);
+      for (bool made : rank.created) h.add(made ? 1 : 2);
+      for (const auto& [name, k] : rank.handles) h.add(std::hash<std::string>{}(name) ^ kernel_ref(k));
+      for (uint32_t k : rank.launch_order) h.add(kernel_ref(k));
+      h.add(0xcafe);
+    }
+    // Kernels not done, and done ones the watchdog will report (their record is history the
+    // verdict reads).
+    const int64_t limit = sc.semantics.timeout_ns;
+    uint64_t live = 0;
+    for (uint32_t k = 0; k < kernels.size(); ++k) {
+      const Kernel& kernel = kernels[k];
+      if (kernel.state == KernelState::DONE &&
+          !(is_communication(kernel.op.kind) && kernel.index != NO_INDEX && kernel.end_ns - kernel.start_ns > limit)) {
+        continue;
+      }
+      Hasher one;
+      hash_live_kernel(k, one);
+      if (kernel.state == KernelState::DONE && is_collective(kernel.op.kind)) {
+        for (int32_t other : comms[comm_id(kernel.op.group, kernel.rank)].slots[kernel.seq - 1].kernels) {
+          one.add_signed(other >= 0 ? kernels[static_cast<size_t>(other)].start_ns : -2);
+        }
+      }
+      live += one.h;  // a sum: the order of `kernels` is an artefact
+    }
+    h.add(live);
+    // Communicators: the collectives not complete everywhere.
+    auto hash_slots = [&](const Comm& comm, uint64_t id) {
+      for (size_t seq = 0; seq < comm.slots.size(); ++seq) {
+        const CollSlot& slot = comm.slots[seq];
+        bool complete = true;
+        for (int32_t k : slot.kernels) complete = complete && k >= 0 && kernels[static_cast<size_t>(k)].state == KernelState::DONE;
+        if (complete) continue;
+        h.add(id);
+        h.add(seq);
+        h.add(slot.issued | static_cast<uint64_t>(slot.running) << 32);
+        h.add(slot.first >= 0 ? kernel_ref(static_cast<uint32_t>(slot.first)) : 0);
+        for (int32_t k : slot.kernels) h.add(k >= 0 ? kernel_ref(static_cast<uint32_t>(k)) : 1);
+      }
+    };
+    for (uint32_t c = 0; c < comms.size(); ++c) hash_slots(comms[c], c);
+    hash_slots(new_group_calls, UINT32_MAX);
+    // Keyed tables: a sum over entries (their iteration order is not part of the state).
+    uint64_t keyed = 0;
+    for (const auto& [key, queue] : send_queue) {
+      Hasher one;
+      one.add(key);
+      for (uint32_t k : queue) one.add(kernel_ref(k));
+      if (!queue.empty()) keyed += one.h;
+    }
+    for (const auto& [key, queue] : recv_queue) {
+      Hasher one;
+      one.add(~key);
+      for (uint32_t k : queue) one.add(kernel_ref(k));
+      if (!queue.empty()) keyed += one.h;
+    }
+    for (const auto& [key, count] : p2p_sent) keyed += mix(mix(key ^ 0x5e17ULL) + count);
+    for (const auto& [key, branch] : agreed_branch) keyed += mix(mix(key ^ 0xa6eeULL) + branch);
+    h.add(keyed);
+    return h.h == 0 ? 1 : h.h;
+  }
+
+  // -------------------------------------------------------------------------------------------
   // Host threads.
 
   // Resumes the thread's program to its next action. A `choose` is decided on the spot: the
   // branch depends on nothing else, so deciding it now or later explores the same executions.
   void advance_fiber(uint32_t t) {
     ProgramFiber& fiber = *threads[t].fiber;
+    threads[t].position = mix(threads[t].position + 1);
     fiber.advance();
     while (!stopped && fiber.state() == ProgramFiber::State::READY && fiber.action() == ProgramFiber::Action::CHOOSE) {
       if (!choose_branch(t)) return;
@@ -382,7 +654,9 @@ struct Engine::Impl {
         opts.push_back(Option{ChoiceKind::BRANCH, static_cast<int32_t>(thread.rank), static_cast<int32_t>(thread.local),
                               static_cast<int32_t>(i), thread.clock_ns});
       }
-      branch = static_cast<uint32_t>(ask(opts));
+      const size_t pick = ask(opts);  // mid-step: no fingerprint (see state_fingerprint)
+      if (pick == Strategy::PRUNE) return false;
+      branch = static_cast<uint32_t>(pick);
     }
     if (stmt.agreed && !decided) agreed_branch.emplace(key, branch);
     if (branch >= count) {
@@ -394,6 +668,7 @@ struct Engine::Impl {
     }
     ++result.events;
     thread.fiber->set_branch(branch);
+    thread.position = mix(thread.position ^ (0xb7a2c4ULL + branch));
     return true;
   }
 
@@ -559,13 +834,12 @@ struct Engine::Impl {
     Thread& thread = threads[t];
     Rank& rank = ranks[thread.rank];
     const uint32_t k = static_cast<uint32_t>(kernels.size());
-    Kernel kernel;
+    Kernel& kernel = kernels.emplace_back();
     kernel.rank = thread.rank;
     kernel.thread = t;
     kernel.index = rank.issued++;
     kernel.op = op;
     kernel.issue_ns = thread.clock_ns;
-    kernels.push_back(std::move(kernel));
     return k;
   }
 
@@ -622,12 +896,11 @@ struct Engine::Impl {
 
   void enqueue(uint32_t r, uint32_t s, uint32_t k) {
     Stream& stream = ranks[r].streams[s];
+    // Done ones too: their end still bounds this kernel's start (see add_wait).
     for (uint32_t w : stream.pending_waits) {
-      if (kernels[w].state != KernelState::DONE) {
-        if (kernels[k].dep_count == 0) kernels[k].dep_begin = static_cast<uint32_t>(dep_pool.size());
-        dep_pool.push_back(w);
-        ++kernels[k].dep_count;
-      }
+      if (kernels[k].dep_count == 0) kernels[k].dep_begin = static_cast<uint32_t>(dep_pool.size());
+      dep_pool.push_back(w);
+      ++kernels[k].dep_count;
     }
     stream.pending_waits.clear();
     kernels[k].stream = s;
@@ -651,10 +924,10 @@ struct Engine::Impl {
   }
 
   // Adds a wait on kernel k, keeping one wait per stream (a later kernel of a stream implies
-  // the earlier ones) and none on finished kernels, so the lists stay as short as the streams.
+  // the earlier ones), so the lists stay as short as the streams. A finished kernel is still
+  // waited for: the engine's order is not virtual time, and a kernel done before this point of
+  // the interleaving may end after the host issues the waiting one (its end bounds the start).
   void add_wait(std::vector<uint32_t>& waits, uint32_t k) {
-    std::erase_if(waits, [&](uint32_t w) { return kernels[w].state == KernelState::DONE; });
-    if (kernels[k].state == KernelState::DONE) return;
     for (uint32_t& w : waits) {
       if (kernels[w].stream == kernels[k].stream) {
         w = std::max(w, k);
@@ -1014,6 +1287,9 @@ struct Engine::Impl {
     kernel.state = KernelState::DONE;
     kernel.end_ns = end_ns;
     ++result.events;
+    if (kernel.index != NO_INDEX && is_communication(kernel.op.kind)) {
+      longest_comm_ns = std::max(longest_comm_ns, end_ns - kernel.start_ns);
+    }
     if (kernel.comm && kernel.parent < 0) --ranks[kernel.rank].running_comm;
     if (kernel.parent >= 0) maybe_complete_group(static_cast<uint32_t>(kernel.parent));
     mark_dirty(kernel.rank);
@@ -1095,7 +1371,8 @@ struct Engine::Impl {
     rank.end_ns = at_ns;
     rank.live_threads = 0;
     for (uint32_t t : rank.threads) threads[t].state = ThreadState::DONE;
-    for (Kernel& kernel : kernels) {
+    for (size_t k = 0; k < kernels.size(); ++k) {
+      Kernel& kernel = kernels[k];
       if (kernel.rank != r || kernel.state == KernelState::DONE) continue;
       if (kernel.state == KernelState::RUNNING && is_collective(kernel.op.kind) && kernel.index != NO_INDEX &&
           kernel.op.kind != OpKind::NEW_GROUP) {
@@ -1156,19 +1433,22 @@ struct Engine::Impl {
       }
     }
     // A rank that did not finish: the last moment it made progress.
-    for (const Kernel& kernel : kernels) {
+    for (size_t k = 0; k < kernels.size(); ++k) {
+      const Kernel& kernel = kernels[k];
       const RankStatus status = result.rank_status[kernel.rank];
       if (status != RankStatus::RUNNING && status != RankStatus::BLOCKED) continue;
       const int64_t at = kernel.state == KernelState::DONE ? kernel.end_ns : kernel.start_ns;
       result.rank_end_ns[kernel.rank] = std::max(result.rank_end_ns[kernel.rank], at);
     }
     if (options.record_ops) {
+      // A rank's kernels are created in its issue order, so its records come out sorted by index.
       result.ops.assign(world, {});
+      for (size_t r = 0; r < world; ++r) result.ops[r].reserve(ranks[r].issued);
       for (uint32_t k = 0; k < kernels.size(); ++k) {
         if (kernels[k].index != NO_INDEX) result.ops[kernels[k].rank].push_back(record_of(k));
       }
-      for (std::vector<OpRecord>& ops : result.ops) {
-        std::sort(ops.begin(), ops.end(), [](const OpRecord& a, const OpRecord& b) { return a.index < b.index; });
+      for ([[maybe_unused]] const std::vector<OpRecord>& ops : result.ops) {
+        assert(std::is_sorted(ops.begin(), ops.end(), [](const OpRecord& a, const OpRecord& b) { return a.index < b.index; }));
       }
     }
     if (stopped) return;
@@ -1199,6 +1479,7 @@ struct Engine::Impl {
   // PyTorch's watchdog fires on such an op; the ranks it waited for are those that started last.
   void find_timeouts() {
     const int64_t limit = sc.semantics.timeout_ns;
+    if (longest_comm_ns <= limit) return;  // nothing to look for: the common case, one compare
     for (uint32_t k = 0; k < kernels.size(); ++k) {
       const Kernel& kernel = kernels[k];
       if (!is_communication(kernel.op.kind) || kernel.index == NO_INDEX) continue;

@@ -82,6 +82,7 @@ enum class ExecutionEnd : uint8_t {
   TIMEOUT,    // every rank finished, but some communication op waited longer than the watchdog
   ERROR,      // a run-time error in the scenario (division by zero, rank outside a group, ...)
   LIMIT,      // a bound was hit (EngineLimits)
+  PRUNED,     // the strategy ended it at a state whose future was already explored
 };
 
 struct ExecutionResult {
@@ -111,6 +112,9 @@ struct EngineOptions {
   // different ranks are independent and never disable each other, so this loses no outcome
   // (a persistent set); off, every interleaving of the ranks' choices is explored (the oracle).
   bool rank_persistent_sets = true;
+  // Give each choice point taken at quiescence a fingerprint of the global state
+  // (ChoicePoint::state), for the checker's state cache.
+  bool track_state = false;
 };
 
 class Engine {

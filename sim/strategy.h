@@ -26,6 +26,9 @@ struct Option {
 struct ChoicePoint {
   std::span<const Option> options;  // at least two
   uint64_t index = 0;               // how many choice points came before this one
+  // A fingerprint of the global state here (EngineOptions::track_state; 0 when off): equal
+  // fingerprints mean equal states, so the same futures (docs/checker.md, "State cache").
+  uint64_t state = 0;
 };
 
 // Strategies (dfs, dpor, random, pct, replay, timed) implement this. The engine asks at every
@@ -33,8 +36,11 @@ struct ChoicePoint {
 class Strategy {
  public:
   virtual ~Strategy() = default;
-  // Returns an index into point.options.
+  // Returns an index into point.options, or PRUNE: end this execution here (its future was
+  // already explored from an equal state); the engine then ends it as ExecutionEnd::PRUNED.
   virtual size_t choose(const ChoicePoint& point) = 0;
+
+  static constexpr size_t PRUNE = SIZE_MAX;
 };
 
 // Earliest virtual time first; ties to the first option. Drives `lockstep run`.

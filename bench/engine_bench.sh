@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Engine benchmark (issue 4): simulated events per second and peak memory of one execution.
+#
+#   bench/engine_bench.sh [BUILD_DIR] [WORKLOAD ...]     (default build/release; all workloads)
+#
+# Workloads, generated into a temporary folder:
+#   loop-1k, loop-4k, loop-16k  a data-parallel loop (compute 1ms; allreduce 100MiB on world),
+#                               iterations scaled so that each runs about 6 M events: the cost
+#                               per event should not change with the number of ranks
+#   3d-1k, 3d-4k, 3d-16k        one step of scenarios/examples/3d-parallel.yaml (1F1B, 8
+#                               microbatches) on a mesh tp=8, pp=8, dp=16/64/256
+#
+# Each workload is measured four ways, each in its own process, on one core (taskset -c 0 when
+# available), best of REPEATS runs (default 3; by CPU seconds):
+#   run, check          `lockstep run --quiet` / `lockstep check --quiet` end to end: load,
+#                       engine, analysis and report; wall and CPU (user + sys) seconds and peak
+#                       RSS by /usr/bin/time
+#   engine-run/-check   bench/engine_timer.cc: the engine alone, as run (ops recorded) and as
+#                       check (not recorded) use it; wall and thread CPU seconds, peak RSS by
+#                       getrusage
+# events = ExecutionResult::events (issued ops + kernel starts + completions); events/s is per
+# CPU second, which a busy shared machine does not distort as it does wall time.
+# Needs a Release build: cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release &&
+# ninja -C build/release lockstep lockstep_engine_timer
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build/release}
+shift || true
+lockstep=$build/bin/lockstep
+timer=$build/bin/lockstep_engine_timer
+for tool in "$lockstep" "$timer"; do
+  [ -x "$tool" ] || { echo "engine_bench: no $tool (build the Release targets first)" >&2; exit 2; }
+done
+pin=()
+if command -v taskset > /dev/null; then pin=(taskset -c 0); fi
+
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+loop() {  # loop NAME WORLD ITERATIONS
+  cat > "$dir/$1.yaml" <<EOF
+scenario: $1
+world: $2
+params: {iterations: $3}
+program:
+  - repeat: iterations
+    do:
+      - compute: 1ms
+      - allreduce: {size: 100MiB}
+EOF
+}
+three_d() {  # three_d NAME DP
+  sed -e "s/^scenario: .*/scenario: $1/" -e "s/^mesh: .*/mesh: {tp: 8, pp: 8, dp: $2}/" \
+    "$root/scenarios/examples/3d-parallel.yaml" > "$dir/$1.yaml"
+  grep -q "dp: $2}" "$dir/$1.yaml" || { echo "engine_bench: the 3d-parallel example has no mesh line" >&2; exit 2; }
+}
+loop loop-1k 1024 1000
+loop loop-4k 4096 250
+loop loop-16k 16384 63
+three_d 3d-1k 16
+three_d 3d-4k 64
+three_d 3d-16k 256
+
+workloads=("$@")
+[ ${#workloads[@]} -gt 0 ] || workloads=(loop-1k loop-4k loop-16k 3d-1k 3d-4k 3d-16k)
+
+# wall seconds and peak RSS (KiB) of a command, from /usr/bin/time -v
+timed() {
+  "${pin[@]}" /usr/bin/time -v "$@" > "$dir/out" 2> "$dir/time" || {
+    echo "engine_bench: failed: $*" >&2
+    tail -5 "$dir/out" "$dir/time" >&2
+    exit 1
+  }
+  cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {print s}' "$dir/time")
+  wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$dir/time" |
+    awk -F: '{ if (NF == 3) print $1 * 3600 + $2 * 60 + $3; else print $1 * 60 + $2 }')
+  rss_kib=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$dir/time")
+}
+
+repeats=${REPEATS:-3}
+# best_of COMMAND...: runs `timed COMMAND` REPEATS times, keeps the run with the least CPU time
+best_of() {
+  local best_cpu='' best_wall='' best_rss=''
+  for _ in $(seq "$repeats"); do
+    timed "$@"
+    if [ -z "$best_cpu" ] || [ "$(echo "$cpu < $best_cpu" | bc -l)" = 1 ]; then
+      best_cpu=$cpu best_wall=$wall best_rss=$rss_kib
+      cp "$dir/out" "$dir/best"
+    fi
+  done
+  cpu=$best_cpu wall=$best_wall rss_kib=$best_rss
+}
+
+row() {  # row NAME RANKS MODE EVENTS WALL CPU RSS_MIB
+  local rate=-
+  [ "$4" = - ] || rate=$(printf '%.0f' "$(echo "$4 / $6" | bc -l)")
+  printf '%-9s %6s %-12s %10s %8.3f %8.3f %12s %9.0f\n' "$1" "$2" "$3" "$4" "$5" "$6" "$rate" "$7"
+}
+
+printf '%-9s %6s %-12s %10s %8s %8s %12s %9s\n' workload ranks mode events wall_s cpu_s events/s rss_MiB
+for name in "${workloads[@]}"; do
+  file=$dir/$name.yaml
+  [ -f "$file" ] || { echo "engine_bench: unknown workload $name" >&2; exit 2; }
+  ranks=$(awk '/^world: / {print $2}' "$file")
+  if [ -z "$ranks" ]; then
+    ranks=$(sed -n 's/^mesh: {tp: \([0-9]*\), pp: \([0-9]*\), dp: \([0-9]*\)}/\1 \2 \3/p' "$file" | awk '{print $1 * $2 * $3}')
+  fi
+  for mode in run check; do
+    best=''
+    for _ in $(seq "$repeats"); do
+      line=$("${pin[@]}" "$timer" "$file" "$mode")
+      read -r _ _ c _ _ <<< "$line"
+      if [ -z "$best" ] || [ "$(echo "$c < $(echo "$best" | awk '{print $3}')" | bc -l)" = 1 ]; then best=$line; fi
+    done
+    read -r events wall cpu _ rss_mib <<< "$best"
+    row "$name" "$ranks" "engine-$mode" "$events" "$wall" "$cpu" "$rss_mib"
+  done
+  best_of "$lockstep" run --quiet "$file"
+  events=$(sed -n 's/.*ranks, \([0-9]*\) events$/\1/p' "$dir/best" | head -1)
+  row "$name" "$ranks" run "$events" "$wall" "$cpu" "$(echo "$rss_kib / 1024" | bc -l)"
+  best_of "$lockstep" check --quiet "$file"
+  row "$name" "$ranks" check - "$wall" "$cpu" "$(echo "$rss_kib / 1024" | bc -l)"
+done
