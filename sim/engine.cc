@@ -413,10 +413,12 @@ struct Engine::Impl {
     // A thread step of a rank that can still exit or crash is not independent of other ranks:
     // their steps may complete this rank's pending ops before it aborts them, or not. Such a
     // choice point offers every option (found by the property test, tests/property_test.cc).
-    const bool exit_race = std::any_of(options_buf.begin(), options_buf.end(), [&](const Option& o) {
-      return o.kind == ChoiceKind::THREAD && threads_may_exit[static_cast<size_t>(o.rank)];
+    // Likewise a wildcard match: another rank's step may start a send it could take instead.
+    const bool race = std::any_of(options_buf.begin(), options_buf.end(), [&](const Option& o) {
+      return o.kind == ChoiceKind::MATCH ||
+             (o.kind == ChoiceKind::THREAD && threads_may_exit[static_cast<size_t>(o.rank)]);
     });
-    if (options.rank_persistent_sets && !exit_race) {
+    if (options.rank_persistent_sets && !race) {
       // The lowest acting rank's options form a persistent set (see EngineOptions).
       const int32_t lowest = options_buf.front().rank;
       options_buf.erase(std::find_if(options_buf.begin(), options_buf.end(),
@@ -1115,16 +1117,21 @@ struct Engine::Impl {
     try_complete_p2p(send);
   }
 
+  // A wildcard receive takes a message that was sent: both kernels must have started (or, an
+  // eager send, finished). A send still queued behind other work on its stream has not been
+  // posted, as in MPI's and Gloo's any-source receives (NCCL has no wildcard); matching it early
+  // reported deadlocks no real job could reach.
   void collect_wildcard_options() {
     for (auto& [key, receives] : recv_queue) {
       if (receives.empty()) continue;
       const Kernel& recv = kernels[receives.front()];
-      if (recv.op.peer >= 0 || !alive(recv.rank)) continue;
+      if (recv.op.peer >= 0 || !alive(recv.rank) || recv.state != KernelState::RUNNING) continue;
       const uint32_t group = recv.op.group;
       for (int32_t src : members(group, recv.rank)) {
         if (static_cast<uint32_t>(src) == recv.rank) continue;
         auto sends = send_queue.find(p2p_key(group, static_cast<uint32_t>(src), recv.rank));
         if (sends == send_queue.end() || sends->second.empty()) continue;
+        if (kernels[sends->second.front()].state == KernelState::QUEUED) continue;
         options_buf.push_back(Option{ChoiceKind::MATCH, static_cast<int32_t>(recv.rank),
                                      static_cast<int32_t>(group), src, kernels[sends->second.front()].issue_ns});
       }
