@@ -3,12 +3,32 @@
 #include "checker/sampling.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include "tests/testing.h"
 
 namespace lockstep::checker {
 
 using testing::scenario_from;
+
+namespace {
+
+// N-1 ranks each send once to rank 0, which takes N-1 receives from any source.
+sim::Scenario wildcard_gather(int world) {
+  return scenario_from(fmt::format(R"Y(
+scenario: gather
+world: {}
+program:
+  - if: "rank == 0"
+    then:
+      - repeat: "world - 1"
+        do: [{{recv: {{from: any, size: 4KiB}}}}]
+    else:
+      - send: {{to: 0, size: 4KiB}}
+)Y", world));
+}
+
+}  // namespace
 
 TEST_CASE("a deterministic schedule costs exactly one execution") {
   const sim::Scenario scenario = scenario_from(R"Y(
@@ -29,17 +49,7 @@ program:
 }
 
 TEST_CASE("wildcard receives: every arrival order is explored") {
-  const sim::Scenario scenario = scenario_from(R"Y(
-scenario: gather
-world: 4
-program:
-  - if: "rank == 0"
-    then:
-      - repeat: "world - 1"
-        do: [{recv: {from: any, size: 4KiB}}]
-    else:
-      - send: {to: 0, size: 4KiB}
-)Y");
+  const sim::Scenario scenario = wildcard_gather(4);
   const CheckResult result = check_scenario(scenario, {});
   CHECK(result.verdict == sim::Verdict::OK);
   CHECK(result.exhaustive);
@@ -59,17 +69,7 @@ TEST_CASE("a bug on one schedule of several is found, with the schedule that lea
 }
 
 TEST_CASE("--max-executions makes an unfinished search inconclusive") {
-  const sim::Scenario scenario = scenario_from(R"Y(
-scenario: gather
-world: 5
-program:
-  - if: "rank == 0"
-    then:
-      - repeat: "world - 1"
-        do: [{recv: {from: any, size: 4KiB}}]
-    else:
-      - send: {to: 0, size: 4KiB}
-)Y");
+  const sim::Scenario scenario = wildcard_gather(5);
   CheckOptions options;
   options.max_executions = 5;
   const CheckResult result = check_scenario(scenario, options);
@@ -234,17 +234,7 @@ TEST_CASE("state cache: a set of fingerprints, bounded") {
 }
 
 TEST_CASE("dpor's state cache: N-1 senders to N-1 wildcard receives converge") {
-  const sim::Scenario scenario = testing::scenario_from(R"Y(
-scenario: gather
-world: 8
-program:
-  - if: "rank == 0"
-    then:
-      - repeat: "world - 1"
-        do: [{recv: {from: any, size: 4KiB}}]
-    else:
-      - send: {to: 0, size: 4KiB}
-)Y");
+  const sim::Scenario scenario = wildcard_gather(8);
   CheckOptions options;
   options.strategy = "dfs";
   const CheckResult dfs = check_scenario(scenario, options);
