@@ -82,7 +82,8 @@ std::optional<std::vector<sim::Option>> parse_schedule(std::string_view text, st
 
 size_t RecordingStrategy::choose(const sim::ChoicePoint& point) {
   const size_t pick = inner_.choose(point);
-  choices_.push_back(point.options[pick]);
+  // PRUNE takes no option (reading options[PRUNE] read outside the array).
+  if (pick != sim::Strategy::PRUNE) choices_.push_back(point.options[pick]);
   return pick;
 }
 
