@@ -48,7 +48,7 @@ program:
   CHECK(timed_run(scenario_from(async)).end == ExecutionEnd::COMPLETED);
 }
 
-TEST_CASE("wait: H makes main wait for the async op; the host does not block") {
+TEST_CASE("wait: H makes main wait for the async op - the host does not block") {
   const Scenario scenario = scenario_from(R"Y(
 scenario: async-wait
 world: 2
@@ -107,7 +107,7 @@ program:
   CHECK(result.ops[0][0].end_ns == result.ops[0][1].end_ns);
 }
 
-TEST_CASE("comm_concurrency 1: different launch orders deadlock; equal orders only with launch_order_implicit") {
+TEST_CASE("comm_concurrency 1: different launch orders deadlock - equal orders only with launch_order_implicit") {
   const char* text = R"Y(
 scenario: conc
 world: 2
@@ -248,7 +248,7 @@ threads:
   CHECK(checker::check_scenario(chained, {}).verdict == Verdict::DEADLOCK);
 }
 
-TEST_CASE("choose: per rank the branches are explored; agreed on a group they match") {
+TEST_CASE("choose: per rank the branches are explored - agreed on a group they match") {
   const char* text = R"Y(
 scenario: skip
 world: 2

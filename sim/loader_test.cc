@@ -302,7 +302,7 @@ TEST_CASE("loader: semantics errors") {
           "3:122: error: 'link' is a top-level key, not a semantics setting"});
 }
 
-TEST_CASE("loader: params accept sizes and durations; -D overrides them") {
+TEST_CASE("loader: params accept sizes and durations - -D overrides them") {
   const std::string text = with_program("  - compute: t\n  - allreduce: {size: \"n * chunk\"}\n",
                                         "params: {n: 2, chunk: 4MiB, t: 1.5ms}\n");
   const Scenario s = loaded(load(text));
@@ -714,7 +714,7 @@ program:
   CHECK(s.rank_program == std::vector<uint32_t>(8, 0));
 }
 
-TEST_CASE("loader: a mesh with an explicit world; one dimension; sizes of one") {
+TEST_CASE("loader: a mesh with an explicit world - one dimension - sizes of one") {
   const Scenario s = loaded(load("scenario: t\nworld: 6\nmesh: {tp: 3, dp: 2, ep: 1}\n"
                                   "program:\n  - barrier: dp\n  - barrier: ep\n  - barrier: tp\n"));
   using Comms = std::vector<std::vector<int32_t>>;
@@ -777,7 +777,7 @@ ranks:
   CHECK(&s.program_of(6) == &s.programs[2]);
 }
 
-TEST_CASE("loader: choose keeps its branches in order; agreed names a group") {
+TEST_CASE("loader: choose keeps its branches in order - agreed names a group") {
   const Scenario s = loaded(load(R"y(scenario: t
 mesh: {dp: 2}
 program:
@@ -907,7 +907,7 @@ TEST_CASE("loader: async handles, wait, streams, exit and crash") {
   CHECK(body[7].op == OpKind::CRASH);
 }
 
-TEST_CASE("loader: handles are per program; a define's handles are shared") {
+TEST_CASE("loader: handles are per program - a define's handles are shared") {
   CHECK(problems(R"y(scenario: t
 world: 2
 ranks:
@@ -955,7 +955,7 @@ ranks:
   CHECK(r.programs.at(1).at(0).body.at(0).new_group == 1);
 }
 
-TEST_CASE("loader: link settings per scenario and per group; the allreduce algorithm") {
+TEST_CASE("loader: link settings per scenario and per group - the allreduce algorithm") {
   const Scenario s = loaded(load(R"y(scenario: t
 mesh: {tp: 2, dp: 2}
 link:

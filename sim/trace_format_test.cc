@@ -221,7 +221,7 @@ TEST_CASE("trace: a header group no op uses is a warning") {
   CHECK(messages(result) == "t.jsonl:1:63: warning: group 'idle' is never used\n");
 }
 
-TEST_CASE("trace: files load through load_trace_file; a missing file is a diagnostic") {
+TEST_CASE("trace: files load through load_trace_file - a missing file is a diagnostic") {
   const LoadResult missing = load_trace_file("/nonexistent/x.jsonl", {});
   CHECK_FALSE(missing.ok());
   CHECK(messages(missing) == "/nonexistent/x.jsonl: error: cannot read file: No such file or directory\n");

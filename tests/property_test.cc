@@ -67,7 +67,7 @@ std::string generate(checker::Rng& rng) {
 
 }  // namespace
 
-TEST_CASE("property: dpor and dfs agree on verdicts and terminal states; dpor never explores more") {
+TEST_CASE("property: dpor and dfs agree on verdicts and terminal states - dpor never explores more") {
   // LOCKSTEP_PROPERTY_RUNS=N runs a bigger sample by hand (the default is sized for CI).
   const char* runs_env = std::getenv("LOCKSTEP_PROPERTY_RUNS");
   const int runs = runs_env ? std::max(1, std::atoi(runs_env)) : 2200;
