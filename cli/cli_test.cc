@@ -83,7 +83,10 @@ TEST_CASE("several inputs give a JSON array and a summary line") {
   const Run run = lockstep({"check", "scenarios/corpus", "--quiet", "--json", "-"});
   const nlohmann::json report = nlohmann::json::parse(run.out);
   REQUIRE(report.is_array());
-  CHECK(report.size() == 8);
+  size_t files = 0;  // one report per scenario file under the folder
+  for (const auto& entry : std::filesystem::directory_iterator("scenarios/corpus")) files += entry.path().extension() == ".yaml";
+  CHECK(files >= 8);
+  CHECK(report.size() == files);
   CHECK(run.code == EXIT_BUG);
 }
 

@@ -1,0 +1,135 @@
+// docs/hang-patterns.md against the corpus: every verdict block on the page is what the checker
+// prints, every scenario named there has the verdict named there, and every corpus scenario (with
+// its source) is on the page. The catalogue and the scenarios cannot drift apart.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "checker/explore.h"
+#include "checker/report.h"
+#include "sim/loader.h"
+
+namespace lockstep {
+namespace {
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  REQUIRE_MESSAGE(file.good(), path.string());
+  std::ostringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+struct TextBlock {
+  int line = 0;  // of the opening fence
+  std::string text;
+};
+
+std::vector<TextBlock> text_blocks(const std::string& markdown) {
+  std::vector<TextBlock> blocks;
+  std::istringstream in(markdown);
+  std::string line;
+  int number = 0;
+  TextBlock* open = nullptr;
+  while (std::getline(in, line)) {
+    ++number;
+    if (open == nullptr && line == "```text") {
+      blocks.push_back({number, ""});
+      open = &blocks.back();
+    } else if (open != nullptr && line == "```") {
+      open = nullptr;
+    } else if (open != nullptr) {
+      open->text += line + "\n";
+    }
+  }
+  CHECK(open == nullptr);
+  return blocks;
+}
+
+// The text report of one scenario, named by its path relative to the source folder.
+std::string check_report(const std::string& relative, const sim::Scenario& scenario) {
+  checker::InputReport report;
+  report.input = relative;
+  report.scenario = &scenario;
+  report.result = checker::check_scenario(scenario, {});
+  return checker::report_text(report, false);
+}
+
+}  // namespace
+
+TEST_CASE("docs: hang-patterns.md quotes the checker verbatim and names every corpus scenario with its verdict") {
+  const std::filesystem::path root(LOCKSTEP_SOURCE_DIR);
+  const std::string markdown = read_text(root / "docs" / "hang-patterns.md");
+
+  // The seventeen patterns, numbered in order.
+  std::vector<int> numbers;
+  const std::regex heading(R"((^|\n)## (\d+)\. )");
+  for (auto it = std::sregex_iterator(markdown.begin(), markdown.end(), heading); it != std::sregex_iterator(); ++it) {
+    numbers.push_back(std::stoi((*it)[2].str()));
+  }
+  REQUIRE(numbers.size() == 17);
+  for (size_t i = 0; i < numbers.size(); ++i) CHECK(numbers[i] == static_cast<int>(i) + 1);
+
+  // Every corpus scenario loads; keep them for the checks below.
+  std::map<std::string, sim::LoadResult> corpus;
+  for (const auto& entry : std::filesystem::directory_iterator(root / "scenarios" / "corpus")) {
+    if (entry.path().extension() != ".yaml") continue;
+    const std::string relative = "scenarios/corpus/" + entry.path().filename().string();
+    // Loaded under its relative name, so that source locations read as in `lockstep check scenarios/`.
+    sim::LoadResult loaded = sim::load_scenario_text(read_text(entry.path()), relative, {});
+    REQUIRE_MESSAGE(loaded.ok(), relative);
+    REQUIRE_MESSAGE(loaded.scenario->expect.has_value(), relative << " has no expect:");
+    corpus.emplace(relative, std::move(loaded));
+  }
+  REQUIRE(corpus.size() >= 34);
+
+  // `scenarios/corpus/NAME.yaml` (VERDICT): the scenario exists and expects that verdict.
+  std::set<std::string> named;
+  const std::regex mention(R"(`(scenarios/corpus/[A-Za-z0-9_.-]+\.yaml)` \((\w+)\))");
+  for (auto it = std::sregex_iterator(markdown.begin(), markdown.end(), mention); it != std::sregex_iterator(); ++it) {
+    const std::string path = (*it)[1].str();
+    const std::string verdict = (*it)[2].str();
+    CAPTURE(path);
+    const auto found = corpus.find(path);
+    REQUIRE_MESSAGE(found != corpus.end(), path << " is named in docs/hang-patterns.md but does not exist");
+    CHECK(sim::verdict_name(*found->second.scenario->expect) == verdict);
+    named.insert(path);
+  }
+
+  // Every ```text block is the beginning of the checker's report for the scenario it names.
+  std::set<std::string> quoted;
+  for (const TextBlock& block : text_blocks(markdown)) {
+    const std::string where = "docs/hang-patterns.md:" + std::to_string(block.line);
+    CAPTURE(where);
+    const std::string path = block.text.substr(0, block.text.find(':'));
+    const auto found = corpus.find(path);
+    REQUIRE_MESSAGE(found != corpus.end(), where << " quotes " << path << ", which is not a corpus scenario");
+    const std::string report = check_report(path, *found->second.scenario);
+    CHECK_MESSAGE(report.starts_with(block.text), "the checker now says:\n" << report);
+    quoted.insert(path);
+  }
+
+  // Every corpus scenario is on the page with its verdict, every bug is quoted, every source cited.
+  for (const auto& [path, loaded] : corpus) {
+    CAPTURE(path);
+    const sim::Scenario& scenario = *loaded.scenario;
+    CHECK_MESSAGE(named.contains(path), path << " is missing from docs/hang-patterns.md");
+    if (*scenario.expect != sim::Verdict::OK) {
+      CHECK_MESSAGE(quoted.contains(path), "docs/hang-patterns.md quotes no report of " << path);
+    }
+    CHECK_MESSAGE(!scenario.description.empty(), path << " has no description");
+    REQUIRE_MESSAGE(!scenario.source_url.empty(), path << " has no source:");
+    CHECK_MESSAGE(markdown.find(scenario.source_url) != std::string::npos,
+                  "docs/hang-patterns.md does not cite " << scenario.source_url);
+  }
+}
+
+}  // namespace lockstep
