@@ -50,6 +50,14 @@ std::string describe_op(const sim::Scenario& scenario, const sim::OpRecord& rec)
     return fmt::format("recv from any on {}", group);
   }
   if (sim::is_collective(op.kind)) return fmt::format("{} #{} on {}", kind, rec.seq, group);
+  if (op.kind == OpKind::NEW_GROUP && op.stmt != nullptr) {
+    // The k-th new_group of every rank matches (a collective over world): name what it makes.
+    const sim::GroupDef& made = scenario.groups[op.stmt->new_group];
+    std::vector<int32_t> members = made.comms.empty() ? std::vector<int32_t>() : made.comms.front();
+    std::string ranks;
+    for (size_t i = 0; i < members.size(); ++i) ranks += (i ? "," : "") + std::to_string(members[i]);
+    return fmt::format("new_group #{} '{}' of ranks {}", rec.seq, made.name, ranks);
+  }
   return std::string(kind);
 }
 
@@ -91,7 +99,15 @@ void describe_missing(const sim::Scenario& scenario, const sim::ExecutionResult&
   }
   for (const std::string& state : order) {
     const std::vector<int32_t>& group = by_state[state];
-    line += fmt::format("; {} {}: {} {}", rank_list(group), what, group.size() == 1 ? "it" : "they", state);
+    if (group.size() == 1) {
+      line += fmt::format("; {} {}: it {}", rank_list(group), what, state);
+      continue;
+    }
+    // The states are worded for one rank ("waits in", "is blocked"): agree with "they".
+    std::string plural = state;
+    if (plural.starts_with("waits ")) plural = "wait " + plural.substr(6);
+    else if (plural == "is blocked") plural = "are blocked";
+    line += fmt::format("; {} {}: they {}", rank_list(group), what, plural);
   }
 }
 
@@ -106,6 +122,10 @@ std::vector<std::string> explain_stuck(const sim::Scenario& scenario, const sim:
   for (const sim::StuckOp& s : result.stuck) {
     if (sim::is_collective(s.op.op.kind)) {
       collectives[{s.op.op.group, s.op.seq}].push_back(&s);
+      continue;
+    }
+    if (s.op.op.kind == OpKind::NEW_GROUP) {  // matched like a collective, apart from them
+      collectives[{UINT32_MAX, s.op.seq}].push_back(&s);
       continue;
     }
     std::string text = fmt::format("rank {} waits in {} ({})", s.rank, describe_op(scenario, s.op), where(scenario, s.op));
@@ -237,6 +257,7 @@ std::optional<Bug> analyze(const sim::Scenario& scenario, const sim::ExecutionRe
     const sim::MismatchInfo& m = *result.mismatch;
     bug.kind = Verdict::MISMATCH;
     auto detail = [&](const sim::OpRecord& rec) {
+      if (rec.op.kind == OpKind::NEW_GROUP) return fmt::format("{} ({})", describe_op(scenario, rec), where(scenario, rec));
       std::string text = fmt::format("{} of {} {}", describe_op(scenario, rec), format_size(rec.op.size_bytes),
                                      sim::dtype_name(rec.op.dtype));
       if (rec.op.root >= 0) text += fmt::format(" root {}", rec.op.root);
