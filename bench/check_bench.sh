@@ -9,6 +9,7 @@
 #   two-threads      4 ranks, 2 threads each issuing collectives on one group
 #   small-4x20       4 ranks x 20 ops, four rounds of three wildcard receives (executions/s)
 #   jobs             dfs on gather-10 (362,880 executions) with --jobs 1 and --jobs 2
+#   corpus           lockstep check scenarios/ (every bundled scenario), pinned to one core
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -91,3 +92,10 @@ row small-4x20 "$dir/small-4x20.yaml"
 row small-4x20-dfs "$dir/small-4x20.yaml" --strategy dfs
 row jobs1-gather-10-dfs "$dir/gather-10.yaml" --strategy dfs --jobs 1
 row jobs2-gather-10-dfs "$dir/gather-10.yaml" --strategy dfs --jobs 2
+
+# The whole bundled corpus (issue 6: under 30 s on one core).
+start=$(date +%s.%N)
+(cd "$root" && taskset -c 0 "$lockstep" check scenarios/ --quiet > /dev/null) || true
+end=$(date +%s.%N)
+printf '%-24s %s inputs in %.3f s (one core, wall)\n' corpus "$(find "$root/scenarios" -name '*.yaml' -o -name '*.jsonl' | wc -l)" \
+  "$(echo "$end - $start" | bc -l)"
