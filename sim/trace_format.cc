@@ -677,7 +677,6 @@ class TraceLoader {
       if (!header_seen) {
         header_seen = true;
         ops_ok = load_header(text);
-        if (ops_ok) count_ops_per_rank(pos);
       } else if (ops_ok && !load_op_line(text)) {
         return;
       }
@@ -698,26 +697,6 @@ class TraceLoader {
     pos = end + 1;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     return true;
-  }
-
-  // A quick look at every line after `pos` for `"rank": N`, to size each rank's program once
-  // (a Stmt is 200 bytes: growing a vector of them would copy and fault in twice the memory). Only a
-  // hint: lines it cannot read are left to the loader.
-  void count_ops_per_rank(size_t pos) {
-    ops_per_rank_.assign(static_cast<size_t>(scenario_.world), 0);
-    std::string_view line;
-    while (next_line(pos, line)) {
-      const size_t key = line.find("\"rank\"");
-      if (key == std::string_view::npos) continue;
-      size_t i = key + 6;
-      while (i < line.size() && (line[i] == ' ' || line[i] == ':' || line[i] == '\t')) ++i;
-      uint64_t rank = 0;
-      const size_t digits = i;
-      while (i < line.size() && line[i] >= '0' && line[i] <= '9' && i - digits < 10) {
-        rank = rank * 10 + static_cast<uint64_t>(line[i++] - '0');
-      }
-      if (i > digits && rank < ops_per_rank_.size()) ++ops_per_rank_[rank];
-    }
   }
 
   // ----- header
@@ -1142,7 +1121,6 @@ class TraceLoader {
     current_thread_ = static_cast<uint32_t>(found - rs.program.begin());
     if (found == rs.program.end()) {
       rs.program.push_back(ThreadDef{std::string(name), at(*keys.get(Key::OP)), {}});
-      if (first_line) rs.program.back().body.reserve(ops_per_rank_[static_cast<size_t>(rank)]);
     }
     rs.last_thread = current_thread_;
     return true;
@@ -1488,7 +1466,6 @@ class TraceLoader {
   std::map<std::string, uint32_t, std::less<>> group_index_;
   std::vector<bool> group_used_;
   std::vector<int32_t> state_of_rank_;  // size world: index into ranks_, -1 without lines
-  std::vector<uint32_t> ops_per_rank_;  // size world: a guess at each rank's op count
   std::vector<RankState> ranks_;        // in order of first line
   uint32_t current_state_ = 0;
   uint32_t current_thread_ = 0;
