@@ -144,7 +144,9 @@ struct Search {
         out.events_after.push_back(out.events);
         break;
       }
-      std::optional<Bug> bug = analyze(scenario, result);
+      // A completed execution has no bug (analyze would say so after copying the ranks' status).
+      std::optional<Bug> bug;
+      if (result.end != sim::ExecutionEnd::COMPLETED) bug = analyze(scenario, result);
       if (options.collect_terminal_states) out.terminal_states.insert(bug ? bug->signature : std::string("completed"));
       if (bug) {
         fnv_mix(hash, bug->signature);

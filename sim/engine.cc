@@ -7,6 +7,7 @@
 #include <deque>
 #include <new>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 
@@ -48,7 +49,13 @@ constexpr uint32_t NO_RANK = UINT32_MAX;
 // An issued operation. Device ops are kernels on a stream; host ops have no stream. The ops of
 // an NCCL group are children of one composite kernel that holds their place on the stream.
 struct Kernel {
+  // User-provided, so that value-initialisation (emplace_back()) runs the member initialisers
+  // only, without zeroing the whole struct first: that memset was a twelfth of a small
+  // execution's time.
+  Kernel() {}  // NOLINT(modernize-use-equals-default)
+
   uint32_t rank = 0;
+  uint32_t live_pos = 0;       // its place in Impl::live_kernels while not done (track_state)
   uint32_t thread = 0;         // global thread index
   uint32_t stream = NO_STREAM;
   uint32_t index = NO_INDEX;   // position in the rank's issue order (NO_INDEX: a composite)
@@ -70,14 +77,74 @@ struct Kernel {
 };
 
 struct Stream {
-  std::string name;
+  uint32_t name = 0;                    // id in Impl::names
   std::vector<uint32_t> kernels;        // in enqueue order
   size_t head = 0;                      // first kernel not done
   std::vector<uint32_t> pending_waits;  // kernels the next enqueued kernel must wait for
+
+  void reset(uint32_t name_id) {
+    name = name_id;
+    kernels.clear();
+    head = 0;
+    pending_waits.clear();
+  }
+};
+
+// A vector whose elements outlive clear(): add() hands back a used element, with the memory it
+// owns, for the caller to re-initialise. The checker runs millions of executions of one engine,
+// and freeing and allocating every container of every execution anew was a sixth of its time.
+template <typename T>
+class Recycled {
+ public:
+  T& add() {
+    if (size_ == items_.size()) items_.emplace_back();
+    return items_[size_++];
+  }
+  void clear() { size_ = 0; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T& operator[](size_t i) { return items_[i]; }
+  const T& operator[](size_t i) const { return items_[i]; }
+  T& back() { return items_[size_ - 1]; }
+  const T& back() const { return items_[size_ - 1]; }
+  T* begin() { return items_.data(); }
+  T* end() { return items_.data() + size_; }
+  const T* begin() const { return items_.data(); }
+  const T* end() const { return items_.data() + size_; }
+
+ private:
+  std::vector<T> items_;
+  size_t size_ = 0;
+};
+
+// A first-in first-out queue of indices that keeps its memory across executions.
+class Fifo {
+ public:
+  bool empty() const { return head_ == items_.size(); }
+  void push_back(uint32_t value) { items_.push_back(value); }
+  uint32_t pop_front() {
+    const uint32_t value = items_[head_++];
+    if (head_ == items_.size()) {
+      clear();
+    } else if (head_ >= 4096 && head_ * 2 >= items_.size()) {  // a long run that never drains
+      items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
+    }
+    return value;
+  }
+  void clear() {
+    items_.clear();
+    head_ = 0;
+  }
+
+ private:
+  std::vector<uint32_t> items_;
+  size_t head_ = 0;
 };
 
 enum class ThreadState : uint8_t { RUNNABLE, BLOCKED, DONE };
 
+// Threads and their fibers are made once per engine and restarted for each execution.
 struct Thread {
   uint32_t rank = 0;
   uint32_t local = 0;              // index among its rank's threads
@@ -92,15 +159,15 @@ struct Thread {
 };
 
 struct Rank {
-  std::vector<uint32_t> threads;   // global thread indices
-  std::vector<Stream> streams;     // streams[0] is main
-  std::vector<std::pair<std::string, uint32_t>> named_streams;  // user streams (few per rank)
+  std::vector<uint32_t> threads;   // global thread indices (fixed by the scenario)
+  Recycled<Stream> streams;        // streams[0] is main
+  std::vector<std::pair<uint32_t, uint32_t>> named_streams;  // name id -> stream, all but main
   std::vector<uint32_t> group_stream;  // group -> its default stream, NO_STREAM until used
   std::vector<uint32_t> coll_seq;  // per group: collectives issued
   std::vector<uint32_t> agreed_seq;  // per group: agreed chooses reached
   std::vector<bool> created;       // per group: a new_group made it usable here
-  std::vector<std::pair<std::string, uint32_t>> handles;  // async handle -> its latest kernel
-  std::deque<uint32_t> launch_order;  // comm kernels not yet started, in launch order
+  std::vector<std::pair<uint32_t, uint32_t>> handles;  // async handle (name id) -> its latest kernel
+  std::vector<uint32_t> launch_order;  // comm kernels not yet started, in launch order
   uint32_t running_comm = 0;       // comm kernels running (comm_concurrency)
   uint32_t new_groups = 0;         // new_group calls made
   RankStatus status = RankStatus::RUNNING;
@@ -114,16 +181,107 @@ struct CollSlot {
   std::vector<int32_t> kernels;  // per member position, -1 until issued
   uint32_t issued = 0;
   uint32_t running = 0;
+  uint32_t done = 0;             // members whose kernel is done (kept when track_state)
   int32_t first = -1;            // the first kernel issued, the reference for mismatches
+
+  void reset() {
+    kernels.clear();
+    issued = running = done = 0;
+    first = -1;
+  }
 };
 
 struct Comm {
-  std::vector<CollSlot> slots;   // slots[seq - 1]
+  Recycled<CollSlot> slots;      // slots[seq - 1]
+  size_t complete_prefix = 0;    // slots before it are complete everywhere (state fingerprints)
+
+  void reset() {
+    slots.clear();
+    complete_prefix = 0;
+  }
 };
 
 uint64_t p2p_key(uint32_t group, uint32_t src, uint32_t dst) {
   return (static_cast<uint64_t>(group) << 42) | (static_cast<uint64_t>(src) << 21) | dst;
 }
+
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// The unmatched sends of one (group, src, dst), or receives of one (group, dst), in order.
+struct P2pQueue {
+  uint64_t key = 0;
+  uint32_t slot = 0;                // its place in P2pTable::slots_
+  uint32_t sent = 0;                // sends issued on the key: the last one's sequence number
+  std::vector<uint32_t> items;
+  size_t head = 0;                  // items[head..] are unmatched, oldest first
+
+  bool empty() const { return head == items.size(); }
+  uint32_t front() const { return items[head]; }
+  void pop_front() { ++head; }
+  void push_back(uint32_t k) { items.push_back(k); }
+  const uint32_t* begin() const { return items.data() + head; }
+  const uint32_t* end() const { return items.data() + items.size(); }
+};
+
+// P2pQueues by key: open addressing over entries that are reused across executions; clear()
+// forgets the keys and keeps the queues' memory (the unordered_map of deques it replaces
+// allocated afresh in every execution). Iteration order is insertion order.
+class P2pTable {
+ public:
+  const P2pQueue* find(uint64_t key) const {
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = home(key); ; i = (i + 1) & mask) {
+      if (slots_[i] == 0) return nullptr;
+      if (entries_[slots_[i] - 1].key == key) return &entries_[slots_[i] - 1];
+    }
+  }
+  P2pQueue* find(uint64_t key) { return const_cast<P2pQueue*>(std::as_const(*this).find(key)); }
+  // The key's queue, made empty on first use.
+  P2pQueue& get(uint64_t key) {
+    if (P2pQueue* found = find(key)) return *found;
+    if ((used_ + 1) * 2 > slots_.size()) grow();
+    if (used_ == entries_.size()) entries_.emplace_back();
+    P2pQueue& queue = entries_[used_++];
+    queue.key = key;
+    queue.sent = 0;
+    queue.items.clear();
+    queue.head = 0;
+    place(used_ - 1);
+    return queue;
+  }
+  void clear() {
+    for (size_t e = 0; e < used_; ++e) slots_[entries_[e].slot] = 0;
+    used_ = 0;
+  }
+  const P2pQueue* begin() const { return entries_.data(); }
+  const P2pQueue* end() const { return entries_.data() + used_; }
+
+ private:
+  // Fibonacci hashing: one multiply spreads the packed (group, src, dst) keys well.
+  size_t home(uint64_t key) const { return static_cast<size_t>((key * 0x9e3779b97f4a7c15ULL) >> shift_); }
+  void place(size_t e) {
+    const size_t mask = slots_.size() - 1;
+    size_t i = home(entries_[e].key);
+    while (slots_[i] != 0) i = (i + 1) & mask;
+    slots_[i] = static_cast<uint32_t>(e + 1);
+    entries_[e].slot = static_cast<uint32_t>(i);
+  }
+  void grow() {
+    slots_.assign(slots_.size() * 2, 0);
+    --shift_;
+    for (size_t e = 0; e < used_; ++e) place(e);
+  }
+
+  std::vector<uint32_t> slots_ = std::vector<uint32_t>(16, 0);  // entry index + 1; 0 empty
+  int shift_ = 64 - 4;                                            // 64 - log2(slots_.size())
+  std::vector<P2pQueue> entries_;
+  size_t used_ = 0;
+};
 
 bool is_communication(OpKind kind) { return is_collective(kind) || is_p2p(kind); }
 
@@ -220,24 +378,51 @@ struct Engine::Impl {
   std::vector<std::vector<int32_t>> member_pos;  // per group: rank -> position in its comm, -1
   std::vector<uint32_t> comm_base;               // per group: id of its first communicator
   uint32_t comm_count = 0;
+  // Stream and handle names, interned: ids are what streams, handles and state fingerprints
+  // hold, so that no execution builds or hashes a string. Kept across executions.
+  std::deque<std::string> names;                            // by id; stable addresses
+  std::unordered_map<std::string_view, uint32_t> name_ids;  // views into `names`
+  std::vector<uint32_t> group_stream_name;                  // per group: "comm:GROUP"
+  std::unordered_map<uint64_t, uint32_t> pair_stream_names;  // p2p_key(group, a, b): "comm:G:p2p:a-b"
 
   // Per-execution state.
   Strategy* strategy = nullptr;
   std::vector<Rank> ranks;
-  std::vector<Thread> threads;
+  std::vector<Thread> threads;      // made once, restarted by reset()
   ChunkedArray<Kernel> kernels;
   BigVector<uint32_t> dep_pool;     // Kernel::dep_begin/dep_count index this
   std::vector<Comm> comms;            // per communicator (comm_id)
   Comm new_group_calls;               // the k-th new_group of every rank
-  std::unordered_map<uint64_t, std::deque<uint32_t>> send_queue;  // (group, src, dst) unmatched
-  std::unordered_map<uint64_t, std::deque<uint32_t>> recv_queue;  // (group, 0, dst) unmatched
-  std::unordered_map<uint64_t, uint32_t> p2p_sent;                // (group, src, dst) count
+  P2pTable send_queue;                // (group, src, dst): unmatched sends, sends issued
+  P2pTable recv_queue;                // (group, 0, dst): unmatched receives
   std::unordered_map<uint64_t, uint32_t> agreed_branch;           // (comm, k) -> branch
-  std::deque<uint32_t> ready;        // eager runnable threads
-  std::deque<uint32_t> dirty_ranks;  // ranks whose kernels/threads need re-examination
+  Fifo ready;                         // eager runnable threads
+  Fifo dirty_ranks;                   // ranks whose kernels/threads need re-examination
   std::vector<bool> dirty_flag;
   uint32_t progressing = NO_RANK;    // the rank progress_rank is working on
   std::vector<Option> options_buf;
+  std::vector<Option> branch_buf;    // a choose's options (options_buf may be in use)
+  // For state fingerprints (track_state), kept as kernels change so that a fingerprint reads
+  // only what is live: the kernels not done (by Kernel::live_pos), and the done ones that ran
+  // past the watchdog (their record is history the verdict reads).
+  std::vector<uint32_t> live_kernels;
+  std::vector<uint32_t> timed_out;
+  // A live kernel's term of the fingerprint, remembered with every input of it that can still
+  // change: most live kernels are queued and untouched from one choice point to the next.
+  struct KernelHash {
+    uint64_t hash = 0;
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+    int32_t match = 0;
+    uint32_t stream = 0;
+    uint32_t seq = 0;
+    uint32_t dep_count = 0;
+    uint32_t child_count = 0;
+    uint32_t done_refs = 0;  // of its dependencies and match, those done (done is final)
+    KernelState state = KernelState::QUEUED;
+    bool valid = false;
+  };
+  std::vector<KernelHash> kernel_hashes;  // by kernel
   ExecutionResult result;
   bool stopped = false;
   uint64_t ops_issued = 0;
@@ -271,6 +456,37 @@ struct Engine::Impl {
       }
     }
     comm_count = total;
+    intern("main");  // id 0 (MAIN_NAME)
+    for (const GroupDef& group : sc.groups) group_stream_name.push_back(intern("comm:" + group.name));
+    ranks.resize(static_cast<size_t>(sc.world));
+    for (int32_t r = 0; r < sc.world; ++r) {
+      Rank& rank = ranks[static_cast<size_t>(r)];
+      for (const ThreadDef& def : sc.program_of(r)) {
+        Thread thread;
+        thread.rank = static_cast<uint32_t>(r);
+        thread.local = static_cast<uint32_t>(rank.threads.size());
+        thread.name = def.name;
+        thread.fiber = std::make_unique<ProgramFiber>(sc, def.body, r, stacks, options.limits);
+        rank.threads.push_back(static_cast<uint32_t>(threads.size()));
+        threads.push_back(std::move(thread));
+      }
+    }
+    comms.resize(comm_count);
+  }
+
+  static constexpr uint32_t MAIN_NAME = 0;
+  static constexpr uint32_t NO_NAME = UINT32_MAX;
+
+  uint32_t intern(std::string_view name) {
+    if (auto it = name_ids.find(name); it != name_ids.end()) return it->second;
+    const uint32_t id = static_cast<uint32_t>(names.size());
+    names.emplace_back(name);
+    name_ids.emplace(names.back(), id);
+    return id;
+  }
+  uint32_t find_name(std::string_view name) const {
+    const auto it = name_ids.find(name);
+    return it != name_ids.end() ? it->second : NO_NAME;
   }
 
   uint32_t comm_id(uint32_t group, uint32_t rank) const {
@@ -291,42 +507,48 @@ struct Engine::Impl {
   // Setup and the main loop.
 
   void reset() {
-    threads.clear();  // suspended fibers unwind themselves
-    ranks.assign(static_cast<size_t>(sc.world), Rank{});
+    for (Thread& thread : threads) {
+      thread.fiber->restart();  // a suspended program is cancelled
+      thread.state = ThreadState::RUNNABLE;
+      thread.ending = false;
+      thread.waits.clear();
+      thread.clock_ns = 0;
+      thread.position = 0;
+    }
+    const size_t group_count = sc.groups.size();
+    for (Rank& rank : ranks) {
+      rank.streams.clear();
+      rank.streams.add().reset(MAIN_NAME);
+      rank.named_streams.clear();
+      rank.group_stream.assign(group_count, NO_STREAM);
+      rank.coll_seq.assign(group_count, 0);
+      rank.agreed_seq.assign(group_count, 0);
+      rank.created.assign(group_count, false);
+      rank.handles.clear();
+      rank.launch_order.clear();
+      rank.running_comm = 0;
+      rank.new_groups = 0;
+      rank.live_threads = static_cast<uint32_t>(rank.threads.size());
+      rank.status = rank.live_threads == 0 ? RankStatus::FINISHED : RankStatus::RUNNING;  // a recorded rank with no ops
+      rank.issued = 0;
+      rank.end_ns = 0;
+    }
     kernels.clear();
     dep_pool.clear();
-    comms.assign(comm_count, Comm{});
-    new_group_calls = Comm{};
+    for (Comm& comm : comms) comm.reset();
+    new_group_calls.reset();
     send_queue.clear();
     recv_queue.clear();
-    p2p_sent.clear();
     agreed_branch.clear();
     ready.clear();
     dirty_ranks.clear();
     dirty_flag.assign(static_cast<size_t>(sc.world), false);
+    live_kernels.clear();
+    timed_out.clear();
     result = ExecutionResult{};
     stopped = false;
     ops_issued = 0;
     longest_comm_ns = 0;
-    for (int32_t r = 0; r < sc.world; ++r) {
-      Rank& rank = ranks[static_cast<size_t>(r)];
-      rank.streams.push_back(Stream{"main", {}, 0, {}});
-      rank.group_stream.assign(sc.groups.size(), NO_STREAM);
-      rank.coll_seq.assign(sc.groups.size(), 0);
-      rank.agreed_seq.assign(sc.groups.size(), 0);
-      rank.created.assign(sc.groups.size(), false);
-      for (const ThreadDef& def : sc.program_of(r)) {
-        Thread thread;
-        thread.rank = static_cast<uint32_t>(r);
-        thread.local = static_cast<uint32_t>(rank.threads.size());
-        thread.name = def.name;
-        thread.fiber = std::make_unique<ProgramFiber>(sc, def.body, r, stacks, options.limits);
-        rank.threads.push_back(static_cast<uint32_t>(threads.size()));
-        threads.push_back(std::move(thread));
-        ++rank.live_threads;
-      }
-      if (rank.live_threads == 0) rank.status = RankStatus::FINISHED;  // a recorded rank with no ops
-    }
   }
 
   ExecutionResult run(Strategy& chooser) {
@@ -342,7 +564,7 @@ struct Engine::Impl {
       if (!choose_and_apply()) break;
     }
     finish();
-    threads.clear();
+    // Threads still suspended stay so until the next reset() (or the engine's end) cancels them.
     return std::move(result);
   }
 
@@ -350,14 +572,12 @@ struct Engine::Impl {
   void drain() {
     while (!stopped && (!ready.empty() || !dirty_ranks.empty())) {
       while (!dirty_ranks.empty() && !stopped) {
-        const uint32_t r = dirty_ranks.front();
-        dirty_ranks.pop_front();
+        const uint32_t r = dirty_ranks.pop_front();
         dirty_flag[r] = false;
         progress_rank(r);
       }
       if (!ready.empty() && !stopped) {
-        const uint32_t t = ready.front();
-        ready.pop_front();
+        const uint32_t t = ready.pop_front();
         // A burst: step the thread until it blocks or ends.
         while (!stopped && threads[t].state == ThreadState::RUNNABLE && is_eager(t)) step_thread(t);
       }
@@ -446,13 +666,6 @@ struct Engine::Impl {
   // global interleaving); a reference to a finished kernel is its end time, which is all that
   // a later start, wait or clock reads from it.
 
-  static uint64_t mix(uint64_t x) {  // splitmix64's finaliser
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-  }
-
   struct Hasher {
     uint64_t h = 0x6c6f636b73746570ULL;
     void add(uint64_t v) { h = mix(h ^ v); }
@@ -494,7 +707,42 @@ struct Engine::Impl {
     out.add_signed(kernel.end_ns);
   }
 
-  uint64_t state_fingerprint() const {
+  // One kernel of the sum over live kernels (state_fingerprint).
+  uint64_t hash_kernel(uint32_t k) const {
+    const Kernel& kernel = kernels[k];
+    Hasher one;
+    hash_live_kernel(k, one);
+    if (kernel.state == KernelState::DONE && is_collective(kernel.op.kind)) {
+      for (int32_t other : comms[comm_id(kernel.op.group, kernel.rank)].slots[kernel.seq - 1].kernels) {
+        one.add_signed(other >= 0 ? kernels[static_cast<size_t>(other)].start_ns : -2);
+      }
+    }
+    return one.h;
+  }
+
+  // hash_kernel of a kernel not done, remembered. What it reads of the kernel is fixed once the
+  // kernel is issued except for the fields compared here, and what it reads of the kernels it
+  // references (dependencies, match) changes only when one of them becomes done.
+  uint64_t live_kernel_hash(uint32_t k) {
+    const Kernel& kernel = kernels[k];
+    uint32_t done_refs = 0;
+    for (uint32_t d = kernel.dep_begin; d < kernel.dep_begin + kernel.dep_count; ++d) {
+      done_refs += kernels[dep_pool[d]].state == KernelState::DONE ? 1 : 0;
+    }
+    if (kernel.match >= 0) done_refs += kernels[static_cast<size_t>(kernel.match)].state == KernelState::DONE ? 1 : 0;
+    KernelHash& memo = kernel_hashes[k];
+    if (memo.valid && memo.state == kernel.state && memo.start_ns == kernel.start_ns && memo.end_ns == kernel.end_ns &&
+        memo.match == kernel.match && memo.stream == kernel.stream && memo.seq == kernel.seq &&
+        memo.dep_count == kernel.dep_count && memo.child_count == kernel.child_count && memo.done_refs == done_refs) {
+      return memo.hash;
+    }
+    memo = KernelHash{hash_kernel(k), kernel.start_ns, kernel.end_ns, kernel.match, kernel.stream, kernel.seq,
+                      kernel.dep_count, kernel.child_count, done_refs, kernel.state, true};
+    return memo.hash;
+  }
+
+  // Not const: it moves the communicators' complete_prefix on, which only saves later scans.
+  uint64_t state_fingerprint() {
     Hasher h;
     h.add(ops_issued);
     for (uint32_t t = 0; t < threads.size(); ++t) {
@@ -517,48 +765,40 @@ struct Engine::Impl {
       h.add(rank.new_groups);
       h.add(rank.running_comm);  // not end_ns: a report's number, never read by the future
       for (const Stream& stream : rank.streams) {
-        h.add(std::hash<std::string>{}(stream.name));
+        h.add(stream.name);
         h.add(stream.kernels.empty() ? 0 : kernel_ref(stream.kernels.back()));
         for (size_t i = stream.head; i < stream.kernels.size(); ++i) h.add(kernel_ref(stream.kernels[i]));
         for (uint32_t k : stream.pending_waits) h.add(kernel_ref(k));
         h.add(0xbeef);
       }
-      for (const auto& [name, s] : rank.named_streams) h.add(std::hash<std::string>{}(name) ^ mix(s));
+      for (const auto& [name, s] : rank.named_streams) h.add(mix(name) ^ s);
       for (uint32_t s : rank.group_stream) h.add(s);
       for (uint32_t seq : rank.coll_seq) h.add(seq);
       for (uint32_t seq : rank.agreed_seq) h.add(seq);
       for (bool made : rank.created) h.add(made ? 1 : 2);
-      for (const auto& [name, k] : rank.handles) h.add(std::hash<std::string>{}(name) ^ kernel_ref(k));
+      for (const auto& [name, k] : rank.handles) {
+        h.add(name);
+        h.add(kernel_ref(k));
+      }
       for (uint32_t k : rank.launch_order) h.add(kernel_ref(k));
       h.add(0xcafe);
     }
     // Kernels not done, and done ones the watchdog will report (their record is history the
-    // verdict reads).
-    const int64_t limit = sc.semantics.timeout_ns;
-    uint64_t live = 0;
-    for (uint32_t k = 0; k < kernels.size(); ++k) {
-      const Kernel& kernel = kernels[k];
-      if (kernel.state == KernelState::DONE &&
-          !(is_communication(kernel.op.kind) && kernel.index != NO_INDEX && kernel.end_ns - kernel.start_ns > limit)) {
-        continue;
-      }
-      Hasher one;
-      hash_live_kernel(k, one);
-      if (kernel.state == KernelState::DONE && is_collective(kernel.op.kind)) {
-        for (int32_t other : comms[comm_id(kernel.op.group, kernel.rank)].slots[kernel.seq - 1].kernels) {
-          one.add_signed(other >= 0 ? kernels[static_cast<size_t>(other)].start_ns : -2);
-        }
-      }
-      live += one.h;  // a sum: the order of `kernels` is an artefact
-    }
+    // verdict reads): the two lists kept by track_live and on_done.
+    uint64_t live = 0;  // a sum: the order of `kernels` (and of the lists) is an artefact
+    for (uint32_t k : live_kernels) live += live_kernel_hash(k);
+    for (uint32_t k : timed_out) live += hash_kernel(k);
     h.add(live);
-    // Communicators: the collectives not complete everywhere.
-    auto hash_slots = [&](const Comm& comm, uint64_t id) {
-      for (size_t seq = 0; seq < comm.slots.size(); ++seq) {
+    // Communicators: the collectives not complete everywhere (every member's kernel issued and
+    // done, which CollSlot::done counts).
+    auto slot_complete = [](const CollSlot& slot) { return slot.done == slot.kernels.size(); };
+    auto hash_slots = [&](Comm& comm, uint64_t id) {
+      while (comm.complete_prefix < comm.slots.size() && slot_complete(comm.slots[comm.complete_prefix])) {
+        ++comm.complete_prefix;
+      }
+      for (size_t seq = comm.complete_prefix; seq < comm.slots.size(); ++seq) {
         const CollSlot& slot = comm.slots[seq];
-        bool complete = true;
-        for (int32_t k : slot.kernels) complete = complete && k >= 0 && kernels[static_cast<size_t>(k)].state == KernelState::DONE;
-        if (complete) continue;
+        if (slot_complete(slot)) continue;
         h.add(id);
         h.add(seq);
         h.add(slot.issued | static_cast<uint64_t>(slot.running) << 32);
@@ -570,19 +810,21 @@ struct Engine::Impl {
     hash_slots(new_group_calls, UINT32_MAX);
     // Keyed tables: a sum over entries (their iteration order is not part of the state).
     uint64_t keyed = 0;
-    for (const auto& [key, queue] : send_queue) {
+    for (const P2pQueue& queue : send_queue) {
+      keyed += mix(mix(queue.key ^ 0x5e17ULL) + queue.sent);  // every key has sent >= 1
+      if (queue.empty()) continue;
       Hasher one;
-      one.add(key);
+      one.add(queue.key);
       for (uint32_t k : queue) one.add(kernel_ref(k));
-      if (!queue.empty()) keyed += one.h;
+      keyed += one.h;
     }
-    for (const auto& [key, queue] : recv_queue) {
+    for (const P2pQueue& queue : recv_queue) {
+      if (queue.empty()) continue;
       Hasher one;
-      one.add(~key);
+      one.add(~queue.key);
       for (uint32_t k : queue) one.add(kernel_ref(k));
-      if (!queue.empty()) keyed += one.h;
+      keyed += one.h;
     }
-    for (const auto& [key, count] : p2p_sent) keyed += mix(mix(key ^ 0x5e17ULL) + count);
     for (const auto& [key, branch] : agreed_branch) keyed += mix(mix(key ^ 0xa6eeULL) + branch);
     h.add(keyed);
     return h.h == 0 ? 1 : h.h;
@@ -651,12 +893,12 @@ struct Engine::Impl {
       }
     }
     if (!decided && count > 1) {
-      std::vector<Option> opts;
+      branch_buf.clear();
       for (uint32_t i = 0; i < count; ++i) {
-        opts.push_back(Option{ChoiceKind::BRANCH, static_cast<int32_t>(thread.rank), static_cast<int32_t>(thread.local),
-                              static_cast<int32_t>(i), thread.clock_ns});
+        branch_buf.push_back(Option{ChoiceKind::BRANCH, static_cast<int32_t>(thread.rank),
+                                    static_cast<int32_t>(thread.local), static_cast<int32_t>(i), thread.clock_ns});
       }
-      const size_t pick = ask(opts);  // mid-step: no fingerprint (see state_fingerprint)
+      const size_t pick = ask(branch_buf);  // mid-step: no fingerprint (see state_fingerprint)
       if (pick == Strategy::PRUNE) return false;
       branch = static_cast<uint32_t>(pick);
     }
@@ -758,7 +1000,7 @@ struct Engine::Impl {
         return;
       }
       case OpKind::WAIT: {
-        const uint32_t* handle = find_named(rank.handles, op.stmt->handle);
+        const uint32_t* handle = find_named(rank.handles, find_name(op.stmt->handle));
         if (handle == nullptr) {
           runtime_error(op, fmt::format("rank {} waits for handle '{}' before any op set it", thread.rank, op.stmt->handle));
           return;
@@ -771,7 +1013,7 @@ struct Engine::Impl {
       case OpKind::SYNC: {
         uint32_t only = NO_STREAM;
         if (!op.stmt->stream.empty()) {
-          const uint32_t* named = find_stream(rank, op.stmt->stream);
+          const uint32_t* named = find_stream(rank, find_name(op.stmt->stream));
           if (named == nullptr) {  // a stream never used: nothing to wait for
             finish_host_op(new_kernel(t, op), thread.clock_ns);
             return;
@@ -792,7 +1034,7 @@ struct Engine::Impl {
         return;
       case OpKind::COMPUTE: {
         const uint32_t k = new_kernel(t, op);
-        enqueue(thread.rank, op.stmt && !op.stmt->stream.empty() ? named_stream(rank, op.stmt->stream) : MAIN_STREAM, k);
+        enqueue(thread.rank, op.stmt && !op.stmt->stream.empty() ? named_stream(rank, intern(op.stmt->stream)) : MAIN_STREAM, k);
         mark_dirty(thread.rank);
         return;
       }
@@ -806,8 +1048,9 @@ struct Engine::Impl {
     const uint32_t s = comm_stream(thread.rank, op);
     link_synchronous(thread.rank, s, k, op.stmt && !op.stmt->handle.empty());
     if (op.stmt && !op.stmt->handle.empty()) {
-      if (uint32_t* handle = find_named(rank.handles, op.stmt->handle)) *handle = k;
-      else rank.handles.emplace_back(op.stmt->handle, k);
+      const uint32_t name = intern(op.stmt->handle);
+      if (uint32_t* handle = find_named(rank.handles, name)) *handle = k;
+      else rank.handles.emplace_back(name, k);
     }
     if (sc.semantics.comm_concurrency > 0) rank.launch_order.push_back(k);
     if (is_collective(op.kind)) {
@@ -842,6 +1085,7 @@ struct Engine::Impl {
     kernel.index = rank.issued++;
     kernel.op = op;
     kernel.issue_ns = thread.clock_ns;
+    track_live(k);
     return k;
   }
 
@@ -850,49 +1094,86 @@ struct Engine::Impl {
     kernel.state = KernelState::DONE;
     kernel.start_ns = kernel.issue_ns;
     kernel.end_ns = end_ns;
+    on_done(k);
+  }
+
+  // The bookkeeping of state fingerprints (track_state): a new kernel is live...
+  void track_live(uint32_t k) {
+    if (!options.track_state) return;
+    kernels[k].live_pos = static_cast<uint32_t>(live_kernels.size());
+    live_kernels.push_back(k);
+    if (k >= kernel_hashes.size()) kernel_hashes.resize(k + 1);
+    kernel_hashes[k].valid = false;
+  }
+
+  // ...until it is done (kernels never leave DONE). A done kernel that ran past the watchdog
+  // stays in the state, and a done slot member counts towards its slot's completion.
+  void on_done(uint32_t k) {
+    if (!options.track_state) return;
+    const uint32_t last = live_kernels.back();
+    live_kernels[kernels[k].live_pos] = last;
+    kernels[last].live_pos = kernels[k].live_pos;
+    live_kernels.pop_back();
+    const Kernel& kernel = kernels[k];
+    if (kernel.index == NO_INDEX) return;
+    if (is_communication(kernel.op.kind) && kernel.end_ns - kernel.start_ns > sc.semantics.timeout_ns) {
+      timed_out.push_back(k);
+    }
+    if (is_collective(kernel.op.kind)) {
+      ++comms[comm_id(kernel.op.group, kernel.rank)].slots[kernel.seq - 1].done;
+    } else if (kernel.op.kind == OpKind::NEW_GROUP) {
+      ++new_group_calls.slots[kernel.seq - 1].done;
+    }
   }
 
   // -------------------------------------------------------------------------------------------
   // Streams.
 
+  // By name id (NO_NAME: a name never interned, so found nowhere).
   template <typename Pairs>
-  static auto find_named(Pairs& pairs, std::string_view name) -> decltype(&pairs.front().second) {
+  static auto find_named(Pairs& pairs, uint32_t name) -> decltype(&pairs.front().second) {
     for (auto& [key, value] : pairs) {
       if (key == name) return &value;
     }
     return nullptr;
   }
 
-  static const uint32_t* find_stream(const Rank& rank, std::string_view name) {
+  static const uint32_t* find_stream(const Rank& rank, uint32_t name) {
     static constexpr uint32_t MAIN = MAIN_STREAM;
-    if (name == "main") return &MAIN;
+    if (name == MAIN_NAME) return &MAIN;
     return find_named(rank.named_streams, name);
   }
 
-  uint32_t add_stream(Rank& rank, std::string name) {
+  uint32_t add_stream(Rank& rank, uint32_t name) {
     const uint32_t s = static_cast<uint32_t>(rank.streams.size());
     rank.named_streams.emplace_back(name, s);
-    rank.streams.push_back(Stream{std::move(name), {}, 0, {}});
+    rank.streams.add().reset(name);
     return s;
   }
 
-  uint32_t named_stream(Rank& rank, const std::string& name) {
+  uint32_t named_stream(Rank& rank, uint32_t name) {
     const uint32_t* found = find_stream(rank, name);
     return found != nullptr ? *found : add_stream(rank, name);
+  }
+
+  uint32_t pair_stream_name(uint32_t group, uint32_t a, uint32_t b) {
+    auto [it, added] = pair_stream_names.try_emplace(p2p_key(group, a, b), 0);
+    if (added) it->second = intern(fmt::format("comm:{}:p2p:{}-{}", sc.groups[group].name, a, b));
+    return it->second;
   }
 
   // The stream of a communication op: `stream:` if given; for p2p under p2p_comm: pair, the
   // pair's own stream (PyTorch's lazy init); else the group's `comm:GROUP` stream.
   uint32_t comm_stream(uint32_t r, const OpInstance& op) {
     Rank& rank = ranks[r];
-    if (op.stmt && !op.stmt->stream.empty()) return named_stream(rank, op.stmt->stream);
+    if (op.stmt && !op.stmt->stream.empty()) return named_stream(rank, intern(op.stmt->stream));
     if (is_p2p(op.kind) && sc.semantics.p2p_comm == P2pComm::PAIR && op.peer >= 0) {
       const uint32_t a = std::min<uint32_t>(r, static_cast<uint32_t>(op.peer));
       const uint32_t b = std::max<uint32_t>(r, static_cast<uint32_t>(op.peer));
-      return named_stream(rank, fmt::format("comm:{}:p2p:{}-{}", sc.groups[op.group].name, a, b));
+      return named_stream(rank, pair_stream_name(op.group, a, b));
     }
     uint32_t& s = rank.group_stream[op.group];
-    if (s == NO_STREAM) s = add_stream(rank, "comm:" + sc.groups[op.group].name);
+    if (s == NO_STREAM) s = add_stream(rank, group_stream_name[op.group]);
     return s;
   }
 
@@ -953,7 +1234,7 @@ struct Engine::Impl {
   }
 
   void join_slot(Comm& comm, uint32_t seq, size_t size, size_t position, uint32_t k) {
-    if (comm.slots.size() < seq) comm.slots.resize(seq);
+    while (comm.slots.size() < seq) comm.slots.add().reset();
     CollSlot& slot = comm.slots[seq - 1];
     if (slot.kernels.empty()) slot.kernels.assign(size, -1);
     slot.kernels[position] = static_cast<int32_t>(k);
@@ -1014,6 +1295,7 @@ struct Engine::Impl {
       group_kernel.issue_ns = thread.clock_ns;
       if (!ops.empty()) group_kernel.op = ops.front();
       kernels.push_back(std::move(group_kernel));
+      track_live(composite);
     }
     for (const OpInstance& op : ops) {
       if (!count_op()) return;
@@ -1074,11 +1356,12 @@ struct Engine::Impl {
     const uint32_t me = kernel.rank;
     if (kernel.op.kind == OpKind::SEND) {
       const uint32_t dst = static_cast<uint32_t>(kernel.op.peer);
-      kernel.seq = ++p2p_sent[p2p_key(group, me, dst)];
-      send_queue[p2p_key(group, me, dst)].push_back(k);
+      P2pQueue& sends = send_queue.get(p2p_key(group, me, dst));
+      kernel.seq = ++sends.sent;
+      sends.push_back(k);
       match_receives(group, dst);
     } else {
-      recv_queue[p2p_key(group, 0, me)].push_back(k);
+      recv_queue.get(p2p_key(group, 0, me)).push_back(k);
       match_receives(group, me);
     }
   }
@@ -1086,18 +1369,17 @@ struct Engine::Impl {
   // Receives at `dst` on `group` match in issue order; a named receive takes the oldest
   // unmatched send from its source. A wildcard at the head waits for a choice.
   void match_receives(uint32_t group, uint32_t dst) {
-    auto it = recv_queue.find(p2p_key(group, 0, dst));
-    if (it == recv_queue.end()) return;
-    std::deque<uint32_t>& receives = it->second;
-    while (!receives.empty() && !stopped) {
-      const uint32_t recv = receives.front();
+    P2pQueue* receives = recv_queue.find(p2p_key(group, 0, dst));
+    if (receives == nullptr) return;
+    while (!receives->empty() && !stopped) {
+      const uint32_t recv = receives->front();
       const int32_t src = kernels[recv].op.peer;
       if (src < 0) return;
-      auto sends = send_queue.find(p2p_key(group, static_cast<uint32_t>(src), dst));
-      if (sends == send_queue.end() || sends->second.empty()) return;
-      const uint32_t send = sends->second.front();
-      sends->second.pop_front();
-      receives.pop_front();
+      P2pQueue* sends = send_queue.find(p2p_key(group, static_cast<uint32_t>(src), dst));
+      if (sends == nullptr || sends->empty()) return;
+      const uint32_t send = sends->front();
+      sends->pop_front();
+      receives->pop_front();
       pair_p2p(send, recv);
     }
   }
@@ -1122,18 +1404,18 @@ struct Engine::Impl {
   // posted, as in MPI's and Gloo's any-source receives (NCCL has no wildcard); matching it early
   // reported deadlocks no real job could reach.
   void collect_wildcard_options() {
-    for (auto& [key, receives] : recv_queue) {
+    for (const P2pQueue& receives : recv_queue) {
       if (receives.empty()) continue;
       const Kernel& recv = kernels[receives.front()];
       if (recv.op.peer >= 0 || !alive(recv.rank) || recv.state != KernelState::RUNNING) continue;
       const uint32_t group = recv.op.group;
       for (int32_t src : members(group, recv.rank)) {
         if (static_cast<uint32_t>(src) == recv.rank) continue;
-        auto sends = send_queue.find(p2p_key(group, static_cast<uint32_t>(src), recv.rank));
-        if (sends == send_queue.end() || sends->second.empty()) continue;
-        if (kernels[sends->second.front()].state == KernelState::QUEUED) continue;
+        const P2pQueue* sends = send_queue.find(p2p_key(group, static_cast<uint32_t>(src), recv.rank));
+        if (sends == nullptr || sends->empty()) continue;
+        if (kernels[sends->front()].state == KernelState::QUEUED) continue;
         options_buf.push_back(Option{ChoiceKind::MATCH, static_cast<int32_t>(recv.rank),
-                                     static_cast<int32_t>(group), src, kernels[sends->second.front()].issue_ns});
+                                     static_cast<int32_t>(group), src, kernels[sends->front()].issue_ns});
       }
     }
   }
@@ -1142,8 +1424,8 @@ struct Engine::Impl {
     const uint32_t group = static_cast<uint32_t>(option.thread);
     const uint32_t dst = static_cast<uint32_t>(option.rank);
     const uint32_t src = static_cast<uint32_t>(option.detail);
-    std::deque<uint32_t>& receives = recv_queue[p2p_key(group, 0, dst)];
-    std::deque<uint32_t>& sends = send_queue[p2p_key(group, src, dst)];
+    P2pQueue& receives = *recv_queue.find(p2p_key(group, 0, dst));
+    P2pQueue& sends = *send_queue.find(p2p_key(group, src, dst));
     const uint32_t recv = receives.front();
     const uint32_t send = sends.front();
     receives.pop_front();
@@ -1293,6 +1575,7 @@ struct Engine::Impl {
     if (kernel.state == KernelState::DONE) return;
     kernel.state = KernelState::DONE;
     kernel.end_ns = end_ns;
+    on_done(k);
     ++result.events;
     if (kernel.index != NO_INDEX && is_communication(kernel.op.kind)) {
       longest_comm_ns = std::max(longest_comm_ns, end_ns - kernel.start_ns);
@@ -1401,7 +1684,7 @@ struct Engine::Impl {
     rec.index = kernel.index;
     rec.op = kernel.op;
     rec.thread = threads.empty() ? std::string() : threads[kernel.thread].name;
-    if (kernel.stream != NO_STREAM) rec.stream = ranks[kernel.rank].streams[kernel.stream].name;
+    if (kernel.stream != NO_STREAM) rec.stream = names[ranks[kernel.rank].streams[kernel.stream].name];
     rec.seq = kernel.seq;
     rec.state = kernel.state;
     rec.matched_peer = kernel.match >= 0 ? static_cast<int32_t>(kernels[static_cast<size_t>(kernel.match)].rank) : -1;
@@ -1552,16 +1835,15 @@ struct Engine::Impl {
       const uint32_t peer = static_cast<uint32_t>(kernel.op.peer);
       bool issued = false;
       if (kernel.op.kind == OpKind::SEND) {
-        const auto it = recv_queue.find(p2p_key(group, 0, peer));
-        if (it != recv_queue.end()) {
-          for (uint32_t recv : it->second) {
+        if (const P2pQueue* receives = recv_queue.find(p2p_key(group, 0, peer))) {
+          for (uint32_t recv : *receives) {
             const int32_t from = kernels[recv].op.peer;
             issued |= from < 0 || static_cast<uint32_t>(from) == kernel.rank;
           }
         }
       } else {
-        const auto it = send_queue.find(p2p_key(group, peer, kernel.rank));
-        issued = it != send_queue.end() && !it->second.empty();
+        const P2pQueue* sends = send_queue.find(p2p_key(group, peer, kernel.rank));
+        issued = sends != nullptr && !sends->empty();
       }
       add(kernel.op.peer, !issued);
       return;

@@ -14,6 +14,7 @@
 #include "sim/expr.h"
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define LOCKSTEP_ASAN_FIBERS 1
 #endif
@@ -31,7 +32,15 @@ StackPool::StackPool(size_t stack_bytes) {
 }
 
 StackPool::~StackPool() {
-  for (void* base : free_) ::munmap(base, stack_bytes_ + page_bytes_);
+  for (void* base : free_) {
+#ifdef LOCKSTEP_ASAN_FIBERS
+    // A fiber's outermost frames (Boost's entry function) never return, so their redzones stay
+    // poisoned; unpoisoned here, so that memory mapped later at this address (a kernel chunk)
+    // does not read as a stack to ASan.
+    __asan_unpoison_memory_region(static_cast<char*>(base) + page_bytes_, stack_bytes_);
+#endif
+    ::munmap(base, stack_bytes_ + page_bytes_);
+  }
 }
 
 ctx::stack_context StackPool::allocate() {
@@ -64,40 +73,52 @@ namespace {
 
 // Thrown inside the fiber to stop the program; caught at the fiber's top.
 struct ProgramFailure {};
-// Thrown inside a suspended fiber that the engine drops, so that it unwinds its own stack.
-struct ProgramCancelled {};
+
+// The slots a block writes itself: loop variables, through nested blocks but not calls.
+void add_loop_slots(const std::vector<Stmt>& block, std::vector<int32_t>& out) {
+  for (const Stmt& stmt : block) {
+    if (stmt.kind == StmtKind::REPEAT && stmt.extra().var_slot >= 0) out.push_back(stmt.extra().var_slot);
+    if (stmt.kind == StmtKind::CALL) continue;
+    add_loop_slots(stmt.body, out);
+    add_loop_slots(stmt.extra().else_body, out);
+    for (const Branch& branch : stmt.branches) add_loop_slots(branch.body, out);
+  }
+}
 
 }  // namespace
 
 ProgramFiber::ProgramFiber(const Scenario& scenario, const std::vector<Stmt>& body, int32_t rank,
                            StackPool& stacks, const EngineLimits& limits)
-    : scenario_(scenario), body_(body), limits_(limits), env_(scenario.slot_names.size(), 0), rank_(rank) {
-  env_[Scenario::SLOT_RANK] = rank;
-  env_[Scenario::SLOT_WORLD] = scenario.world;
+    : scenario_(scenario), body_(body), limits_(limits), initial_env_(scenario.slot_names.size(), 0),
+      stacks_(stacks), rank_(rank) {
+  initial_env_[Scenario::SLOT_RANK] = rank;
+  initial_env_[Scenario::SLOT_WORLD] = scenario.world;
   for (size_t i = 0; i < scenario.params.size(); ++i) {
-    env_[Scenario::FIRST_PARAM_SLOT + i] = scenario.params[i].value;
+    initial_env_[Scenario::FIRST_PARAM_SLOT + i] = scenario.params[i].value;
   }
   // Mesh coordinates, Megatron order: the first dimension varies fastest.
   int64_t stride = 1;
   for (const MeshDim& dim : scenario.mesh) {
-    if (dim.coord_slot >= 0) env_[static_cast<size_t>(dim.coord_slot)] = (rank / stride) % dim.size;
-    if (dim.size_slot >= 0) env_[static_cast<size_t>(dim.size_slot)] = dim.size;
+    if (dim.coord_slot >= 0) initial_env_[static_cast<size_t>(dim.coord_slot)] = (rank / stride) % dim.size;
+    if (dim.size_slot >= 0) initial_env_[static_cast<size_t>(dim.size_slot)] = dim.size;
     stride *= dim.size;
   }
-  fiber_ = ctx::fiber(std::allocator_arg, PooledStack(stacks, &stack_), [this](ctx::fiber&& engine) {
+  env_ = initial_env_;
+  start_fiber();
+}
+
+void ProgramFiber::start_fiber() {
+  fiber_ = ctx::fiber(std::allocator_arg, PooledStack(stacks_, &stack_), [this](ctx::fiber&& engine) {
     engine_ = std::move(engine);
 #ifdef LOCKSTEP_ASAN_FIBERS
     __sanitizer_finish_switch_fiber(nullptr, &engine_stack_bottom_, &engine_stack_size_);
 #endif
     try {
-      if (cancel_) throw ProgramCancelled{};
-      run_block(body_);
-      state_ = State::FINISHED;
+      if (!cancel_ && run_block(body_)) state_ = State::FINISHED;
     } catch (const ProgramFailure&) {
       state_ = State::FAILED;
-    } catch (const ProgramCancelled&) {
     }
-    // Nothing else is caught: no exception other than these two is thrown in the program.
+    // Nothing else is caught: no other exception is thrown in the program.
     leave_program();
     return std::move(engine_);
   });
@@ -105,10 +126,31 @@ ProgramFiber::ProgramFiber(const Scenario& scenario, const std::vector<Stmt>& bo
 
 ProgramFiber::~ProgramFiber() {
   if (state_ == State::READY || state_ == State::NOT_STARTED) {
-    // Suspended: let it unwind its own stack and return, with every switch annotated.
+    // Suspended: let it return from its own frames, with every switch annotated.
     cancel_ = true;
     switch_to_program();
   }
+}
+
+void ProgramFiber::restart() {
+  if (state_ == State::NOT_STARTED) {
+    // Never resumed: its environment is still the initial one.
+    return;
+  }
+  if (state_ == State::READY) {
+    cancel_ = true;
+    switch_to_program();
+    cancel_ = false;
+  }
+  std::copy(initial_env_.begin(), initial_env_.end(), env_.begin());
+  saved_.clear();
+  call_depth_ = 0;
+  group_ops_.clear();
+  choose_ = nullptr;
+  branch_ = 0;
+  action_ = Action::OP;
+  state_ = State::NOT_STARTED;
+  start_fiber();
 }
 
 void ProgramFiber::advance() {
@@ -135,7 +177,12 @@ void ProgramFiber::switch_to_engine() {
 #else
   engine_ = std::move(engine_).resume();
 #endif
-  if (cancel_) throw ProgramCancelled{};
+}
+
+bool ProgramFiber::suspend() {
+  state_ = State::READY;
+  switch_to_engine();
+  return !cancel_;
 }
 
 void ProgramFiber::leave_program() {
@@ -158,21 +205,19 @@ int64_t ProgramFiber::eval(const Expr& expr) {
   }
 }
 
-void ProgramFiber::run_block(const std::vector<Stmt>& block) {
+bool ProgramFiber::run_block(const std::vector<Stmt>& block) {
   for (const Stmt& stmt : block) {
     switch (stmt.kind) {
       case StmtKind::OP:
         pending_ = evaluate_op(stmt);
         action_ = Action::OP;
-        state_ = State::READY;
-        switch_to_engine();
+        if (!suspend()) return false;
         break;
       case StmtKind::NCCL_GROUP:
         group_ops_.clear();
         for (const Stmt& op : stmt.body) group_ops_.push_back(evaluate_op(op));
         action_ = Action::NCCL_GROUP;
-        state_ = State::READY;
-        switch_to_engine();
+        if (!suspend()) return false;
         break;
       case StmtKind::REPEAT: {
         const StmtExtra& repeat = stmt.extra();
@@ -184,53 +229,71 @@ void ProgramFiber::run_block(const std::vector<Stmt>& block) {
         }
         for (int64_t i = 0; i < count; ++i) {
           if (repeat.var_slot >= 0) env_[static_cast<size_t>(repeat.var_slot)] = i;
-          run_block(stmt.body);
+          if (!run_block(stmt.body)) return false;
         }
         break;
       }
       case StmtKind::IF:
-        run_block(eval(stmt.extra().cond) != 0 ? stmt.body : stmt.extra().else_body);
+        if (!run_block(eval(stmt.extra().cond) != 0 ? stmt.body : stmt.extra().else_body)) return false;
         break;
       case StmtKind::CHOOSE:
-        run_choose(stmt);
+        if (!run_choose(stmt)) return false;
         break;
       case StmtKind::CALL:
-        run_call(stmt);
+        if (!run_call(stmt)) return false;
         break;
     }
   }
+  return true;
 }
 
-void ProgramFiber::run_choose(const Stmt& stmt) {
+bool ProgramFiber::run_choose(const Stmt& stmt) {
   choose_ = &stmt;
   branch_ = 0;
   action_ = Action::CHOOSE;
-  state_ = State::READY;
-  switch_to_engine();
-  run_block(stmt.branches.at(branch_).body);
+  if (!suspend()) return false;
+  return run_block(stmt.branches.at(branch_).body);
 }
 
-void ProgramFiber::run_call(const Stmt& stmt) {
+const std::vector<int32_t>& ProgramFiber::written_slots(uint32_t callee) {
+  if (written_.empty()) {
+    written_.resize(scenario_.defines.size());
+    written_known_.assign(scenario_.defines.size(), false);
+  }
+  if (!written_known_[callee]) {
+    const Define& define = scenario_.defines[callee];
+    std::vector<int32_t>& slots = written_[callee];
+    slots = define.param_slots;
+    add_loop_slots(define.body, slots);
+    written_known_[callee] = true;
+  }
+  return written_[callee];
+}
+
+bool ProgramFiber::run_call(const Stmt& stmt) {
   const StmtExtra& call = stmt.extra();
   const Define& define = scenario_.defines.at(call.callee);
   if (call_depth_ >= limits_.max_call_depth) {
     fail(stmt.loc, fmt::format("call of '{}' exceeds the limit of {} nested calls (on rank {}; raise it with "
                                "--max-call-depth)", define.name, limits_.max_call_depth, rank_));
   }
-  std::vector<int64_t> args;
-  args.reserve(call.args.size());
-  for (const Expr& arg : call.args) args.push_back(eval(arg));
-  // A call may recurse: the callee's slots (parameters, loop variables) are restored after it.
+  // The arguments are all evaluated before any is bound (one may read a slot another rebinds,
+  // in a recursive call), onto saved_, followed by the values the call's own writes will
+  // replace: a call may recurse, so its slots are restored after it. No allocation per call.
   const size_t saved_at = saved_.size();
-  saved_.insert(saved_.end(), env_.begin(), env_.end());
-  for (size_t i = 0; i < args.size() && i < define.param_slots.size(); ++i) {
-    env_[static_cast<size_t>(define.param_slots[i])] = args[i];
+  for (const Expr& arg : call.args) saved_.push_back(eval(arg));
+  const size_t arg_count = call.args.size();
+  const std::vector<int32_t>& slots = written_slots(call.callee);
+  for (int32_t slot : slots) saved_.push_back(env_[static_cast<size_t>(slot)]);
+  for (size_t i = 0; i < arg_count && i < define.param_slots.size(); ++i) {
+    env_[static_cast<size_t>(define.param_slots[i])] = saved_[saved_at + i];
   }
   ++call_depth_;
-  run_block(define.body);
+  if (!run_block(define.body)) return false;
   --call_depth_;
-  std::copy(saved_.begin() + static_cast<std::ptrdiff_t>(saved_at), saved_.end(), env_.begin());
+  for (size_t j = 0; j < slots.size(); ++j) env_[static_cast<size_t>(slots[j])] = saved_[saved_at + arg_count + j];
   saved_.resize(saved_at);
+  return true;
 }
 
 OpInstance ProgramFiber::evaluate_op(const Stmt& stmt) {

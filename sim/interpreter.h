@@ -68,6 +68,11 @@ class ProgramFiber {
   ProgramFiber(const ProgramFiber&) = delete;
   ProgramFiber& operator=(const ProgramFiber&) = delete;
 
+  // Back to the start of the program (NOT_STARTED), for the next execution: a suspended
+  // program is cancelled first. The checker runs many executions of one engine, and
+  // constructing fibers anew for each was a large part of an execution's fixed cost.
+  void restart();
+
   // Resumes the fiber until it stops before its next action (READY), reaches the end of its
   // program (FINISHED), or fails (FAILED: an expression error or a bound).
   void advance();
@@ -81,14 +86,23 @@ class ProgramFiber {
   const Diagnostic& failure() const { return failure_; }
 
  private:
+  void start_fiber();
   // Switches, annotated for AddressSanitizer where it is on.
   void switch_to_program();
   void switch_to_engine();
   void leave_program();  // the last switch out of a fiber whose program has ended
+  // Hands the ready action to the engine; false when the engine cancelled the program, which
+  // then returns all the way up (cheaper than unwinding by an exception, as the checker drops
+  // suspended programs at the end of most executions).
+  bool suspend();
 
-  void run_block(const std::vector<Stmt>& block);
-  void run_call(const Stmt& stmt);
-  void run_choose(const Stmt& stmt);
+  // Each returns false when the program was cancelled.
+  bool run_block(const std::vector<Stmt>& block);
+  bool run_call(const Stmt& stmt);
+  bool run_choose(const Stmt& stmt);
+  // The slots a call of the define writes itself (parameters, loop variables; not those of
+  // the calls it makes, which restore their own): all a call has to save and restore.
+  const std::vector<int32_t>& written_slots(uint32_t callee);
   OpInstance evaluate_op(const Stmt& stmt);
   int64_t eval(const Expr& expr);
   [[noreturn]] void fail(SourceLoc loc, std::string message);
@@ -96,8 +110,13 @@ class ProgramFiber {
   const Scenario& scenario_;
   const std::vector<Stmt>& body_;
   EngineLimits limits_;
+  std::vector<int64_t> initial_env_;  // the environment at the start of the program
   std::vector<int64_t> env_;
-  std::vector<int64_t> saved_;  // environments of the calls in progress (restored on return)
+  std::vector<int64_t> saved_;  // per call in progress: its arguments, then the values of its
+                                // written slots before it (restored on return)
+  std::vector<std::vector<int32_t>> written_;  // per define: written_slots, once computed
+  std::vector<bool> written_known_;
+  StackPool& stacks_;
   int32_t rank_ = 0;
   int32_t call_depth_ = 0;
   boost::context::fiber fiber_;   // the program, while suspended
@@ -109,7 +128,7 @@ class ProgramFiber {
   const Stmt* choose_ = nullptr;
   uint32_t branch_ = 0;
   Diagnostic failure_;
-  bool cancel_ = false;  // set when the engine drops a suspended program: it unwinds itself
+  bool cancel_ = false;  // set when the engine drops a suspended program: it returns
   boost::context::stack_context stack_;
   void* fake_stack_ = nullptr;           // ASan bookkeeping of the side that switched away
   const void* engine_stack_bottom_ = nullptr;
