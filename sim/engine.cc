@@ -1396,6 +1396,15 @@ struct Engine::Impl {
       report_mismatch("dtype", send, recv);
       return;
     }
+    // A tag is a logical identity (SPEC §3): a pair that carries different ones moved the wrong
+    // tensor, however well the sizes agree (PyTorch p2p has no tag matching on NCCL).
+    const OpInstance& a = kernels[send].op;
+    const OpInstance& b = kernels[recv].op;
+    if ((a.stmt ? std::string_view(a.stmt->tag) : std::string_view()) !=
+        (b.stmt ? std::string_view(b.stmt->tag) : std::string_view())) {
+      report_mismatch("tag", send, recv);
+      return;
+    }
     try_complete_p2p(send);
   }
 

@@ -167,6 +167,20 @@ program:
     REQUIRE(result.end == ExecutionEnd::MISMATCH);
     CHECK(result.mismatch->field == "tag");
   }
+  SUBCASE("a matched send and recv with different tags moved the wrong tensor") {
+    const ExecutionResult result = run_once(scenario_from(R"Y(
+scenario: p2p-tag
+world: 2
+program:
+  - if: "rank == 0"
+    then: [{send: {to: 1, size: 4MiB, tag: activations}}, {send: {to: 1, size: 4MiB, tag: mask}}]
+    else: [{recv: {from: 0, size: 4MiB, tag: mask}}, {recv: {from: 0, size: 4MiB, tag: activations}}]
+)Y"));
+    REQUIRE(result.end == ExecutionEnd::MISMATCH);
+    CHECK(result.mismatch->field == "tag");
+    CHECK(result.mismatch->rank_a == 0);
+    CHECK(result.mismatch->rank_b == 1);
+  }
 }
 
 TEST_CASE("a collective that waits longer than the watchdog is a timeout, in virtual time") {
