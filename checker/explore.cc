@@ -1,6 +1,9 @@
 #include "checker/explore.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -35,6 +38,16 @@ void fnv_mix(uint64_t& hash, const std::string& text) {
 }
 
 }  // namespace
+
+uint64_t resident_bytes() {
+  // statm: total and resident pages. One small read, done every 64 executions.
+  std::FILE* file = std::fopen("/proc/self/statm", "r");
+  if (file == nullptr) return 0;
+  unsigned long long total = 0, resident = 0;
+  const int read = std::fscanf(file, "%llu %llu", &total, &resident);
+  std::fclose(file);
+  return read == 2 ? resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) : 0;
+}
 
 sim::EngineOptions engine_options_for(const CheckOptions& options) {
   sim::EngineOptions engine = options.engine;
@@ -107,6 +120,10 @@ struct Search {
       }
       if (options.time_budget_s > 0 && elapsed() > options.time_budget_s) {
         if (!sampling) out.bound_hit = fmt::format("--time-budget {}", options.time_budget_s);
+        break;
+      }
+      if (options.max_memory_bytes > 0 && (out.executions & 63) == 0 && resident_bytes() > options.max_memory_bytes) {
+        out.bound_hit = fmt::format("--max-memory {} (MiB)", options.max_memory_bytes >> 20);
         break;
       }
       if (report_progress && options.progress && (out.executions & 63) == 0) {

@@ -18,6 +18,10 @@ namespace lockstep::checker {
 
 constexpr uint64_t DEFAULT_MAX_EXECUTIONS = 1'000'000;  // exhaustive strategies
 constexpr uint64_t DEFAULT_SAMPLES = 1'000;             // random and pct
+constexpr uint64_t DEFAULT_MAX_MEMORY_BYTES = uint64_t{8} << 30;  // --max-memory 8192 (MiB)
+
+// The resident memory of this process, in bytes (0 where it cannot be read).
+uint64_t resident_bytes();
 
 // What a long search has done so far (for a progress line on a terminal).
 struct Progress {
@@ -36,6 +40,9 @@ struct CheckOptions {
   // Called about twice a second once a search has run for a second; never reaches a report.
   std::function<void(const Progress&)> progress;
   double time_budget_s = 0;  // 0 = none
+  // The search stops (inconclusive) once the process's resident memory passes this, checked
+  // every 64 executions; 0 = none. The state cache has its own bound (StateCache).
+  uint64_t max_memory_bytes = DEFAULT_MAX_MEMORY_BYTES;
   uint64_t seed = 0;
   sim::EngineOptions engine;
 };

@@ -287,3 +287,21 @@ threads:
 }
 
 }  // namespace lockstep::checker
+
+namespace lockstep::checker {
+
+TEST_CASE("--max-memory stops a search once the process holds more, inconclusive") {
+  CHECK(resident_bytes() > 0);  // /proc/self/statm is readable here
+  CheckOptions options;
+  options.strategy = "dfs";
+  options.max_memory_bytes = 1 << 20;  // 1 MiB: any process holds more
+  const CheckResult result = check_scenario(wildcard_gather(6), options);
+  CHECK(result.executions == 0);
+  CHECK_FALSE(result.exhaustive);
+  CHECK(result.verdict == sim::Verdict::INCONCLUSIVE);
+  CHECK(result.bound_hit == "--max-memory 1 (MiB)");
+  options.max_memory_bytes = 0;  // none
+  CHECK(check_scenario(wildcard_gather(6), options).exhaustive);
+}
+
+}  // namespace lockstep::checker

@@ -23,6 +23,8 @@
 #include "checker/replay.h"
 #include "checker/explore.h"
 #include "checker/report.h"
+#include "gpu_validation/mpi_launcher.h"
+#include "gpu_validation/replay_coordinator.h"
 #include "sim/engine.h"
 #include "sim/loader.h"
 #include "sim/trace_format.h"
@@ -39,7 +41,9 @@ constexpr const char* USAGE = R"(usage: lockstep VERB ...
   lockstep check    SCENARIO_OR_DIR... [options]   explore every schedule; a verdict per input
   lockstep run      SCENARIO [--timeline FILE]     one timed, deterministic simulation
   lockstep validate SCENARIO_OR_DIR...             parse and static checks only
-  lockstep replay   COUNTEREXAMPLE|SCENARIO --sim  replay a counterexample (or a scenario's timed run)
+  lockstep replay   COUNTEREXAMPLE|SCENARIO --sim|--mpi [--timeout S]
+                                                   replay a counterexample (or a scenario's timed
+                                                   run) in the simulator or on MPI ranks
   lockstep explain  COUNTEREXAMPLE [--dot FILE]    explanation and wait-for graph
 
 common options:
@@ -61,6 +65,7 @@ check options:
   --pct-depth D          PCT's depth: D-1 priority change points (default 3)
   --jobs N               explore on N threads (dfs, dpor): same verdicts, counts and bytes
   --time-budget S        bound on wall time in seconds
+  --max-memory MIB       bound on the process's resident memory (default 8192; 0: none)
   --check-expect         exit 0 iff every verdict matches its scenario's expect:
   --cex-dir DIR          write one counterexample file per bug into DIR
   --minimize             with --cex-dir, for a recorded schedule: remove ranks and ops while
@@ -68,6 +73,10 @@ check options:
   --minimize-budget N    bound on the re-checks of --minimize, per bug (default 500)
   --junit FILE           JUnit XML, one testcase per input (GITHUB_ACTIONS=true also prints
                          ::error annotations at the YAML line of each stuck op)
+
+replay options:
+  --timeout S            --mpi: a rank with ops outstanding and no progress for S seconds is
+                         stuck (default 10)
 
 exit codes: 0 no bug, 1 bug found, 2 bad input or usage, 3 inconclusive
 )";
@@ -90,6 +99,7 @@ struct Options {
   std::optional<std::string> junit_path;
   std::optional<std::string> dot_path;
   std::string backend = "sim";  // replay: sim, nccl, mpi
+  double replay_timeout_s = 10;  // replay --mpi: the workers' watchdog
   bool quiet = false;
   bool check_expect = false;
   bool minimize = false;
@@ -175,6 +185,10 @@ Options parse_args(const std::vector<std::string>& args) {
       if (options.check.max_executions == 0) throw UsageError{"--max-executions must be at least 1"};
     } else if (auto budget = is_check ? value_of(arg, "--time-budget") : std::nullopt) {
       options.check.time_budget_s = parse_seconds("--time-budget", *budget);
+    } else if (auto memory = is_check ? value_of(arg, "--max-memory") : std::nullopt) {
+      const uint64_t mib = parse_count("--max-memory", *memory);
+      if (mib > (uint64_t{1} << 40)) throw UsageError{"--max-memory is in MiB; at most 2^40"};
+      options.check.max_memory_bytes = mib << 20;  // 0: no bound
     } else if (auto junit = is_check ? value_of(arg, "--junit") : std::nullopt) {
       options.junit_path = *junit;
     } else if (auto dir = is_check ? value_of(arg, "--cex-dir") : std::nullopt) {
@@ -183,6 +197,8 @@ Options parse_args(const std::vector<std::string>& args) {
       options.dot_path = *dot;
     } else if (options.verb == "replay" && (arg == "--sim" || arg == "--nccl" || arg == "--mpi")) {
       options.backend = arg.substr(2);
+    } else if (auto timeout = options.verb == "replay" ? value_of(arg, "--timeout") : std::nullopt) {
+      options.replay_timeout_s = parse_seconds("--timeout", *timeout);
     } else if (auto jobs = is_check ? value_of(arg, "--jobs") : std::nullopt) {
       const uint64_t n = parse_count("--jobs", *jobs);
       if (n == 0 || n > 256) throw UsageError{"--jobs must be between 1 and 256"};
@@ -528,10 +544,135 @@ std::optional<Replayed> replay_counterexample(const std::string& path, const Opt
   return replayed;
 }
 
+// The MPI worker: $LOCKSTEP_MPI_WORKER, else lockstep-mpi-replay beside the running binary.
+std::string mpi_worker_path() {
+  if (const char* env = std::getenv("LOCKSTEP_MPI_WORKER"); env != nullptr && *env != 0) return env;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("lockstep-mpi-replay") : (self.parent_path() / "lockstep-mpi-replay").string();
+}
+
+// replay --mpi: the execution the model predicts (a counterexample's, or a scenario's timed
+// run), run on MPI ranks under a watchdog, and the frontiers compared with the prediction.
+int cmd_replay_mpi(const Options& options, std::ostream& out, std::ostream& err) {
+  const std::string& input = options.inputs.front();
+  std::optional<sim::Scenario> scenario;
+  sim::ExecutionResult result;
+  std::optional<checker::Bug> bug;
+  if (fs::path(input).extension() == ".yaml" || fs::path(input).extension() == ".jsonl") {
+    // A scenario replays its default timed schedule.
+    std::vector<std::string> errors;
+    scenario = load(input, options, errors, err);
+    if (!scenario) {
+      for (const std::string& e : errors) err << e;
+      return EXIT_BAD_INPUT;
+    }
+    sim::EngineOptions engine = options.check.engine;
+    engine.record_ops = true;
+    sim::Engine run(*scenario, engine);
+    sim::TimedStrategy timed;
+    result = run.run(timed);
+  } else {
+    std::optional<Replayed> replayed = replay_counterexample(input, options, err);
+    if (!replayed) return EXIT_BAD_INPUT;
+    if (replayed->diverged) {
+      err << fmt::format("{}: error: the schedule no longer fits the scenario; run 'lockstep replay {} --sim'\n", input, input);
+      return EXIT_INCONCLUSIVE;
+    }
+    scenario = std::move(replayed->scenario);
+    result = std::move(replayed->result);
+  }
+  if (result.error) {
+    err << sim::format_diagnostic(*result.error, scenario->text);
+    return EXIT_BAD_INPUT;
+  }
+  bug = checker::analyze(*scenario, result);
+  const gpu::Prediction prediction = gpu::predict(*scenario, bug);
+  out << fmt::format("predicted: {}\n", bug ? fmt::format("{}: {}", sim::verdict_name(bug->kind), bug->summary)
+                                             : std::string("every rank completes"));
+  if (bug && bug->kind == sim::Verdict::TIMEOUT) {
+    out << "UNDECIDED (mpi): cannot express: a timeout verdict (a wait longer than the watchdog in virtual time; "
+           "the MPI replay has no virtual time)\n";
+    return EXIT_INCONCLUSIVE;
+  }
+  // After a mismatch the model's op lists stop; the replay needs every rank's whole sequence.
+  const sim::Scenario solo = gpu::solo_scenario(*scenario);
+  std::string why;
+  const std::optional<sim::ExecutionResult> full = gpu::full_sequences(solo, result, options.check.engine, why);
+  if (!full) {
+    out << fmt::format("UNDECIDED (mpi): {}\n", why);
+    return EXIT_INCONCLUSIVE;
+  }
+  const bool alone = result.end == sim::ExecutionEnd::MISMATCH;
+  gpu::PlanResult plan = gpu::build_plan(alone ? solo : *scenario, *full, "mpi");
+  if (plan.plan && alone) {  // the real communicators, not the solo run's
+    for (size_t g = 0; g < plan.plan->groups.size(); ++g) plan.plan->groups[g].comm_of_rank = scenario->groups[g].comm_of_rank;
+  }
+  if (!plan.plan) {
+    out << fmt::format("UNDECIDED (mpi): {}\n", plan.cannot_express);
+    return EXIT_INCONCLUSIVE;
+  }
+  const std::optional<std::string> mpirun = gpu::find_on_path("mpirun");
+  if (!mpirun) {
+    out << "UNDECIDED (mpi): mpirun not found on PATH; install OpenMPI (Debian: openmpi-bin libopenmpi-dev, as "
+           "scripts/setup does)\n";
+    return EXIT_INCONCLUSIVE;
+  }
+  const std::string worker = mpi_worker_path();
+  if (::access(worker.c_str(), X_OK) != 0) {
+    out << fmt::format("UNDECIDED (mpi): the MPI worker {} is missing: lockstep was built without MPI (CMake found "
+                       "none; install libopenmpi-dev and reconfigure) or LOCKSTEP_MPI_WORKER is wrong\n",
+                       worker);
+    return EXIT_INCONCLUSIVE;
+  }
+  std::string dir_template = (fs::temp_directory_path() / "lockstep-mpi-XXXXXX").string();
+  if (::mkdtemp(dir_template.data()) == nullptr) {
+    err << fmt::format("{}: error: cannot create a temporary folder: {}\n", dir_template, std::strerror(errno));
+    return EXIT_BAD_INPUT;
+  }
+  gpu::LaunchSpec spec;
+  spec.mpirun = *mpirun;
+  spec.worker = worker;
+  spec.dir = dir_template;
+  spec.plan_path = dir_template + "/plan.txt";
+  spec.world = scenario->world;
+  spec.stall_s = options.replay_timeout_s;
+  spec.wall_s = 30 + 4 * options.replay_timeout_s;
+  if (!write_file(spec.plan_path, gpu::format_plan(*plan.plan), err)) return EXIT_BAD_INPUT;
+  const gpu::LaunchResult launched = gpu::launch_mpi(spec);
+  std::error_code ec;
+  if (!launched.error.empty()) {
+    fs::remove_all(dir_template, ec);
+    out << fmt::format("UNDECIDED (mpi): cannot start mpirun: {}\n", launched.error);
+    return EXIT_INCONCLUSIVE;
+  }
+  const gpu::ReplayOutcome outcome = gpu::compare_frontiers(prediction, launched.frontiers, "mpi");
+  out << outcome.headline << "\n";
+  for (const std::string& line : outcome.details) out << "  " << line << "\n";
+  if (launched.wall_timeout) out << fmt::format("  stopped at the wall-clock limit of {:.0f} s\n", spec.wall_s);
+  if (outcome.verdict == gpu::ReplayVerdict::UNDECIDED && launched.mpirun_exited) {
+    out << fmt::format("  mpirun exited with status {} before every rank reported; its output ends:\n{}\n",
+                       launched.mpirun_status, launched.log_tail);
+  }
+  if (!options.quiet) out << fmt::format("  {} ranks, {:.1f} s\n", scenario->world, launched.seconds);
+  if (std::getenv("LOCKSTEP_REPLAY_KEEP") != nullptr) {
+    out << fmt::format("  plan, frontiers and mpirun.log kept in {}\n", dir_template);
+  } else {
+    fs::remove_all(dir_template, ec);
+  }
+  switch (outcome.verdict) {
+    case gpu::ReplayVerdict::CONFIRMED: return EXIT_BUG;
+    case gpu::ReplayVerdict::NOT_REPRODUCED: return EXIT_NO_BUG;
+    case gpu::ReplayVerdict::UNDECIDED: break;
+  }
+  return EXIT_INCONCLUSIVE;
+}
+
 int cmd_replay(const Options& options, std::ostream& out, std::ostream& err) {
   if (options.inputs.size() != 1) throw UsageError{"replay needs exactly one counterexample or scenario"};
+  if (options.backend == "mpi") return cmd_replay_mpi(options, out, err);
   if (options.backend != "sim") {
-    throw UsageError{fmt::format("replay --{} is not available in this version; use --sim", options.backend)};
+    throw UsageError{fmt::format("replay --{} is not available in this version; use --sim or --mpi", options.backend)};
   }
   const std::string& input = options.inputs.front();
   if (fs::path(input).extension() == ".yaml" || fs::path(input).extension() == ".jsonl") {

@@ -1,0 +1,477 @@
+// lockstep-mpi-replay PLAN OUTDIR STALL_SECONDS: one rank of `lockstep replay --mpi`
+// (docs/replay.md), started by mpirun, one process per rank.
+//
+// It runs its rank's ops of the plan (gpu_validation/replay_plan.h) with nonblocking MPI on real
+// buffers: an op is posted once the ops it depends on completed (lockstep's streams, synchronous
+// ops, host blocking, NCCL groups, as replay_coordinator.cc derives them), in issue order per
+// communicator, and completed by polling MPI_Test. Inputs are seeded so that every result is
+// exactly predictable, and every completed op's data is checked. The watchdog is the polling loop
+// itself: when ops are outstanding and nothing progressed for STALL_SECONDS, the rank writes its
+// frontier (the ops it is stuck in) to OUTDIR/frontier.RANK and keeps polling; the launcher kills
+// every process once each rank has reported. Reports go through files, never through MPI.
+#include <mpi.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu_validation/replay_plan.h"
+
+namespace lockstep::gpu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t mask_of(uint32_t width) { return width >= 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * width)) - 1; }
+
+// Which elements carry seeded data: every stride-th of the op's elements (about 4,096 of them,
+// so that filling and checking 100 MiB costs nothing next to moving it); the others stay zero.
+// Members that disagree on the size disagree on the stride, which shows as wrong data too.
+int64_t stride_of(int64_t count) { return count > 4096 ? count / 4096 : 1; }
+
+// The seeded value of element i of rank r's contribution to the op with sequence number seq,
+// small enough that the sum over `members` never wraps in `width` bytes. The dtype is part of
+// it, so a dtype mismatch of equal width still shows as wrong data.
+uint64_t seeded(int32_t rank, uint32_t seq, int64_t i, uint32_t dtype, uint32_t width, int64_t members) {
+  const uint64_t raw = static_cast<uint64_t>(rank) * 131u + static_cast<uint64_t>(seq) * 17u +
+                       static_cast<uint64_t>(i) * 7u + static_cast<uint64_t>(dtype) * 29u;
+  const uint64_t limit = std::max<uint64_t>(1, std::min<uint64_t>(mask_of(width), uint64_t{1} << 30) /
+                                                   static_cast<uint64_t>(std::max<int64_t>(1, members)));
+  return 1 + raw % limit;
+}
+
+MPI_Datatype mpi_type(uint32_t width) {
+  switch (width) {
+    case 1: return MPI_UINT8_T;
+    case 2: return MPI_UINT16_T;
+    case 4: return MPI_UINT32_T;
+    default: return MPI_UINT64_T;
+  }
+}
+
+struct Buffer {
+  std::vector<unsigned char> bytes;
+  uint32_t width = 1;
+  void resize(int64_t elements, uint32_t w) {
+    width = w;
+    bytes.assign(static_cast<size_t>(elements) * w, 0);
+  }
+  void set(int64_t i, uint64_t v) { std::memcpy(&bytes[static_cast<size_t>(i) * width], &v, width); }  // little endian
+  uint64_t get(int64_t i) const {
+    uint64_t v = 0;
+    std::memcpy(&v, &bytes[static_cast<size_t>(i) * width], width);
+    return v;
+  }
+  int64_t size() const { return static_cast<int64_t>(bytes.size() / width); }
+  void* data() { return bytes.empty() ? nullptr : bytes.data(); }
+};
+
+struct OpState {
+  bool posted = false;
+  bool done = false;
+  bool failed = false;  // a problem is recorded: its data is not checked
+  MPI_Request request = MPI_REQUEST_NULL;
+  Buffer in, out;
+  std::vector<int32_t> gathered;  // new_group: every rank's group id
+};
+
+class Worker {
+ public:
+  Worker(const Plan& plan, int32_t rank, std::string dir, double stall_s)
+      : plan_(plan), rank_(rank), ops_(plan.ranks[static_cast<size_t>(rank)]), dir_(std::move(dir)), stall_s_(stall_s) {
+    state_.resize(ops_.size());
+    frontier_.rank = rank;
+    frontier_.pid = static_cast<int64_t>(::getpid());
+    frontier_.total = static_cast<uint32_t>(ops_.size());
+  }
+
+  // Creates a communicator per group (MPI_Comm_split over every rank, in group order).
+  void create_comms() {
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    for (const PlanGroup& g : plan_.groups) {
+      const int32_t c = g.comm_of_rank[static_cast<size_t>(rank_)];
+      MPI_Comm comm = MPI_COMM_NULL;
+      MPI_Comm_split(MPI_COMM_WORLD, c >= 0 ? c : MPI_UNDEFINED, rank_, &comm);
+      if (comm != MPI_COMM_NULL) MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+      comms_.push_back(comm);
+      std::vector<int32_t> members;
+      for (size_t r = 0; r < g.comm_of_rank.size(); ++r) {
+        if (c >= 0 && g.comm_of_rank[r] == c) members.push_back(static_cast<int32_t>(r));
+      }
+      members_.push_back(std::move(members));
+    }
+    MPI_Comm_dup(MPI_COMM_WORLD, &new_group_comm_);
+    MPI_Comm_set_errhandler(new_group_comm_, MPI_ERRORS_RETURN);
+  }
+
+  void run() {
+    report(FrontierStatus::RUNNING);
+    Clock::time_point last_progress = Clock::now();
+    bool reported_stuck = false;
+    size_t completed = 0;
+    while (completed < ops_.size()) {
+      bool progress = post_ready();
+      if (stopped_) return idle();
+      for (size_t i = 0; i < ops_.size(); ++i) {
+        OpState& s = state_[i];
+        if (!s.posted || s.done) continue;
+        int flag = 0;
+        MPI_Status status;
+        const int rc = s.request == MPI_REQUEST_NULL ? MPI_SUCCESS : MPI_Test(&s.request, &flag, &status);
+        if (s.request == MPI_REQUEST_NULL && rc == MPI_SUCCESS) flag = 1;
+        if (rc != MPI_SUCCESS) {
+          fail(i, "MPI error: " + error_string(rc));
+          flag = 1;
+        } else if (flag && !s.failed) {
+          check(i, status);
+        }
+        if (flag) {
+          s.done = true;
+          s.in.bytes.clear();
+          s.in.bytes.shrink_to_fit();
+          s.out.bytes.clear();
+          s.out.bytes.shrink_to_fit();
+          ++completed;
+          progress = true;
+        }
+      }
+      frontier_.completed = static_cast<uint32_t>(completed);
+      if (progress) {
+        last_progress = Clock::now();
+        if (reported_stuck) {
+          reported_stuck = false;
+          report(FrontierStatus::RUNNING);
+        }
+        continue;
+      }
+      if (!reported_stuck && std::chrono::duration<double>(Clock::now() - last_progress).count() > stall_s_) {
+        reported_stuck = true;
+        report_stuck();
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    report(failures_.empty() ? FrontierStatus::COMPLETED : FrontierStatus::FAILED, failures_);
+  }
+
+ private:
+  // Posts every op whose dependencies completed; per communicator in issue order.
+  bool post_ready() {
+    bool progress = false;
+    std::vector<char> coll_blocked(plan_.groups.size(), 0), p2p_blocked(plan_.groups.size(), 0);
+    bool new_group_blocked = false;
+    for (size_t i = 0; i < ops_.size() && !stopped_; ++i) {
+      const PlanOp& op = ops_[i];
+      if (state_[i].posted) continue;
+      bool ready = true;
+      for (uint32_t d : op.deps) ready = ready && state_[d].done;
+      char* order = nullptr;
+      bool* ng = nullptr;
+      if (op.kind == PlanKind::SEND || op.kind == PlanKind::RECV) order = &p2p_blocked[op.group];
+      else if (op.kind == PlanKind::NEW_GROUP) ng = &new_group_blocked;
+      else if (plan_kind_communicates(op.kind)) order = &coll_blocked[op.group];
+      if ((order != nullptr && *order) || (ng != nullptr && *ng)) ready = false;
+      if (!ready) {
+        if (order != nullptr) *order = 1;
+        if (ng != nullptr) *ng = true;
+        continue;
+      }
+      post(i);
+      progress = true;
+    }
+    return progress;
+  }
+
+  int index_in(const std::vector<int32_t>& members, int32_t rank) const {
+    for (size_t j = 0; j < members.size(); ++j) {
+      if (members[j] == rank) return static_cast<int>(j);
+    }
+    return -1;
+  }
+
+  void post(size_t i) {
+    const PlanOp& op = ops_[i];
+    OpState& s = state_[i];
+    s.posted = true;
+    if (op.kind == PlanKind::LOCAL) return;  // no request: the polling loop completes it
+    if (op.kind == PlanKind::EXIT || op.kind == PlanKind::CRASH) {
+      stopped_ = true;
+      frontier_.ops.clear();
+      report(op.kind == PlanKind::EXIT ? FrontierStatus::EXITED : FrontierStatus::CRASHED);
+      return;
+    }
+    if (op.kind == PlanKind::NEW_GROUP) {
+      s.in.resize(1, 4);
+      s.in.set(0, op.new_group);
+      s.out.resize(plan_.world, 4);
+      const int rc = MPI_Iallgather(s.in.data(), 1, MPI_UINT32_T, s.out.data(), 1, MPI_UINT32_T, new_group_comm_, &s.request);
+      if (rc != MPI_SUCCESS) fail(i, "MPI error when posting: " + error_string(rc));
+      return;
+    }
+    MPI_Comm comm = comms_[op.group];
+    const std::vector<int32_t>& members = members_[op.group];
+    const auto n = static_cast<int64_t>(members.size());
+    const int me = index_in(members, rank_);
+    const uint32_t w = op.dtype_bytes;
+    const MPI_Datatype t = mpi_type(w);
+    const int64_t count = op.size_bytes / w;
+    const int64_t piece = n > 0 ? count / n : 0;
+    const int root = index_in(members, op.root);
+    const int64_t stride = stride_of(count);
+    auto fill = [&](Buffer& b, int64_t elements, int32_t who, uint32_t seq) {
+      b.resize(elements, w);
+      for (int64_t e = 0; e < elements; e += stride) b.set(e, seeded(who, seq, e, op.dtype, w, n));
+    };
+    if (comm == MPI_COMM_NULL || me < 0) {
+      fail(i, "this rank is not a member of the op's communicator");
+      s.request = MPI_REQUEST_NULL;
+      return;
+    }
+    if (count > INT32_MAX) {
+      fail(i, "more elements than an MPI count holds");
+      return;
+    }
+    const int c = static_cast<int>(count), p = static_cast<int>(piece);
+    int rc = MPI_SUCCESS;
+    switch (op.kind) {
+      case PlanKind::ALLREDUCE:
+        fill(s.in, count, rank_, op.seq);
+        s.out.resize(count, w);
+        rc = MPI_Iallreduce(s.in.data(), s.out.data(), c, t, MPI_SUM, comm, &s.request);
+        break;
+      case PlanKind::BARRIER: rc = MPI_Ibarrier(comm, &s.request); break;
+      case PlanKind::BROADCAST:
+        if (me == root) fill(s.out, count, rank_, op.seq);
+        else s.out.resize(count, w);
+        rc = MPI_Ibcast(s.out.data(), c, t, root, comm, &s.request);
+        break;
+      case PlanKind::REDUCE:
+        fill(s.in, count, rank_, op.seq);
+        s.out.resize(me == root ? count : 0, w);
+        rc = MPI_Ireduce(s.in.data(), s.out.data(), c, t, MPI_SUM, root, comm, &s.request);
+        break;
+      case PlanKind::ALLGATHER:
+        fill(s.in, piece, rank_, op.seq);
+        s.out.resize(n * piece, w);
+        rc = MPI_Iallgather(s.in.data(), p, t, s.out.data(), p, t, comm, &s.request);
+        break;
+      case PlanKind::REDUCE_SCATTER:
+        fill(s.in, n * piece, rank_, op.seq);
+        s.out.resize(piece, w);
+        rc = MPI_Ireduce_scatter_block(s.in.data(), s.out.data(), p, t, MPI_SUM, comm, &s.request);
+        break;
+      case PlanKind::ALL_TO_ALL:
+        fill(s.in, n * piece, rank_, op.seq);
+        s.out.resize(n * piece, w);
+        rc = MPI_Ialltoall(s.in.data(), p, t, s.out.data(), p, t, comm, &s.request);
+        break;
+      case PlanKind::GATHER:
+        fill(s.in, piece, rank_, op.seq);
+        s.out.resize(me == root ? n * piece : 0, w);
+        rc = MPI_Igather(s.in.data(), p, t, s.out.data(), p, t, root, comm, &s.request);
+        break;
+      case PlanKind::SCATTER:
+        if (me == root) fill(s.in, n * piece, rank_, op.seq);
+        s.out.resize(piece, w);
+        rc = MPI_Iscatter(s.in.data(), p, t, s.out.data(), p, t, root, comm, &s.request);
+        break;
+      case PlanKind::SEND:
+        fill(s.in, count, rank_, 0);
+        // Synchronous send: completes only once the receive matched it (rendezvous).
+        rc = MPI_Issend(s.in.data(), c, t, index_in(members, op.peer), 0, comm, &s.request);
+        break;
+      case PlanKind::RECV:
+        s.out.resize(count, w);
+        rc = MPI_Irecv(s.out.data(), c, t, op.peer >= 0 ? index_in(members, op.peer) : MPI_ANY_SOURCE, 0, comm,
+                       &s.request);
+        break;
+      default: break;
+    }
+    if (rc != MPI_SUCCESS) {
+      fail(i, "MPI error when posting: " + error_string(rc));
+      s.request = MPI_REQUEST_NULL;
+    }
+  }
+
+  // Checks the data of a completed op against the seeded inputs every member gave.
+  void check(size_t i, const MPI_Status& status) {
+    const PlanOp& op = ops_[i];
+    OpState& s = state_[i];
+    if (op.kind == PlanKind::NEW_GROUP) {
+      for (int32_t r = 0; r < plan_.world; ++r) {
+        if (s.out.get(r) != op.new_group) {
+          fail(i, "mismatch: rank " + std::to_string(r) + " created group " + plan_.groups[s.out.get(r) % plan_.groups.size()].name +
+                      " in the same new_group call");
+          return;
+        }
+      }
+      return;
+    }
+    if (!plan_kind_communicates(op.kind) || op.kind == PlanKind::BARRIER || op.kind == PlanKind::SEND) return;
+    const std::vector<int32_t>& members = members_[op.group];
+    const auto n = static_cast<int64_t>(members.size());
+    const int me = index_in(members, rank_);
+    const uint64_t mask = mask_of(op.dtype_bytes);
+    const int64_t count = op.size_bytes / op.dtype_bytes;
+    const int64_t piece = n > 0 ? count / n : 0;
+    const int64_t stride = stride_of(count);
+    const uint32_t w = op.dtype_bytes;
+    auto v = [&](int32_t who, uint32_t seq, int64_t e) {
+      return e % stride == 0 ? seeded(who, seq, e, op.dtype, w, n) : uint64_t{0};
+    };
+    auto sum = [&](int64_t e) {
+      uint64_t total = 0;
+      for (int32_t m : members) total += v(m, op.seq, e);
+      return total & mask;
+    };
+    auto expect = [&](int64_t at, uint64_t want) {
+      const uint64_t got = s.out.get(at);
+      if (got == (want & mask)) return true;
+      fail(i, "wrong data: element " + std::to_string(at) + " is " + std::to_string(got) + ", expected " +
+                  std::to_string(want & mask));
+      return false;
+    };
+    const int root = index_in(members, op.root);
+    switch (op.kind) {
+      case PlanKind::ALLREDUCE:
+        for (int64_t e = 0; e < count; e += stride) if (!expect(e, sum(e))) return;
+        break;
+      case PlanKind::REDUCE:
+        if (me == root) for (int64_t e = 0; e < count; e += stride) if (!expect(e, sum(e))) return;
+        break;
+      case PlanKind::BROADCAST:
+        for (int64_t e = 0; e < count; e += stride) if (!expect(e, v(op.root, op.seq, e))) return;
+        break;
+      case PlanKind::ALLGATHER:
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t e = 0; e < piece; e += stride) if (!expect(j * piece + e, v(members[static_cast<size_t>(j)], op.seq, e))) return;
+        break;
+      case PlanKind::GATHER:
+        if (me == root)
+          for (int64_t j = 0; j < n; ++j)
+            for (int64_t e = 0; e < piece; e += stride) if (!expect(j * piece + e, v(members[static_cast<size_t>(j)], op.seq, e))) return;
+        break;
+      case PlanKind::REDUCE_SCATTER:
+        for (int64_t e = 0; e < piece; e += stride) if (!expect(e, sum(me * piece + e))) return;
+        break;
+      case PlanKind::ALL_TO_ALL:
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t e = 0; e < piece; e += stride)
+            if (!expect(j * piece + e, v(members[static_cast<size_t>(j)], op.seq, me * piece + e))) return;
+        break;
+      case PlanKind::SCATTER:
+        for (int64_t e = 0; e < piece; e += stride) if (!expect(e, v(op.root, op.seq, me * piece + e))) return;
+        break;
+      case PlanKind::RECV: {
+        int got = 0;
+        MPI_Get_count(&status, mpi_type(op.dtype_bytes), &got);
+        if (got != count) {
+          fail(i, "wrong size: received " + std::to_string(got) + " elements, expected " + std::to_string(count));
+          return;
+        }
+        const int32_t source = members[static_cast<size_t>(status.MPI_SOURCE)];
+        for (int64_t e = 0; e < count; e += stride) if (!expect(e, v(source, 0, e))) return;
+        break;
+      }
+      default: break;
+    }
+  }
+
+  void fail(size_t i, const std::string& problem) {
+    state_[i].failed = true;
+    FrontierOp f = frontier_op(i);
+    f.problem = problem;
+    failures_.push_back(std::move(f));
+  }
+
+  FrontierOp frontier_op(size_t i) const {
+    const PlanOp& op = ops_[i];
+    return FrontierOp{op.index, op.name, plan_.groups[op.group].name, op.seq, op.peer, {}};
+  }
+
+  void report_stuck() {
+    std::vector<FrontierOp> ops = failures_;
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      if (state_[i].posted && !state_[i].done) ops.push_back(frontier_op(i));
+    }
+    report(failures_.empty() ? FrontierStatus::STUCK : FrontierStatus::FAILED, ops);
+  }
+
+  void report(FrontierStatus status, const std::vector<FrontierOp>& ops = {}) {
+    frontier_.status = status;
+    frontier_.ops = ops;
+    const std::string path = dir_ + "/frontier." + std::to_string(rank_);
+    {
+      std::ofstream out(path + ".tmp", std::ios::trunc);
+      out << format_frontier(frontier_);
+    }
+    std::rename((path + ".tmp").c_str(), path.c_str());
+  }
+
+  // After exit or crash: the process is gone for its peers; it stops calling MPI and waits to
+  // be killed by the launcher.
+  [[noreturn]] void idle() {
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+
+  static std::string error_string(int rc) {
+    char text[MPI_MAX_ERROR_STRING] = {};
+    int length = 0;
+    MPI_Error_string(rc, text, &length);
+    return std::string(text, static_cast<size_t>(length));
+  }
+
+  const Plan& plan_;
+  int32_t rank_;
+  const std::vector<PlanOp>& ops_;
+  std::string dir_;
+  double stall_s_;
+  std::vector<OpState> state_;
+  std::vector<MPI_Comm> comms_;
+  std::vector<std::vector<int32_t>> members_;
+  MPI_Comm new_group_comm_ = MPI_COMM_NULL;
+  Frontier frontier_;
+  std::vector<FrontierOp> failures_;
+  bool stopped_ = false;
+};
+
+}  // namespace
+}  // namespace lockstep::gpu
+
+int main(int argc, char** argv) {
+  using namespace lockstep::gpu;
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: lockstep-mpi-replay PLAN OUTDIR STALL_SECONDS (started by lockstep replay --mpi)\n");
+    return 2;
+  }
+  std::ifstream in(argv[1]);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string error;
+  const std::optional<Plan> plan = parse_plan(text.str(), error);
+  if (!plan) {
+    std::fprintf(stderr, "lockstep-mpi-replay: %s: %s\n", argv[1], error.c_str());
+    return 2;
+  }
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != plan->world) {
+    std::fprintf(stderr, "lockstep-mpi-replay: the plan has %d ranks, mpirun started %d\n", plan->world, size);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  Worker worker(*plan, rank, argv[2], std::atof(argv[3]));
+  worker.create_comms();
+  worker.run();
+  MPI_Finalize();
+  return 0;
+}

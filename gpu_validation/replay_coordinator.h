@@ -1,0 +1,82 @@
+// The backend-independent half of a hardware replay (docs/replay.md): from an execution the
+// engine recorded to the plan each worker runs (the dependencies that stand for lockstep's
+// streams, synchronous ops, async handles, host blocking and NCCL groups), from a bug to the
+// prediction, and from the workers' frontiers to the verdict. The MPI backend
+// (mpi_launcher.h, mpi_replay.cc) uses it; an NCCL backend shares it as is: only the worker and
+// the launch differ.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checker/analysis.h"
+#include "gpu_validation/replay_plan.h"
+#include "sim/engine.h"
+#include "sim/scenario.h"
+
+namespace lockstep::gpu {
+
+struct PlanResult {
+  std::optional<Plan> plan;
+  std::string cannot_express;  // set when the backend cannot express a semantic the execution uses
+};
+
+// The per-rank plan of `result` (recorded with record_ops, e.g. by checker::replay_execution):
+// every issued op in issue order, with the ops each must wait for before it is posted.
+// `backend` names the backend in the cannot-express text ("mpi").
+PlanResult build_plan(const sim::Scenario& scenario, const sim::ExecutionResult& result, const std::string& backend);
+
+// The model stops at the first mismatch, so the ranks that had not reached it have no ops
+// recorded past that point; a replay needs their whole sequences. This copy of `scenario` puts
+// every rank alone in each of its communicators: each rank runs its program to the end
+// without a partner (collectives complete alone, no mismatch can occur), and the op each
+// rank issues k-th on a communicator is the same as in the real world. Only for programs whose
+// ops do not depend on other ranks: a point-to-point op there is a run-time error, and the
+// caller then gives up (see full_sequences).
+sim::Scenario solo_scenario(const sim::Scenario& scenario);
+
+// Every rank's whole op sequence for a replay of `result`: `result` itself unless it ended at a
+// mismatch; then the solo run of `solo` (made by solo_scenario), or nullopt with `why` set when
+// that run does not complete.
+std::optional<sim::ExecutionResult> full_sequences(const sim::Scenario& solo, const sim::ExecutionResult& result,
+                                                   sim::EngineOptions options, std::string& why);
+
+// What the model says the hardware will do.
+struct PredictedOp {
+  int32_t rank = -1;
+  uint32_t index = 0;
+  std::string what;  // "allreduce #3 on world"
+};
+
+struct Prediction {
+  std::optional<sim::Verdict> kind;  // nullopt: every rank completes
+  std::string summary;
+  std::vector<PredictedOp> stuck;     // deadlock, hang: the ops the ranks are stuck in
+  std::vector<PredictedOp> mismatched;  // mismatch: the two ops
+  std::string mismatch_group;         // mismatch of a collective: its group and sequence number
+  uint32_t mismatch_seq = 0;
+  bool mismatch_collective = false;
+};
+
+Prediction predict(const sim::Scenario& scenario, const std::optional<checker::Bug>& bug);
+
+enum class ReplayVerdict : uint8_t {
+  CONFIRMED,       // the predicted bug happened where predicted (exit 1)
+  NOT_REPRODUCED,  // every rank completed with correct data (exit 0)
+  UNDECIDED,       // anything else: it hung elsewhere, failed elsewhere, never reported (exit 3)
+};
+
+struct ReplayOutcome {
+  ReplayVerdict verdict = ReplayVerdict::UNDECIDED;
+  std::string headline;             // "CONFIRMED: ..." / "NOT REPRODUCED: ..." / "UNDECIDED: ..."
+  std::vector<std::string> details;  // one line each
+};
+
+// Compares the workers' frontiers (per rank; nullopt: the rank reported nothing) with the
+// prediction. `backend` names the backend in the text ("mpi").
+ReplayOutcome compare_frontiers(const Prediction& prediction, const std::vector<std::optional<Frontier>>& frontiers,
+                                const std::string& backend);
+
+}  // namespace lockstep::gpu

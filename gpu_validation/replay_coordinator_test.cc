@@ -1,0 +1,175 @@
+#include "gpu_validation/replay_coordinator.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "sim/engine.h"
+#include "sim/loader.h"
+
+namespace lockstep::gpu {
+
+namespace {
+
+struct Timed {
+  sim::Scenario scenario;
+  sim::ExecutionResult result;
+};
+
+Timed timed_run(const std::string& path) {
+  sim::LoadResult loaded = sim::load_scenario_file(path, {});
+  REQUIRE(loaded.ok());
+  Timed t{std::move(*loaded.scenario), {}};
+  sim::Engine engine(t.scenario);
+  sim::TimedStrategy timed;
+  t.result = engine.run(timed);
+  return t;
+}
+
+Frontier frontier(int32_t rank, FrontierStatus status, std::vector<FrontierOp> ops = {}) {
+  Frontier f;
+  f.rank = rank;
+  f.pid = 100 + rank;
+  f.status = status;
+  f.ops = std::move(ops);
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("replay plan: a synchronous send holds back the recv behind it on its stream") {
+  const Timed t = timed_run("scenarios/corpus/head-to-head-sends.yaml");
+  const PlanResult plan = build_plan(t.scenario, t.result, "mpi");
+  REQUIRE(plan.plan);
+  REQUIRE(plan.plan->ranks.size() == 2);
+  const std::vector<PlanOp>& ops = plan.plan->ranks[0];
+  REQUIRE(ops.size() == 3);
+  CHECK(ops[0].kind == PlanKind::LOCAL);  // compute
+  CHECK(ops[1].kind == PlanKind::SEND);
+  CHECK(ops[1].peer == 1);
+  CHECK(ops[1].deps == std::vector<uint32_t>{0});  // prior work on main
+  CHECK(ops[2].kind == PlanKind::RECV);
+  CHECK(ops[2].deps == std::vector<uint32_t>{1});  // the send, on the same stream and through main
+  CHECK(ops[1].batch == -1);
+}
+
+TEST_CASE("replay plan: the ops of an NCCL group are one batch posted together") {
+  const Timed t = timed_run("scenarios/corpus/head-to-head-sends-fixed.yaml");
+  const PlanResult plan = build_plan(t.scenario, t.result, "mpi");
+  REQUIRE(plan.plan);
+  const std::vector<PlanOp>& ops = plan.plan->ranks[1];
+  REQUIRE(ops.size() == 3);
+  CHECK(ops[1].kind == PlanKind::SEND);
+  CHECK(ops[2].kind == PlanKind::RECV);
+  CHECK(ops[1].batch >= 0);
+  CHECK(ops[1].batch == ops[2].batch);
+  CHECK(ops[1].deps == ops[2].deps);
+}
+
+TEST_CASE("replay plan: the text form round trips") {
+  const Timed t = timed_run("scenarios/corpus/uneven-batches.yaml");
+  const PlanResult plan = build_plan(t.scenario, t.result, "mpi");
+  REQUIRE(plan.plan);
+  const std::string text = format_plan(*plan.plan);
+  std::string error;
+  const std::optional<Plan> back = parse_plan(text, error);
+  REQUIRE_MESSAGE(back, error);
+  CHECK(format_plan(*back) == text);
+  CHECK(back->ranks[3].size() + 2 == back->ranks[0].size());  // rank 3 runs one batch fewer
+  CHECK_FALSE(parse_plan("lockstep-replay-plan 1\nworld 2\nbogus\n", error));
+  CHECK(error == "plan line 3: unexpected 'bogus'");
+}
+
+TEST_CASE("replay plan: semantics MPI cannot express are named") {
+  const Timed order = timed_run("scenarios/corpus/comm-launch-order.yaml");
+  const PlanResult plan = build_plan(order.scenario, order.result, "mpi");
+  CHECK_FALSE(plan.plan);
+  CHECK(plan.cannot_express.rfind("cannot express: comm_concurrency: 1", 0) == 0);
+  const Timed threads = timed_run("scenarios/corpus/checkpoint-thread-same-group.yaml");
+  CHECK(build_plan(threads.scenario, threads.result, "mpi").cannot_express.rfind("cannot express: several host threads", 0) == 0);
+}
+
+TEST_CASE("replay plan: after a mismatch the solo run gives every rank's whole sequence") {
+  const Timed t = timed_run("scenarios/corpus/allreduce-size-differs.yaml");
+  REQUIRE(t.result.end == sim::ExecutionEnd::MISMATCH);
+  const sim::Scenario solo = solo_scenario(t.scenario);
+  std::string why;
+  const std::optional<sim::ExecutionResult> full = full_sequences(solo, t.result, {}, why);
+  REQUIRE_MESSAGE(full, why);
+  for (const std::vector<sim::OpRecord>& ops : full->ops) CHECK(ops.size() == 3);  // compute, reduce_scatter, allreduce
+  // The op each rank issues k-th is the same as in the real run.
+  for (size_t r = 0; r < t.result.ops.size(); ++r) {
+    for (size_t i = 0; i < t.result.ops[r].size(); ++i) {
+      CHECK(full->ops[r][i].op.kind == t.result.ops[r][i].op.kind);
+      CHECK(full->ops[r][i].seq == t.result.ops[r][i].seq);
+    }
+  }
+}
+
+TEST_CASE("replay verdict: the predicted stuck ops, exactly, confirm a hang") {
+  const Timed t = timed_run("scenarios/corpus/uneven-batches.yaml");
+  const Prediction p = predict(t.scenario, checker::analyze(t.scenario, t.result));
+  REQUIRE(p.stuck.size() == 3);
+  std::vector<std::optional<Frontier>> seen;
+  for (int32_t r = 0; r < 3; ++r) seen.push_back(frontier(r, FrontierStatus::STUCK, {{5, "allreduce", "world", 3, -1, ""}}));
+  seen.push_back(frontier(3, FrontierStatus::COMPLETED));
+  const ReplayOutcome confirmed = compare_frontiers(p, seen, "mpi");
+  CHECK(confirmed.verdict == ReplayVerdict::CONFIRMED);
+  CHECK(confirmed.headline ==
+        "CONFIRMED (mpi): hang: rank 0 allreduce #3 on world (op 5); rank 1 allreduce #3 on world (op 5); rank 2 "
+        "allreduce #3 on world (op 5) hung, matches prediction");
+
+  // Stuck one op earlier on rank 1: a frontier mismatch, and both differences are named.
+  seen[1] = frontier(1, FrontierStatus::STUCK, {{3, "allreduce", "world", 2, -1, ""}});
+  const ReplayOutcome elsewhere = compare_frontiers(p, seen, "mpi");
+  CHECK(elsewhere.verdict == ReplayVerdict::UNDECIDED);
+  CHECK(elsewhere.headline.rfind("UNDECIDED (mpi): hung elsewhere: ", 0) == 0);
+  CHECK(std::find(elsewhere.details.begin(), elsewhere.details.end(),
+                  "predicted, not observed: rank 1 allreduce #3 on world (op 5)") != elsewhere.details.end());
+  CHECK(std::find(elsewhere.details.begin(), elsewhere.details.end(),
+                  "observed, not predicted: rank 1 allreduce #2 on world (op 3)") != elsewhere.details.end());
+
+  // A rank that never reported decides nothing.
+  seen[2] = std::nullopt;
+  CHECK(compare_frontiers(p, seen, "mpi").headline == "UNDECIDED (mpi): rank 2 never reported a frontier");
+}
+
+TEST_CASE("replay verdict: completion with correct data is not reproduced, wrong data is not") {
+  Prediction none;
+  std::vector<std::optional<Frontier>> seen = {frontier(0, FrontierStatus::COMPLETED), frontier(1, FrontierStatus::COMPLETED)};
+  const ReplayOutcome ok = compare_frontiers(none, seen, "mpi");
+  CHECK(ok.verdict == ReplayVerdict::NOT_REPRODUCED);
+  CHECK(ok.headline == "NOT REPRODUCED (mpi): every rank completed, data correct");
+  seen[1] = frontier(1, FrontierStatus::FAILED, {{1, "allreduce", "world", 1, -1, "wrong data: element 0 is 3, expected 4"}});
+  const ReplayOutcome bad = compare_frontiers(none, seen, "mpi");
+  CHECK(bad.verdict == ReplayVerdict::UNDECIDED);
+  CHECK(bad.headline ==
+        "UNDECIDED (mpi): rank 1 allreduce #1 on world (op 1) failed: wrong data: element 0 is 3, expected 4 (the "
+        "model predicted completion)");
+}
+
+TEST_CASE("replay verdict: a mismatch is confirmed by an error or a hang at the mismatched op") {
+  const Timed t = timed_run("scenarios/corpus/allreduce-size-differs.yaml");
+  const Prediction p = predict(t.scenario, checker::analyze(t.scenario, t.result));
+  REQUIRE(p.kind == sim::Verdict::MISMATCH);
+  std::vector<std::optional<Frontier>> seen = {
+      frontier(0, FrontierStatus::FAILED, {{2, "allreduce", "pp", 1, -1, "MPI error: MPI_ERR_TRUNCATE: message truncated"}}),
+      frontier(1, FrontierStatus::STUCK, {{2, "allreduce", "pp", 1, -1, ""}}),
+      frontier(2, FrontierStatus::COMPLETED), frontier(3, FrontierStatus::COMPLETED)};
+  CHECK(compare_frontiers(p, seen, "mpi").verdict == ReplayVerdict::CONFIRMED);
+  seen[1] = frontier(1, FrontierStatus::STUCK, {{1, "reduce_scatter", "dp", 1, -1, ""}});
+  CHECK(compare_frontiers(p, seen, "mpi").verdict == ReplayVerdict::UNDECIDED);
+}
+
+TEST_CASE("frontier files round trip, problem text included") {
+  Frontier f = frontier(3, FrontierStatus::FAILED, {{7, "recv", "pp", 2, 1, "wrong size: received 4 elements, expected 8"}});
+  f.completed = 6;
+  f.total = 9;
+  const std::optional<Frontier> back = parse_frontier(format_frontier(f));
+  REQUIRE(back);
+  CHECK(format_frontier(*back) == format_frontier(f));
+  CHECK(back->ops[0].problem == "wrong size: received 4 elements, expected 8");
+  CHECK_FALSE(parse_frontier("garbage"));
+}
+
+}  // namespace lockstep::gpu

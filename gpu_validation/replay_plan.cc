@@ -1,0 +1,205 @@
+#include "gpu_validation/replay_plan.h"
+
+#include <array>
+#include <sstream>
+
+namespace lockstep::gpu {
+
+namespace {
+
+constexpr std::array<std::string_view, 15> KIND_NAMES = {
+    "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "gather", "scatter",
+    "barrier",   "send",      "recv",           "new_group", "local",  "exit",       "crash"};
+
+constexpr std::array<std::string_view, 6> STATUS_NAMES = {"running", "completed", "stuck", "exited", "crashed", "failed"};
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> words;
+  std::istringstream in(line);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+bool to_i64(const std::string& text, int64_t& value) {
+  try {
+    size_t used = 0;
+    value = std::stoll(text, &used);
+    return used == text.size();
+  } catch (...) {
+    return false;
+  }
+}
+
+template <typename T>
+bool to_int(const std::string& text, T& value) {
+  int64_t v = 0;
+  if (!to_i64(text, v)) return false;
+  value = static_cast<T>(v);
+  return true;
+}
+
+}  // namespace
+
+std::string_view plan_kind_name(PlanKind kind) { return KIND_NAMES[static_cast<size_t>(kind)]; }
+
+std::optional<PlanKind> parse_plan_kind(std::string_view name) {
+  for (size_t i = 0; i < KIND_NAMES.size(); ++i) {
+    if (KIND_NAMES[i] == name) return static_cast<PlanKind>(i);
+  }
+  return std::nullopt;
+}
+
+bool plan_kind_communicates(PlanKind kind) {
+  return kind != PlanKind::LOCAL && kind != PlanKind::EXIT && kind != PlanKind::CRASH;
+}
+
+std::string format_plan(const Plan& plan) {
+  std::ostringstream out;
+  out << "lockstep-replay-plan 1\n" << "world " << plan.world << "\n";
+  for (const PlanGroup& g : plan.groups) {
+    out << "group " << g.name;
+    for (int32_t c : g.comm_of_rank) out << " " << c;
+    out << "\n";
+  }
+  for (size_t r = 0; r < plan.ranks.size(); ++r) {
+    out << "rank " << r << " " << plan.ranks[r].size() << "\n";
+    for (const PlanOp& op : plan.ranks[r]) {
+      out << "op " << op.index << " " << plan_kind_name(op.kind) << " " << op.name << " " << op.group << " "
+          << op.size_bytes << " " << op.dtype << " " << op.dtype_bytes << " " << op.peer << " " << op.root << " "
+          << op.seq << " " << op.new_group << " " << op.batch << " " << op.deps.size();
+      for (uint32_t d : op.deps) out << " " << d;
+      out << "\n";
+    }
+  }
+  return out.str();
+}
+
+std::optional<Plan> parse_plan(const std::string& text, std::string& error) {
+  std::istringstream in(text);
+  std::string line;
+  Plan plan;
+  int line_no = 0;
+  auto fail = [&](const std::string& what) {
+    error = "plan line " + std::to_string(line_no) + ": " + what;
+    return std::nullopt;
+  };
+  if (!std::getline(in, line) || line != "lockstep-replay-plan 1") {
+    error = "not a lockstep replay plan (version 1)";
+    return std::nullopt;
+  }
+  ++line_no;
+  std::vector<PlanOp>* ops = nullptr;
+  while (std::getline(in, line)) {
+    ++line_no;
+    const std::vector<std::string> w = split(line);
+    if (w.empty()) continue;
+    if (w[0] == "world" && w.size() == 2) {
+      if (!to_int(w[1], plan.world) || plan.world <= 0) return fail("bad world");
+      plan.ranks.resize(static_cast<size_t>(plan.world));
+    } else if (w[0] == "group" && w.size() >= 2) {
+      PlanGroup g;
+      g.name = w[1];
+      for (size_t i = 2; i < w.size(); ++i) {
+        int32_t c = 0;
+        if (!to_int(w[i], c)) return fail("bad communicator");
+        g.comm_of_rank.push_back(c);
+      }
+      if (static_cast<int32_t>(g.comm_of_rank.size()) != plan.world) return fail("group " + g.name + " does not list every rank");
+      plan.groups.push_back(std::move(g));
+    } else if (w[0] == "rank" && w.size() == 3) {
+      size_t r = 0;
+      if (!to_int(w[1], r) || r >= plan.ranks.size()) return fail("bad rank");
+      ops = &plan.ranks[r];
+    } else if (w[0] == "op" && w.size() >= 14 && ops != nullptr) {
+      PlanOp op;
+      const std::optional<PlanKind> kind = parse_plan_kind(w[2]);
+      if (!kind) return fail("unknown op kind " + w[2]);
+      op.kind = *kind;
+      op.name = w[3];
+      size_t deps = 0;
+      if (!to_int(w[1], op.index) || !to_int(w[4], op.group) || !to_i64(w[5], op.size_bytes) || !to_int(w[6], op.dtype) ||
+          !to_int(w[7], op.dtype_bytes) || !to_int(w[8], op.peer) || !to_int(w[9], op.root) || !to_int(w[10], op.seq) ||
+          !to_int(w[11], op.new_group) || !to_int(w[12], op.batch) || !to_int(w[13], deps) || w.size() != 14 + deps) {
+        return fail("bad op");
+      }
+      if (op.group >= plan.groups.size() || op.new_group >= plan.groups.size()) return fail("op names an unknown group");
+      for (size_t i = 0; i < deps; ++i) {
+        uint32_t d = 0;
+        if (!to_int(w[14 + i], d) || d >= ops->size()) return fail("bad dependency");
+        op.deps.push_back(d);
+      }
+      ops->push_back(std::move(op));
+    } else {
+      return fail("unexpected '" + line + "'");
+    }
+  }
+  if (plan.world <= 0) {
+    error = "plan without a world";
+    return std::nullopt;
+  }
+  return plan;
+}
+
+std::string_view frontier_status_name(FrontierStatus status) { return STATUS_NAMES[static_cast<size_t>(status)]; }
+
+std::string format_frontier(const Frontier& f) {
+  std::ostringstream out;
+  out << "lockstep-frontier 1\n"
+      << "rank " << f.rank << "\n"
+      << "pid " << f.pid << "\n"
+      << "status " << frontier_status_name(f.status) << "\n"
+      << "completed " << f.completed << " " << f.total << "\n";
+  for (const FrontierOp& op : f.ops) {
+    out << "op " << op.index << " " << op.kind << " " << op.group << " " << op.seq << " " << op.peer;
+    if (!op.problem.empty()) out << " " << op.problem;
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::optional<Frontier> parse_frontier(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  if (!std::getline(in, line) || line != "lockstep-frontier 1") return std::nullopt;
+  Frontier f;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> w = split(line);
+    if (w.empty()) continue;
+    if (w[0] == "rank" && w.size() == 2) {
+      if (!to_int(w[1], f.rank)) return std::nullopt;
+    } else if (w[0] == "pid" && w.size() == 2) {
+      if (!to_int(w[1], f.pid)) return std::nullopt;
+    } else if (w[0] == "status" && w.size() == 2) {
+      bool known = false;
+      for (size_t i = 0; i < STATUS_NAMES.size(); ++i) {
+        if (STATUS_NAMES[i] == w[1]) {
+          f.status = static_cast<FrontierStatus>(i);
+          known = true;
+        }
+      }
+      if (!known) return std::nullopt;
+    } else if (w[0] == "completed" && w.size() == 3) {
+      if (!to_int(w[1], f.completed) || !to_int(w[2], f.total)) return std::nullopt;
+    } else if (w[0] == "op" && w.size() >= 6) {
+      FrontierOp op;
+      if (!to_int(w[1], op.index) || !to_int(w[4], op.seq) || !to_int(w[5], op.peer)) return std::nullopt;
+      op.kind = w[2];
+      op.group = w[3];
+      // The problem is the rest of the line after the sixth word.
+      size_t pos = 0;
+      for (int words = 0; words < 6; ++words) {
+        pos = line.find_first_not_of(' ', pos);
+        pos = line.find(' ', pos);
+        if (pos == std::string::npos) break;
+      }
+      if (pos != std::string::npos) op.problem = line.substr(pos + 1);
+      f.ops.push_back(std::move(op));
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (f.rank < 0) return std::nullopt;
+  return f;
+}
+
+}  // namespace lockstep::gpu

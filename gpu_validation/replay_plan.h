@@ -1,0 +1,96 @@
+// The replay plan: what each worker process of a hardware replay runs (gpu_validation/), and
+// the frontier each worker reports back. Plain data and a line-oriented text format, with no
+// dependency on the simulator, so that a worker (MPI today, NCCL later) links only this.
+//
+// The launcher (lockstep replay --mpi) derives the plan from an execution the engine recorded
+// (replay_builder.h); every worker reads the whole plan and runs its rank's ops.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lockstep::gpu {
+
+// Op kinds by their lockstep names ("allreduce", "send", "compute", ...).
+enum class PlanKind : uint8_t {
+  ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALL_TO_ALL, GATHER, SCATTER, BARRIER,
+  SEND, RECV,
+  NEW_GROUP,  // a host rendezvous of every world rank (MPI: an all-gather of the group's id)
+  LOCAL,      // compute, sleep, wait, sync: completes when its dependencies have
+  EXIT, CRASH,
+};
+std::string_view plan_kind_name(PlanKind kind);
+std::optional<PlanKind> parse_plan_kind(std::string_view name);
+bool plan_kind_communicates(PlanKind kind);  // collectives, p2p and new_group
+
+// One op of a rank, in its issue order.
+struct PlanOp {
+  uint32_t index = 0;        // the op's index in the rank's issue order (as in the counterexample)
+  PlanKind kind = PlanKind::LOCAL;
+  std::string name;          // the lockstep op name ("compute", "sync", "allreduce", ...)
+  uint32_t group = 0;        // index into Plan::groups
+  int64_t size_bytes = 0;
+  uint32_t dtype = 0;        // sim::DType's value: part of the seeded data, so a dtype mismatch shows
+  uint32_t dtype_bytes = 1;  // element width: 1, 2, 4 or 8
+  int32_t peer = -1;         // send: destination; recv: source, -1 = any (global ranks)
+  int32_t root = -1;         // global rank
+  uint32_t seq = 0;          // per-communicator sequence number (p2p: per source and destination)
+  uint32_t new_group = 0;    // NEW_GROUP: the group it creates
+  int32_t batch = -1;        // ops of one NCCL group share a batch id: they are posted together
+  // Ops (indices into the rank's op list) that must complete before this one is posted: its
+  // stream's previous work, the compute stream's work for a synchronous op, the op a host
+  // blocked on (barrier, sync, new_group), ...
+  std::vector<uint32_t> deps;
+};
+
+struct PlanGroup {
+  std::string name;
+  std::vector<int32_t> comm_of_rank;  // per world rank: which communicator of the group, -1 = none
+};
+
+struct Plan {
+  int32_t world = 0;
+  std::vector<PlanGroup> groups;
+  std::vector<std::vector<PlanOp>> ranks;  // per rank
+};
+
+// The text form ("lockstep-replay-plan 1" first); parse_plan returns nullopt with `error` set.
+std::string format_plan(const Plan& plan);
+std::optional<Plan> parse_plan(const std::string& text, std::string& error);
+
+// What a worker reports: a file per rank, written whole (temporary + rename) so the launcher
+// never reads half of one. MPI itself may be stuck, so reports never go through it.
+enum class FrontierStatus : uint8_t {
+  RUNNING,    // started, not finished (or not yet decided)
+  COMPLETED,  // every op completed and its data checked
+  STUCK,      // ops outstanding and nothing progressed for the watchdog's time
+  EXITED,     // reached `exit`
+  CRASHED,    // reached `crash`
+  FAILED,     // an MPI error or wrong data (see FrontierOp::problem)
+};
+std::string_view frontier_status_name(FrontierStatus status);
+
+struct FrontierOp {
+  uint32_t index = 0;  // issue index
+  std::string kind;    // lockstep op name
+  std::string group;
+  uint32_t seq = 0;
+  int32_t peer = -1;
+  std::string problem;  // FAILED: what went wrong on this op ("MPI_ERR_TRUNCATE: ...", "wrong data: ...")
+};
+
+struct Frontier {
+  int32_t rank = -1;
+  int64_t pid = 0;
+  FrontierStatus status = FrontierStatus::RUNNING;
+  uint32_t completed = 0;         // ops completed
+  uint32_t total = 0;             // ops in the plan
+  std::vector<FrontierOp> ops;    // STUCK: the posted ops that never completed; FAILED: the failed op
+};
+
+std::string format_frontier(const Frontier& frontier);
+std::optional<Frontier> parse_frontier(const std::string& text);
+
+}  // namespace lockstep::gpu
