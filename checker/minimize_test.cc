@@ -51,14 +51,6 @@ Recorded recorded(int world, int iters, const std::string& kind) {
   return out;
 }
 
-sim::Scenario load_trace(const std::string& text, const std::string& path) {
-  sim::LoadResult loaded = sim::load_trace_text(text, path, {});
-  std::string diagnostics;
-  for (const sim::Diagnostic& d : loaded.diagnostics) diagnostics += sim::format_diagnostic(d, loaded.text);
-  INFO(diagnostics);
-  REQUIRE(loaded.ok());
-  return std::move(*loaded.scenario);
-}
 
 std::vector<std::string> sources(const std::string& path, const std::vector<std::string>& positions) {
   std::vector<std::string> out;
@@ -77,7 +69,7 @@ MinimizeOptions options_for(const std::string& path, uint64_t budget = DEFAULT_M
 
 TEST_CASE("minimize cuts a 64-rank recorded deadlock down to the two sends that make it") {
   const Recorded trace = recorded(64, 4, "deadlock");
-  const sim::Scenario scenario = load_trace(trace.text, "dp.jsonl");
+  const sim::Scenario scenario = testing::trace_from(trace.text, "dp.jsonl");
   const CheckResult found = check_scenario(scenario, {});
   REQUIRE(found.bugs.size() == 1);
   REQUIRE(found.bugs[0].kind == sim::Verdict::DEADLOCK);
@@ -100,7 +92,7 @@ TEST_CASE("minimize cuts a 64-rank recorded deadlock down to the two sends that 
 
   // The minimized trace, checked on its own, shows the same bug: the same two ranks deadlocked
   // in those sends.
-  const sim::Scenario again = load_trace(min.trace, "dp.min.jsonl");
+  const sim::Scenario again = testing::trace_from(min.trace, "dp.min.jsonl");
   const CheckResult rechecked = check_scenario(again, {});
   REQUIRE(rechecked.bugs.size() == 1);
   CHECK(rechecked.bugs[0].kind == sim::Verdict::DEADLOCK);
@@ -112,7 +104,7 @@ TEST_CASE("minimize cuts a 64-rank recorded deadlock down to the two sends that 
 
 TEST_CASE("minimize keeps every rank waiting in a hang's all-reduce and empties the rank that stopped") {
   const Recorded trace = recorded(16, 3, "hang");
-  const sim::Scenario scenario = load_trace(trace.text, "hang.jsonl");
+  const sim::Scenario scenario = testing::trace_from(trace.text, "hang.jsonl");
   const CheckResult found = check_scenario(scenario, {});
   REQUIRE(found.bugs.size() == 1);
   REQUIRE(found.bugs[0].kind == sim::Verdict::HANG);
@@ -124,7 +116,7 @@ TEST_CASE("minimize keeps every rank waiting in a hang's all-reduce and empties 
   CHECK(min.ops_after == 15);
   CHECK(min.sources == sources("hang.jsonl", trace.culprits));
 
-  const CheckResult rechecked = check_scenario(load_trace(min.trace, "hang.min.jsonl"), {});
+  const CheckResult rechecked = check_scenario(testing::trace_from(min.trace, "hang.min.jsonl"), {});
   REQUIRE(rechecked.bugs.size() == 1);
   CHECK(rechecked.bugs[0].kind == sim::Verdict::HANG);
   CHECK(rechecked.bugs[0].stuck.size() == 15);
@@ -133,7 +125,7 @@ TEST_CASE("minimize keeps every rank waiting in a hang's all-reduce and empties 
 
 TEST_CASE("minimize of a mismatch keeps exactly the two mismatched all-reduces") {
   const Recorded trace = recorded(8, 5, "mismatch");
-  const sim::Scenario scenario = load_trace(trace.text, "mm.jsonl");
+  const sim::Scenario scenario = testing::trace_from(trace.text, "mm.jsonl");
   const CheckResult found = check_scenario(scenario, {});
   REQUIRE(found.bugs.size() == 1);
   REQUIRE(found.bugs[0].kind == sim::Verdict::MISMATCH);
@@ -141,7 +133,7 @@ TEST_CASE("minimize of a mismatch keeps exactly the two mismatched all-reduces")
   const MinimizeResult min = minimize_bug(scenario, found.bugs[0], options_for("mm.min.jsonl"));
   CHECK(min.ops_after == 2);
   CHECK(min.sources == sources("mm.jsonl", trace.culprits));
-  const CheckResult rechecked = check_scenario(load_trace(min.trace, "mm.min.jsonl"), {});
+  const CheckResult rechecked = check_scenario(testing::trace_from(min.trace, "mm.min.jsonl"), {});
   REQUIRE(rechecked.bugs.size() == 1);
   REQUIRE(rechecked.bugs[0].mismatch);
   CHECK(rechecked.bugs[0].mismatch->field == "size");
@@ -151,7 +143,7 @@ TEST_CASE("minimize of a mismatch keeps exactly the two mismatched all-reduces")
 
 TEST_CASE("minimize stops at its budget, says so, and what it kept still shows the bug") {
   const Recorded trace = recorded(64, 4, "deadlock");
-  const sim::Scenario scenario = load_trace(trace.text, "dp.jsonl");
+  const sim::Scenario scenario = testing::trace_from(trace.text, "dp.jsonl");
   const CheckResult found = check_scenario(scenario, {});
   REQUIRE(found.bugs.size() == 1);
 
@@ -162,14 +154,14 @@ TEST_CASE("minimize stops at its budget, says so, and what it kept still shows t
   CHECK(min.ops_after < min.ops_before);
   CHECK(min.ops_after > 2);
   CHECK(minimize_summary(min, 3).ends_with("(3 re-checks); stopped at the budget of 3 re-checks (--minimize-budget)"));
-  const CheckResult rechecked = check_scenario(load_trace(min.trace, "dp.min.jsonl"), {});
+  const CheckResult rechecked = check_scenario(testing::trace_from(min.trace, "dp.min.jsonl"), {});
   REQUIRE(rechecked.bugs.size() == 1);
   CHECK(rechecked.bugs[0].cycle == std::vector<int32_t>{2, 5, 2});
 }
 
 TEST_CASE("minimize is deterministic") {
   const Recorded trace = recorded(32, 3, "deadlock");
-  const sim::Scenario scenario = load_trace(trace.text, "dp.jsonl");
+  const sim::Scenario scenario = testing::trace_from(trace.text, "dp.jsonl");
   const CheckResult found = check_scenario(scenario, {});
   REQUIRE(found.bugs.size() == 1);
   const MinimizeResult a = minimize_bug(scenario, found.bugs[0], options_for("dp.min.jsonl"));

@@ -16,6 +16,7 @@
 #include "checker/explore.h"
 #include "checker/report.h"
 #include "sim/loader.h"
+#include "tests/testing.h"
 
 namespace lockstep {
 namespace {
@@ -26,32 +27,6 @@ std::string read_text(const std::filesystem::path& path) {
   std::ostringstream text;
   text << file.rdbuf();
   return text.str();
-}
-
-struct TextBlock {
-  int line = 0;  // of the opening fence
-  std::string text;
-};
-
-std::vector<TextBlock> text_blocks(const std::string& markdown) {
-  std::vector<TextBlock> blocks;
-  std::istringstream in(markdown);
-  std::string line;
-  int number = 0;
-  TextBlock* open = nullptr;
-  while (std::getline(in, line)) {
-    ++number;
-    if (open == nullptr && line == "```text") {
-      blocks.push_back({number, ""});
-      open = &blocks.back();
-    } else if (open != nullptr && line == "```") {
-      open = nullptr;
-    } else if (open != nullptr) {
-      open->text += line + "\n";
-    }
-  }
-  CHECK(open == nullptr);
-  return blocks;
 }
 
 // The text report of one scenario, named by its path relative to the source folder.
@@ -122,7 +97,7 @@ TEST_CASE("docs: hang-patterns.md quotes the checker verbatim and names every co
 
   // Every ```text block is the beginning of the checker's report for the scenario it names.
   std::set<std::string> quoted;
-  for (const TextBlock& block : text_blocks(markdown)) {
+  for (const testing::FencedBlock& block : testing::fenced_blocks(markdown, "text")) {
     const std::string where = "docs/hang-patterns.md:" + std::to_string(block.line);
     CAPTURE(where);
     const std::string path = block.text.substr(0, block.text.find(':'));

@@ -3,32 +3,67 @@
 
 #include <doctest/doctest.h>
 
+#include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sim/loader.h"
 #include "sim/scenario.h"
+#include "sim/trace_format.h"
 
 namespace lockstep::testing {
 
-// Loads a scenario from text; fails the test (printing every diagnostic) when it does not load.
-inline sim::Scenario scenario_from(std::string_view text, const std::string& path = "test.yaml") {
-  sim::LoadResult loaded = sim::load_scenario_text(text, path, {});
-  std::string diagnostics;
-  for (const sim::Diagnostic& d : loaded.diagnostics) diagnostics += sim::format_diagnostic(d, loaded.text);
-  INFO(diagnostics);
-  REQUIRE(loaded.ok());
-  return std::move(*loaded.scenario);
-}
-
-// Loads a bundled scenario by its path from the source folder (as the tests run there).
-inline sim::Scenario scenario_file(const std::string& path) {
-  sim::LoadResult loaded = sim::load_scenario_file(path, {});
+// The scenario of a load; fails the test (printing every diagnostic) when it did not load.
+inline sim::Scenario loaded_or_fail(sim::LoadResult loaded, const std::string& path) {
   std::string diagnostics;
   for (const sim::Diagnostic& d : loaded.diagnostics) diagnostics += sim::format_diagnostic(d, loaded.text);
   INFO(path << "\n" << diagnostics);
   REQUIRE(loaded.ok());
   return std::move(*loaded.scenario);
+}
+
+// Loads a scenario from YAML text.
+inline sim::Scenario scenario_from(std::string_view text, const std::string& path = "test.yaml") {
+  return loaded_or_fail(sim::load_scenario_text(text, path, {}), path);
+}
+
+// Loads a recorded schedule from JSON Lines text (docs/trace-format.md).
+inline sim::Scenario trace_from(std::string_view text, const std::string& path = "test.jsonl") {
+  return loaded_or_fail(sim::load_trace_text(text, path, {}), path);
+}
+
+// Loads a bundled scenario by its path from the source folder (as the tests run there).
+inline sim::Scenario scenario_file(const std::string& path) {
+  return loaded_or_fail(sim::load_scenario_file(path, {}), path);
+}
+
+// The fenced blocks of a markdown text in a language (```yaml, ```text), with the line of each
+// opening fence; fails the test on a fence left open.
+struct FencedBlock {
+  int line = 0;
+  std::string text;
+};
+
+inline std::vector<FencedBlock> fenced_blocks(const std::string& markdown, const std::string& language) {
+  std::vector<FencedBlock> blocks;
+  std::istringstream in(markdown);
+  std::string line;
+  int number = 0;
+  bool open = false;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!open && line == "```" + language) {
+      blocks.push_back({number, ""});
+      open = true;
+    } else if (open && line == "```") {
+      open = false;
+    } else if (open) {
+      blocks.back().text += line + "\n";
+    }
+  }
+  CHECK_FALSE(open);  // every fence is closed
+  return blocks;
 }
 
 }  // namespace lockstep::testing
