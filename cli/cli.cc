@@ -29,6 +29,7 @@
 #include "sim/loader.h"
 #include "sim/trace_format.h"
 #include "sim/timeline.h"
+#include "record/record_verb.h"
 
 namespace lockstep::cli {
 
@@ -45,6 +46,10 @@ constexpr const char* USAGE = R"(usage: lockstep VERB ...
                                                    replay a counterexample (or a scenario's timed
                                                    run) in the simulator or on MPI ranks
   lockstep explain  COUNTEREXAMPLE [--dot FILE]    explanation and wait-for graph
+  lockstep record   -o DIR [--name N] [--timeout S] -- CMD ARGS...
+                                                   run CMD with the NCCL recorder preloaded and
+                                                   merge what it called into DIR/trace.jsonl
+                                                   (docs/record.md; --merge-only: DIR/raw only)
 
 common options:
   -D name=value          override a scenario parameter (repeatable)
@@ -82,7 +87,7 @@ exit codes: 0 no bug, 1 bug found, 2 bad input or usage, 3 inconclusive
 )";
 
 // Verbs of SPEC §2 that later work adds.
-const std::vector<std::string> LATER_VERBS = {"import", "record", "export"};
+const std::vector<std::string> LATER_VERBS = {"import", "export"};
 
 struct UsageError {
   std::string message;
@@ -743,6 +748,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       out << "lockstep " << checker::lockstep_version() << "\n";
       return EXIT_NO_BUG;
     }
+    if (!args.empty() && args[0] == "record") return record::run_record({args.begin() + 1, args.end()}, out, err);
     const Options options = parse_args(args);
     if (options.verb == "check") return cmd_check(options, out, err);
     if (options.verb == "validate") return cmd_validate(options, out, err);
