@@ -621,7 +621,8 @@ struct Engine::Impl {
       const Thread& thread = threads[t];
       if (thread.state == ThreadState::RUNNABLE && !is_eager(t)) {
         options_buf.push_back(Option{ChoiceKind::THREAD, static_cast<int32_t>(thread.rank),
-                                     static_cast<int32_t>(thread.local), static_cast<int32_t>(t), thread.clock_ns});
+                                     static_cast<int32_t>(thread.local), static_cast<int32_t>(t), thread.clock_ns,
+                                     threads_may_exit[thread.rank]});
       }
     }
     collect_wildcard_options();
@@ -630,13 +631,13 @@ struct Engine::Impl {
     std::sort(options_buf.begin(), options_buf.end(), [](const Option& a, const Option& b) {
       return std::tie(a.rank, a.kind, a.thread, a.detail) < std::tie(b.rank, b.kind, b.thread, b.detail);
     });
-    // A thread step of a rank that can still exit or crash is not independent of other ranks:
-    // their steps may complete this rank's pending ops before it aborts them, or not. Such a
-    // choice point offers every option (found by the property test, tests/property_test.cc).
-    // Likewise a wildcard match: another rank's step may start a send it could take instead.
+    // The lowest rank's options are a persistent set when they are independent (strategy.h)
+    // of everything other ranks can do. Not so for a thread step that may abort its rank (other
+    // ranks' steps may complete its pending ops before it aborts them, or not: found by the
+    // property test, tests/property_test.cc), nor for a wildcard match: another rank's step may
+    // start a send the receive could take instead. Such a choice point offers every option.
     const bool race = std::any_of(options_buf.begin(), options_buf.end(), [&](const Option& o) {
-      return o.kind == ChoiceKind::MATCH ||
-             (o.kind == ChoiceKind::THREAD && threads_may_exit[static_cast<size_t>(o.rank)]);
+      return o.kind == ChoiceKind::MATCH || o.may_abort;
     });
     if (options.rank_persistent_sets && !race) {
       // The lowest acting rank's options form a persistent set (see EngineOptions).

@@ -21,7 +21,22 @@ struct Option {
   int32_t thread = -1;    // THREAD: thread index within the rank
   int32_t detail = -1;    // MATCH: the sending rank; BRANCH: the branch index; START: the op
   int64_t time_ns = 0;    // virtual time at which the option becomes possible (timed strategies)
+  // THREAD: the rank has several threads and one of them can still exit or crash. Its step may
+  // abort pending ops that another rank's step would otherwise complete first.
+  bool may_abort = false;
 };
+
+// The independence relation of the engine's options, the ground of every reduction
+// (docs/semantics.md, "Independence"): two options offered at one choice point are independent
+// when taking them in either order reaches the same state and neither disables the other.
+// Options of different ranks touch different ranks' threads, streams and counters (a wildcard
+// match binds its own receive; a kernel start or thread step completes others' ops only as
+// their own steps would, and virtual time is a max over causes, not the engine's order), so
+// they are independent, except a step that may abort its rank. Same-rank options are treated
+// as dependent. checker/independence_test.cc checks the relation by running both orders.
+inline bool independent(const Option& a, const Option& b) {
+  return a.rank != b.rank && !a.may_abort && !b.may_abort;
+}
 
 struct ChoicePoint {
   std::span<const Option> options;  // at least two
