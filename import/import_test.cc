@@ -1,0 +1,221 @@
+// Golden tests of the three importers on the samples in tests/import/ (each written from the
+// documented formats): the trace written, the import summary, and what `lockstep check` says of
+// it. Set LOCKSTEP_UPDATE_GOLDEN=1 to rewrite tests/import/golden/ after a deliberate change.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli/cli.h"
+#include "import/flight_recorder.h"
+#include "import/recorded.h"
+
+namespace lockstep::import {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  int code = 0;
+  std::string out;
+  std::string err;
+};
+
+Run lockstep(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  Run run;
+  run.code = cli::run_cli(args, out, err);
+  run.out = out.str();
+  run.err = err.str();
+  return run;
+}
+
+fs::path temp_dir() {
+  const fs::path dir = fs::temp_directory_path() / "lockstep-import-test";
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) text.replace(at, from.size(), to);
+  return text;
+}
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(dir)) files.push_back(entry.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Imports, checks, and compares trace and texts with tests/import/golden/NAME.{jsonl,txt}.
+void golden(const std::string& name, const std::string& format, const std::vector<std::string>& inputs,
+            int expected_check_code, const std::vector<std::string>& extra = {}) {
+  const fs::path out = temp_dir() / (name + ".jsonl");
+  fs::remove(out);
+  std::vector<std::string> args{"import", format};
+  args.insert(args.end(), inputs.begin(), inputs.end());
+  args.insert(args.end(), {"-o", out.string()});
+  args.insert(args.end(), extra.begin(), extra.end());
+  const Run imported = lockstep(args);
+  INFO(imported.err);
+  REQUIRE(imported.code == 0);
+  const Run checked = lockstep({"check", out.string()});
+  CHECK(checked.code == expected_check_code);
+  const std::string trace = read_file(out);
+  const std::string text = replace_all("$ lockstep import ...\n" + imported.out + "$ lockstep check OUT\n" + checked.out + checked.err,
+                                       out.string(), "OUT");
+  const fs::path golden_dir = fs::path("tests/import/golden");
+  if (std::getenv("LOCKSTEP_UPDATE_GOLDEN") != nullptr) {
+    fs::create_directories(golden_dir);
+    std::ofstream(golden_dir / (name + ".jsonl"), std::ios::binary) << replace_all(trace, out.string(), "OUT");
+    std::ofstream(golden_dir / (name + ".txt"), std::ios::binary) << text;
+  }
+  CHECK(trace == read_file(golden_dir / (name + ".jsonl")));
+  CHECK(text == read_file(golden_dir / (name + ".txt")));
+}
+
+// An import that must fail: exit 2, the message, and no output file.
+void refused(const std::string& format, const std::vector<std::string>& inputs, const std::string& message) {
+  const fs::path out = temp_dir() / "refused.jsonl";
+  fs::remove(out);
+  std::vector<std::string> args{"import", format};
+  args.insert(args.end(), inputs.begin(), inputs.end());
+  args.insert(args.end(), {"-o", out.string()});
+  const Run run = lockstep(args);
+  CHECK(run.code == 2);
+  CHECK(run.out.empty());
+  INFO(run.err);
+  CHECK(run.err.find(message) != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+  CHECK_FALSE(fs::exists(temp_dir() / "refused.jsonl.lockstep-tmp"));
+}
+
+fs::path write_temp(const std::string& name, const std::string& content) {
+  const fs::path dir = temp_dir() / "inputs";
+  fs::create_directories(dir);
+  std::ofstream(dir / name, std::ios::binary) << content;
+  return dir / name;
+}
+
+}  // namespace
+
+TEST_CASE("flight recorder: rank 2 never joined all_reduce #5 is a hang naming both diverging groups") {
+  golden("fr-hang", "flight-recorder", files_in("tests/import/fr-hang"), 1);
+}
+
+TEST_CASE("flight recorder: a pickle dump with an all_reduce of another size is a size mismatch") {
+  golden("fr-size-mismatch", "flight-recorder", files_in("tests/import/fr-size-mismatch"), 1);
+}
+
+TEST_CASE("flight recorder: sends before receives on both ranks are a deadlock with its wait-for cycle") {
+  golden("fr-p2p-cycle", "flight-recorder", files_in("tests/import/fr-p2p-cycle"), 1);
+}
+
+TEST_CASE("flight recorder: a coalesced send and recv (batch_isend_irecv) is one NCCL group and ok") {
+  golden("fr-batched-p2p", "flight-recorder", files_in("tests/import/fr-batched-p2p"), 0);
+}
+
+TEST_CASE("nccl log: one rank calling AllGather where the others call AllReduce is a mismatch") {
+  golden("nccl-mismatch", "nccl-log", {"tests/import/nccl-mismatch/job.txt"}, 1);
+}
+
+TEST_CASE("nccl log: Send and Recv between ncclGroupStart and ncclGroupEnd are ok, without the group a deadlock") {
+  golden("nccl-group", "nccl-log", files_in("tests/import/nccl-group"), 0);
+  golden("nccl-nogroup", "nccl-log", files_in("tests/import/nccl-nogroup"), 1);
+}
+
+TEST_CASE("pipeline csv: sends before receives in a schedule with comms deadlock under rendezvous, the reordered one is ok") {
+  golden("pipeline-comms-deadlock", "pipeline-csv", {"tests/import/pipeline/comms-deadlock.csv"}, 1);
+  golden("pipeline-comms-fixed", "pipeline-csv", {"tests/import/pipeline/comms-fixed.csv"}, 0);
+}
+
+TEST_CASE("pipeline csv: compute-only 1F1B deadlocks with rendezvous sends and runs with eager ones") {
+  golden("pipeline-1f1b", "pipeline-csv", {"tests/import/pipeline/1f1b-compute-only.csv"}, 1);
+  golden("pipeline-1f1b-eager", "pipeline-csv", {"tests/import/pipeline/1f1b-compute-only.csv"}, 0,
+         {"--eager-limit", "4194304"});
+  golden("pipeline-bw-dialect", "pipeline-csv", {"tests/import/pipeline/1f1b-bw-dialect.csv"}, 1);
+}
+
+TEST_CASE("flight recorder: malformed dumps are refused with the file, the position or record, and no output") {
+  const std::string good = read_file("tests/import/fr-hang/nccl_trace_rank_0.json");
+  const fs::path truncated = write_temp("trunc_rank_0.json", good.substr(0, good.size() / 2));
+  refused("flight-recorder", {truncated.string()}, truncated.string() + ":1:");
+  std::string version = good;
+  version.replace(version.find("\"2.10\""), 6, "\"3.0\"");
+  refused("flight-recorder", {write_temp("ver_rank_0.json", version).string()}, "unknown Flight Recorder version '3.0'");
+  std::string op = good;
+  op.replace(op.find("nccl:all_gather"), 15, "nccl:all_gathr");
+  refused("flight-recorder", {write_temp("op_rank_0.json", op).string()}, "entry 0: unknown op 'all_gathr' in profiling_name 'nccl:all_gathr' (did you mean 'all_gather'?)");
+  refused("flight-recorder", {write_temp("dump.json", good).string()}, "cannot tell the rank of this dump");
+  refused("flight-recorder", {write_temp("bad_rank_1", std::string("\x80\x02}q\x00(X\x07\x00\x00\x00versionq\x01", 20)).string()},
+          "bad pickle: byte 20: the pickle ends before its STOP opcode (truncated?)");
+  refused("flight-recorder", {write_temp("evil_rank_1", std::string("\x80\x02" "cos\nsystem\n", 13)).string()},
+          "pickle opcode GLOBAL (0x63) is not supported");
+  // Rank 0 says pg '1' is [0, 1]; rank 1 says it is [1, 2, 3].
+  std::string other = read_file("tests/import/fr-hang/nccl_trace_rank_1.json");
+  other.replace(other.find("\"ranks\":\"[0, 1]\""), 16, "\"ranks\":\"[1, 2, 3]\"");
+  refused("flight-recorder", {"tests/import/fr-hang/nccl_trace_rank_0.json", write_temp("dis_rank_1.json", other).string()},
+          "ranks disagree on process group '1'");
+}
+
+TEST_CASE("nccl log and pipeline csv: malformed lines are refused with line and column, and no output") {
+  const fs::path log = write_temp("bad.log",
+      "h:1:1 [0] NCCL INFO comm 0x10 rank 0 nranks 1 cudaDev 0 busId 1 commId 0x1 - Init COMPLETE\n"
+      "h:1:1 [0] NCCL INFO AllReduse: opCount 0 sendbuff 0x1 recvbuff 0x1 count 4 datatype 7 op 0 root 0 comm 0x10 [nranks=1] stream 0x2\n");
+  refused("nccl-log", {log.string()}, log.string() + ":2:21: error: unknown op 'AllReduse'");
+  const fs::path early = write_temp("early.log",
+      "h:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x1 count 4 datatype 7 op 0 root 0 comm 0x10 [nranks=1] stream 0x2\n"
+      "h:1:1 [0] NCCL INFO comm 0x10 rank 0 nranks 1 cudaDev 0 busId 1 commId 0x1 - Init COMPLETE\n");
+  refused("nccl-log", {early.string()}, early.string() + ":1:1: error: h:1 [0] uses communicator 0x10 before any 'Init COMPLETE' line of it");
+  const fs::path csv = write_temp("bad.csv", "0F0,0SEND_F0\n1RECV_F0,1X0\n");
+  refused("pipeline-csv", {csv.string()}, csv.string() + ":2:10: error: invalid action '1X0'");
+}
+
+TEST_CASE("the trace writer writes an NCCL group of several ops as async ops on their own streams and waits") {
+  RecordedTrace trace;
+  trace.scenario = "g";
+  trace.world = 2;
+  trace.ranks.resize(2);
+  trace.add_group("world", {0, 1});
+  for (int32_t rank = 0; rank < 2; ++rank) {
+    trace.ranks[static_cast<size_t>(rank)] = {
+        RecordedOp{sim::OpKind::SEND, sim::DType::BF16, 0, 1 - rank, 16, 7, 0, 0},
+        RecordedOp{sim::OpKind::RECV, sim::DType::BF16, 0, 1 - rank, 16, 7, 0, 0},
+        RecordedOp{sim::OpKind::ALLREDUCE, sim::DType::FP32, 0, -1, 4, 0, 0, 0}};
+  }
+  const fs::path out = temp_dir() / "group.jsonl";
+  REQUIRE(write_trace_file(trace, out.string()).empty());
+  CHECK(read_file(out) ==
+        "{\"lockstep_trace\": 1, \"scenario\": \"g\", \"world\": 2}\n"
+        "{\"rank\": 0, \"op\": \"send\", \"to\": 1, \"size\": 16, \"stream\": \"nccl_group.0\", \"async\": \"g1.0\"}\n"
+        "{\"rank\": 0, \"op\": \"recv\", \"from\": 1, \"size\": 16, \"stream\": \"nccl_group.1\", \"async\": \"g1.1\"}\n"
+        "{\"rank\": 0, \"op\": \"wait\", \"handle\": \"g1.0\"}\n"
+        "{\"rank\": 0, \"op\": \"wait\", \"handle\": \"g1.1\"}\n"
+        "{\"rank\": 0, \"op\": \"allreduce\", \"size\": 4, \"dtype\": \"fp32\"}\n"
+        "{\"rank\": 1, \"op\": \"send\", \"to\": 0, \"size\": 16, \"stream\": \"nccl_group.0\", \"async\": \"g1.0\"}\n"
+        "{\"rank\": 1, \"op\": \"recv\", \"from\": 0, \"size\": 16, \"stream\": \"nccl_group.1\", \"async\": \"g1.1\"}\n"
+        "{\"rank\": 1, \"op\": \"wait\", \"handle\": \"g1.0\"}\n"
+        "{\"rank\": 1, \"op\": \"wait\", \"handle\": \"g1.1\"}\n"
+        "{\"rank\": 1, \"op\": \"allreduce\", \"size\": 4, \"dtype\": \"fp32\"}\n");
+}
+
+TEST_CASE("flight recorder dump names give their rank") {
+  CHECK(rank_of_dump_name("/tmp/nccl_trace_rank_12") == 12);
+  CHECK(rank_of_dump_name("dumps/nccl_trace_rank_3.json") == 3);
+  CHECK(rank_of_dump_name("x/rank7.pkl") == 7);
+  CHECK(rank_of_dump_name("dump.json") == -1);
+}
+
+}  // namespace lockstep::import

@@ -1,0 +1,40 @@
+// A reader of the subset of Python's pickle format that PyTorch's Flight Recorder dumps use
+// (protocols 2 to 5): dicts, lists, tuples, strings, bytes, integers, floats, booleans and None,
+// with memo references. Anything else (globals, object construction, persistent ids) is refused:
+// a dump never needs it, and this reader never runs code from a file.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lockstep::import {
+
+struct PickleValue {
+  enum class Type : uint8_t { NONE, BOOL, INT, FLOAT, STRING, LIST, TUPLE, DICT };
+  Type type = Type::NONE;
+  bool boolean = false;
+  int64_t integer = 0;
+  double number = 0;
+  std::string text;  // STRING (and bytes)
+  std::vector<std::shared_ptr<PickleValue>> items;  // LIST, TUPLE; DICT: key, value, key, value...
+
+  // DICT: the value of a string key, or null.
+  const PickleValue* get(std::string_view key) const;
+  bool is_string() const { return type == Type::STRING; }
+  bool is_sequence() const { return type == Type::LIST || type == Type::TUPLE; }
+};
+
+const char* pickle_type_name(PickleValue::Type type);
+
+struct PickleResult {
+  std::shared_ptr<PickleValue> value;  // set on success
+  std::string error;                   // else: why, naming the byte offset
+};
+
+// Reads one pickled value from `data`. Never throws; bounded by the data's size.
+PickleResult read_pickle(std::string_view data);
+
+}  // namespace lockstep::import
