@@ -36,8 +36,27 @@ std::string format_duration(int64_t ns) {
   return fmt::format("{}ns", ns);
 }
 
+namespace {
+
+// The `launch:` process an init_process_group record stands for (its statement), or null.
+const sim::LaunchProcess* launch_process(const sim::Scenario& scenario, const sim::Stmt* stmt) {
+  for (const sim::LaunchProcess& process : scenario.launch.processes) {
+    if (&process.stmt == stmt) return &process;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 std::string describe_op(const sim::Scenario& scenario, const sim::OpRecord& rec) {
   const sim::OpInstance& op = rec.op;
+  if (op.kind == OpKind::INIT) {
+    if (const sim::LaunchProcess* p = launch_process(scenario, op.stmt)) {
+      return fmt::format("init_process_group on world (rank {}, world_size {}, {}, {})", p->rank, p->world_size,
+                         p->backend, p->init_method);
+    }
+    return "init_process_group on world";
+  }
   const std::string& group = scenario.groups[op.group].name;
   const std::string_view kind = sim::op_kind_name(op.kind);
   // Point to point: the sequence number (per group, source and destination) once matched;
@@ -79,6 +98,7 @@ std::string rank_state(const sim::Scenario& scenario, const sim::ExecutionResult
     case RankStatus::FINISHED: return "finished";
     case RankStatus::EXITED: return "exited";
     case RankStatus::CRASHED: return "crashed";
+    case RankStatus::NOT_STARTED: return "never started";
     default: break;
   }
   for (const sim::StuckOp& s : result.stuck) {
@@ -111,7 +131,68 @@ void describe_missing(const sim::Scenario& scenario, const sim::ExecutionResult&
   }
 }
 
+// A hang in init_process_group (`launch:`): who waits, who never joined and why, and what
+// PyTorch shows after the store timeout (docs/semantics.md, "Initialisation").
+std::vector<std::string> explain_init(const sim::Scenario& scenario, const sim::ExecutionResult& result) {
+  std::vector<int32_t> waiting;
+  std::vector<int32_t> missing;
+  int32_t believed = scenario.world;
+  std::string backend_init;
+  for (const sim::StuckOp& s : result.stuck) {
+    if (s.op.op.kind != OpKind::INIT) continue;
+    waiting.push_back(s.rank);
+    missing = s.never_issued;
+    if (const sim::LaunchProcess* p = launch_process(scenario, s.op.op.stmt)) {
+      believed = p->world_size;
+      backend_init = p->init_method;
+    }
+  }
+  std::vector<std::string> lines;
+  std::string text = fmt::format("{} wait{} in init_process_group on world (world_size {}, {})", rank_list(waiting),
+                                 waiting.size() == 1 ? "s" : "", believed,
+                                 scenario.location(scenario.launch.loc));
+  for (int32_t r : missing) {
+    const sim::LaunchProcess* raised = nullptr;
+    for (const sim::LaunchProcess& p : scenario.launch.processes) {
+      if (p.rank == r) raised = &p;  // it did not join, so it raised
+    }
+    if (raised != nullptr) {
+      text += fmt::format("; rank {} never joined: its process ({}) passes world_size {} and raises at init "
+                          "(NCCL WARN Invalid rank requested : {}/{})",
+                          r, scenario.location(raised->loc), raised->world_size, r, raised->world_size);
+    } else {
+      text += fmt::format("; rank {} never joined: no process was started as rank {}", r, r);
+    }
+  }
+  for (const sim::LaunchProcess& p : scenario.launch.processes) {
+    if (p.rank >= scenario.world && p.rank >= p.world_size) {
+      text += fmt::format("; the process at {} passes rank {} with world_size {} and raises at init (NCCL WARN "
+                          "Invalid rank requested : {}/{})",
+                          scenario.location(p.loc), p.rank, p.world_size, p.rank, p.world_size);
+    }
+  }
+  if (believed > scenario.world) {
+    text += fmt::format("; ranks {}-{} of world_size {} never joined: the scenario's world has {} ranks and no "
+                        "process was started for them",
+                        scenario.world, believed - 1, believed, scenario.world);
+  }
+  lines.push_back(std::move(text));
+  const bool master = std::find(waiting.begin(), waiting.end(), 0) != waiting.end();
+  if (backend_init.rfind("file://", 0) == 0) {
+    lines.push_back("PyTorch's FileStore rendezvous then waits until its timeout (default 30min)");
+  } else if (master) {
+    lines.push_back(fmt::format("after the store timeout (default 30min) rank 0 raises: torch.distributed.DistStoreError: "
+                                "Timed out after 1800 seconds waiting for clients. {}/{} clients joined.",
+                                waiting.size(), believed));
+  } else {
+    lines.push_back("after the store timeout (default 30min) the others raise: torch.distributed.DistNetworkError: "
+                    "The client socket has timed out after 1800s while trying to connect to (MASTER_ADDR, MASTER_PORT)");
+  }
+  return lines;
+}
+
 std::vector<std::string> explain_stuck(const sim::Scenario& scenario, const sim::ExecutionResult& result) {
+  if (!result.stuck.empty() && result.stuck.front().op.op.kind == OpKind::INIT) return explain_init(scenario, result);
   // Collectives: one line per (group, seq) listing every rank waiting in it. P2p: one line each.
   struct Line {
     int32_t first_rank;
@@ -257,7 +338,7 @@ std::optional<Bug> analyze(const sim::Scenario& scenario, const sim::ExecutionRe
     const sim::MismatchInfo& m = *result.mismatch;
     bug.kind = Verdict::MISMATCH;
     auto detail = [&](const sim::OpRecord& rec) {
-      if (rec.op.kind == OpKind::NEW_GROUP) return fmt::format("{} ({})", describe_op(scenario, rec), where(scenario, rec));
+      if (rec.op.kind == OpKind::NEW_GROUP || rec.op.kind == OpKind::INIT) return fmt::format("{} ({})", describe_op(scenario, rec), where(scenario, rec));
       std::string text = fmt::format("{} of {} {}", describe_op(scenario, rec), format_size(rec.op.size_bytes),
                                      sim::dtype_name(rec.op.dtype));
       if (rec.op.root >= 0) text += fmt::format(" root {}", rec.op.root);
@@ -265,9 +346,34 @@ std::optional<Bug> analyze(const sim::Scenario& scenario, const sim::ExecutionRe
       return text + fmt::format(" ({})", where(scenario, rec));
     };
     const std::string what = sim::is_p2p(m.op_a.op.kind) ? "a matched send and recv" : fmt::format("operation #{} on {}", m.seq, scenario.groups[m.group].name);
-    bug.summary = fmt::format("{} differs in {}: rank {} issued {}, rank {} issued {}", what, m.field, m.rank_a,
-                              detail(m.op_a), m.rank_b, detail(m.op_b));
+    const char* verb = m.op_a.op.kind == OpKind::INIT ? "called" : "issued";  // processes call init
+    bug.summary = fmt::format("{} differs in {}: rank {} {} {}, rank {} {} {}",
+                              m.op_a.op.kind == OpKind::INIT ? std::string("init_process_group") : what, m.field,
+                              m.rank_a, verb, detail(m.op_a), m.rank_b, verb, detail(m.op_b));
     bug.explanation.push_back(bug.summary);
+    if (m.op_a.op.kind == OpKind::INIT) {
+      const sim::LaunchProcess* a = launch_process(scenario, m.op_a.op.stmt);
+      const sim::LaunchProcess* b = launch_process(scenario, m.op_b.op.stmt);
+      if (a != nullptr && b != nullptr) {
+        if (m.field == "world_size") {
+          bug.explanation.push_back(fmt::format(
+              "NCCL's bootstrap root rejects it (NCCL WARN Bootstrap Root : mismatch in rank count from procs {} : {}) "
+              "and every rank hangs in communicator init",
+              a->rank == 0 ? a->world_size : b->world_size, a->rank == 0 ? b->world_size : a->world_size));
+        } else if (m.field == "rank") {
+          bug.explanation.push_back(fmt::format(
+              "NCCL's bootstrap root rejects the second (NCCL WARN Bootstrap Root : rank {} of {} ranks has already "
+              "checked in) and every rank hangs in communicator init",
+              a->rank, a->world_size));
+        } else if (m.field == "backend") {
+          bug.explanation.push_back(fmt::format("the processes create different backends ({} and {}): their "
+                                                "collectives can never match", a->backend, b->backend));
+        } else {
+          bug.explanation.push_back(fmt::format("the processes rendezvous at different stores ({} and {}): each "
+                                                "waits for clients that never come", a->init_method, b->init_method));
+        }
+      }
+    }
     bug.mismatch = m;
     bug.signature = fmt::format("mismatch:{}:{}:{}:{}", m.field, where(scenario, m.op_a), where(scenario, m.op_b), m.seq);
     return bug;

@@ -47,6 +47,7 @@ PlanKind plan_kind(OpKind kind) {
     case OpKind::NEW_GROUP: return PlanKind::NEW_GROUP;
     case OpKind::EXIT: return PlanKind::EXIT;
     case OpKind::CRASH: return PlanKind::CRASH;
+    case OpKind::INIT: return PlanKind::LOCAL;  // init_process_group: replays start initialised
     case OpKind::COMPUTE: case OpKind::SLEEP: case OpKind::SYNC: case OpKind::WAIT: return PlanKind::LOCAL;
   }
   return PlanKind::LOCAL;

@@ -25,8 +25,54 @@ std::string_view rank_status_name(RankStatus status) {
     case RankStatus::FINISHED: return "finished";
     case RankStatus::EXITED: return "exited";
     case RankStatus::CRASHED: return "crashed";
+    case RankStatus::NOT_STARTED: return "not started";
   }
   return "?";
+}
+
+std::string_view log_level_name(LogLevel level) {
+  switch (level) {
+    case LogLevel::ERROR: return "error";
+    case LogLevel::WARN: return "warn";
+    case LogLevel::INFO: return "info";
+    case LogLevel::DEBUG: return "debug";
+  }
+  return "?";
+}
+
+std::optional<LogLevel> parse_log_level(std::string_view name) {
+  for (LogLevel level : {LogLevel::ERROR, LogLevel::WARN, LogLevel::INFO, LogLevel::DEBUG}) {
+    if (name == log_level_name(level)) return level;
+  }
+  return std::nullopt;
+}
+
+EventLog::EventLog(std::ostream& out, LogLevel level, const std::vector<int32_t>& ranks)
+    : out_(out), level_(level), all_(ranks.empty()) {
+  for (int32_t r : ranks) {
+    if (r < 0) continue;
+    if (static_cast<size_t>(r) >= ranks_.size()) ranks_.resize(static_cast<size_t>(r) + 1, false);
+    ranks_[static_cast<size_t>(r)] = true;
+  }
+}
+
+EventLog::~EventLog() { flush(); }
+
+std::string& EventLog::begin_line(int64_t time_ns, int64_t rank, std::string_view thread) {
+  fmt::format_to(std::back_inserter(buffer_), "[{:8.3f} ms] rank {} {}: ", static_cast<double>(time_ns) / 1e6, rank, thread);
+  return buffer_;
+}
+
+void EventLog::end_line() {
+  buffer_ += '\n';
+  if (buffer_.size() >= (size_t{64} << 10)) flush();
+}
+
+void EventLog::flush() {
+  if (buffer_.empty()) return;
+  out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+  out_.flush();
+  buffer_.clear();
 }
 
 std::string_view kernel_state_name(KernelState state) {
@@ -428,9 +474,19 @@ struct Engine::Impl {
   uint64_t ops_issued = 0;
   int64_t longest_comm_ns = 0;  // the longest a finished communication kernel ran (timeouts)
   std::vector<bool> threads_may_exit;  // per rank: several threads, one of which can exit/crash
+  // The event log by level: null unless the log is on at that level or finer, so that each
+  // hook in the engine costs one pointer test when logging is off.
+  EventLog* log_warn = nullptr;
+  EventLog* log_info = nullptr;
+  EventLog* log_debug = nullptr;
 
   Impl(const Scenario& scenario, EngineOptions opts)
       : sc(scenario), options(opts), stacks(opts.limits.fiber_stack_bytes) {
+    if (EventLog* log = options.log) {
+      if (log->level() >= LogLevel::WARN) log_warn = log;
+      if (log->level() >= LogLevel::INFO) log_info = log;
+      if (log->level() >= LogLevel::DEBUG) log_debug = log;
+    }
     std::vector<bool> program_may_exit;
     for (const RankProgram& program : sc.programs) {
       bool any = false;
@@ -554,6 +610,10 @@ struct Engine::Impl {
   ExecutionResult run(Strategy& chooser) {
     strategy = &chooser;
     reset();
+    if (sc.launch.given && !run_init()) {
+      if (options.log != nullptr) log_outcome();
+      return std::move(result);
+    }
     for (uint32_t t = 0; t < threads.size() && !stopped; ++t) {
       advance_fiber(t);
       schedule_thread(t);
@@ -564,6 +624,7 @@ struct Engine::Impl {
       if (!choose_and_apply()) break;
     }
     finish();
+    if (options.log != nullptr) [[unlikely]] log_outcome();
     // Threads still suspended stay so until the next reset() (or the engine's end) cancels them.
     return std::move(result);
   }
@@ -961,6 +1022,10 @@ struct Engine::Impl {
     rank.end_ns = std::max(rank.end_ns, thread.clock_ns);
     if (--rank.live_threads == 0) {
       rank.status = RankStatus::FINISHED;
+      if (log_info != nullptr && log_info->wants(thread.rank)) [[unlikely]] {
+        log_info->begin_line(rank.end_ns, thread.rank, thread.name) += "finished";
+        log_info->end_line();
+      }
     } else {
       for (uint32_t other : rank.threads) schedule_thread(other);
     }
@@ -1087,6 +1152,10 @@ struct Engine::Impl {
     kernel.op = op;
     kernel.issue_ns = thread.clock_ns;
     track_live(k);
+    // Communication ops and new_group are logged once their sequence number is known.
+    if (log_info != nullptr) [[unlikely]] {
+      if (!is_communication(op.kind) && op.kind != OpKind::NEW_GROUP) log_issue(k);
+    }
     return k;
   }
 
@@ -1096,6 +1165,7 @@ struct Engine::Impl {
     kernel.start_ns = kernel.issue_ns;
     kernel.end_ns = end_ns;
     on_done(k);
+    if (log_debug != nullptr) [[unlikely]] log_kernel(k, "done", kernel.end_ns);
   }
 
   // The bookkeeping of state fingerprints (track_state): a new kernel is live...
@@ -1229,6 +1299,7 @@ struct Engine::Impl {
     const uint32_t group = kernel.op.group;
     Rank& rank = ranks[kernel.rank];
     kernel.seq = ++rank.coll_seq[group];
+    if (log_info != nullptr) [[unlikely]] log_issue(k);
     Comm& comm = comms[comm_id(group, kernel.rank)];
     join_slot(comm, kernel.seq, members(group, kernel.rank).size(),
               static_cast<size_t>(member_pos[group][kernel.rank]), k);
@@ -1240,6 +1311,7 @@ struct Engine::Impl {
     if (slot.kernels.empty()) slot.kernels.assign(size, -1);
     slot.kernels[position] = static_cast<int32_t>(k);
     ++slot.issued;
+    if (log_debug != nullptr && slot.issued == size) [[unlikely]] log_slot_matched(slot);
     if (slot.first < 0) {
       slot.first = static_cast<int32_t>(k);
       return;
@@ -1335,6 +1407,7 @@ struct Engine::Impl {
       return;
     }
     rank.created[op.stmt->new_group] = true;
+    if (log_info != nullptr) [[unlikely]] log_issue(k);
     join_slot(new_group_calls, kernel.seq, static_cast<size_t>(sc.world), thread.rank, k);
     if (stopped) return;
     CollSlot& slot = new_group_calls.slots[kernel.seq - 1];
@@ -1359,9 +1432,11 @@ struct Engine::Impl {
       const uint32_t dst = static_cast<uint32_t>(kernel.op.peer);
       P2pQueue& sends = send_queue.get(p2p_key(group, me, dst));
       kernel.seq = ++sends.sent;
+      if (log_info != nullptr) [[unlikely]] log_issue(k);
       sends.push_back(k);
       match_receives(group, dst);
     } else {
+      if (log_info != nullptr) [[unlikely]] log_issue(k);
       recv_queue.get(p2p_key(group, 0, me)).push_back(k);
       match_receives(group, me);
     }
@@ -1389,6 +1464,10 @@ struct Engine::Impl {
     kernels[send].match = static_cast<int32_t>(recv);
     kernels[recv].match = static_cast<int32_t>(send);
     kernels[recv].seq = kernels[send].seq;
+    if (log_debug != nullptr) [[unlikely]] {
+      log_kernel(send, "matched", std::max(kernels[send].issue_ns, kernels[recv].issue_ns));
+      log_kernel(recv, "matched", std::max(kernels[send].issue_ns, kernels[recv].issue_ns));
+    }
     if (kernels[send].op.size_bytes != kernels[recv].op.size_bytes) {
       report_mismatch("size", send, recv);
       return;
@@ -1557,12 +1636,14 @@ struct Engine::Impl {
         kernels[child].start_ns = kernel.start_ns;
         kernels[child].start_cause = kernel.start_cause;
         kernels[child].state = KernelState::RUNNING;
+        if (log_debug != nullptr) [[unlikely]] log_kernel(child, "start", kernel.start_ns);
         on_running(child);
         if (stopped) return;
       }
       maybe_complete_group(k);
       return;
     }
+    if (log_debug != nullptr) [[unlikely]] log_kernel(k, "start", kernel.start_ns);
     on_running(k);
     mark_dirty(kernel.rank);
   }
@@ -1587,6 +1668,7 @@ struct Engine::Impl {
     kernel.end_ns = end_ns;
     on_done(k);
     ++result.events;
+    if (log_debug != nullptr && kernel.index != NO_INDEX) [[unlikely]] log_kernel(k, "done", end_ns);
     if (kernel.index != NO_INDEX && is_communication(kernel.op.kind)) {
       longest_comm_ns = std::max(longest_comm_ns, end_ns - kernel.start_ns);
     }
@@ -1670,6 +1752,11 @@ struct Engine::Impl {
     rank.status = status;
     rank.end_ns = at_ns;
     rank.live_threads = 0;
+    if (log_warn != nullptr && log_warn->wants(r)) [[unlikely]] {
+      log_warn->begin_line(at_ns, r, rank.threads.empty() ? "main" : threads[rank.threads[0]].name) +=
+          status == RankStatus::EXITED ? "exited" : "crashed";
+      log_warn->end_line();
+    }
     for (uint32_t t : rank.threads) threads[t].state = ThreadState::DONE;
     for (size_t k = 0; k < kernels.size(); ++k) {
       Kernel& kernel = kernels[k];
@@ -1683,6 +1770,324 @@ struct Engine::Impl {
       }
       kernel.state = KernelState::ABORTED;
     }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Initialisation (`launch:`; docs/semantics.md, "Initialisation"). Deterministic and before
+  // any program: every process calls init_process_group, a blocking rendezvous over the world.
+  // A process whose rank is outside its own world size raises and never joins (NCCL:
+  // "Invalid rank requested"); the others check in with the process of rank 0 (the TCPStore
+  // master and NCCL bootstrap root), which rejects a different world size, backend or init
+  // method and a rank that already checked in (NCCL: "mismatch in rank count", "rank R of N
+  // ranks has already checked in") — a `mismatch`; a rank no process joins as leaves everyone
+  // waiting — a `hang`. Returns whether the programs may run.
+
+  OpRecord init_record(uint32_t p) const {
+    const LaunchProcess& process = sc.launch.processes[p];
+    OpRecord rec;
+    rec.index = 0;
+    rec.op.kind = OpKind::INIT;
+    rec.op.group = 0;
+    rec.op.stmt = &process.stmt;
+    rec.thread = thread_name_of(static_cast<uint32_t>(process.rank));
+    rec.seq = 1;
+    rec.state = KernelState::RUNNING;
+    rec.issue_ns = 0;
+    rec.start_ns = 0;
+    return rec;
+  }
+
+  std::string thread_name_of(uint32_t r) const {
+    if (r < ranks.size() && !ranks[r].threads.empty()) return threads[ranks[r].threads[0]].name;
+    return "main";
+  }
+
+  bool run_init() {
+    const std::vector<LaunchProcess>& processes = sc.launch.processes;
+    const uint32_t world = static_cast<uint32_t>(sc.world);
+    std::vector<uint32_t> joined;
+    for (uint32_t p = 0; p < processes.size(); ++p) {
+      const LaunchProcess& process = processes[p];
+      if (process.rank < process.world_size) {
+        joined.push_back(p);
+      } else if (log_warn != nullptr && log_warn->wants(process.rank)) {
+        fmt::format_to(std::back_inserter(log_warn->begin_line(0, process.rank, "main")),
+                       "init_process_group raised (NCCL WARN Invalid rank requested : {}/{}, ncclInvalidArgument): the "
+                       "process ({}) exits without joining",
+                       process.rank, process.world_size, sc.location(process.loc));
+        log_warn->end_line();
+      }
+    }
+    assert(!joined.empty());  // the loader rejects a launch where no process can join
+    uint32_t reference = joined.front();
+    for (uint32_t p : joined) {
+      if (processes[p].rank == 0) {
+        reference = p;
+        break;
+      }
+    }
+    const LaunchProcess& ref = processes[reference];
+    auto disagree = [&](const char* field, uint32_t a, uint32_t b) {
+      MismatchInfo info;
+      info.group = 0;
+      info.seq = 1;
+      info.field = field;
+      info.rank_a = processes[a].rank;
+      info.op_a = init_record(a);
+      info.rank_b = processes[b].rank;
+      info.op_b = init_record(b);
+      if (info.rank_a > info.rank_b) {
+        std::swap(info.rank_a, info.rank_b);
+        std::swap(info.op_a, info.op_b);
+      }
+      result.mismatch = std::move(info);
+      result.end = ExecutionEnd::MISMATCH;
+      return false;
+    };
+    for (uint32_t p : joined) {
+      if (processes[p].world_size != ref.world_size) return end_init(joined, disagree("world_size", reference, p));
+    }
+    for (uint32_t p : joined) {
+      if (processes[p].backend != ref.backend) return end_init(joined, disagree("backend", reference, p));
+    }
+    for (uint32_t p : joined) {
+      if (processes[p].init_method != ref.init_method) return end_init(joined, disagree("init_method", reference, p));
+    }
+    std::vector<int32_t> claimed(world, -1);  // rank -> the process that joined as it
+    for (uint32_t p : joined) {
+      int32_t& first = claimed[static_cast<size_t>(processes[p].rank)];  // < world (loader)
+      if (first >= 0) return end_init(joined, disagree("rank", static_cast<uint32_t>(first), p));
+      first = static_cast<int32_t>(p);
+    }
+    const bool complete = static_cast<uint32_t>(ref.world_size) == world &&
+                          std::find(claimed.begin(), claimed.end(), -1) == claimed.end();
+    if (complete) {
+      if (log_info != nullptr) {
+        for (uint32_t r = 0; r < world; ++r) {
+          if (!log_info->wants(r)) continue;
+          const LaunchProcess& process = processes[static_cast<size_t>(claimed[r])];
+          fmt::format_to(std::back_inserter(log_info->begin_line(0, r, thread_name_of(r))),
+                         "joined init_process_group on world (world_size {}, {}, {}) ({})", process.world_size,
+                         process.backend, process.init_method, sc.location(process.loc));
+          log_info->end_line();
+        }
+      }
+      return true;
+    }
+    // A hang: every process that joined waits for the ranks no process joined as.
+    std::vector<int32_t> missing;
+    for (uint32_t r = 0; r < world; ++r) {
+      if (claimed[r] < 0) missing.push_back(static_cast<int32_t>(r));
+    }
+    for (uint32_t r = 0; r < world; ++r) {
+      if (claimed[r] < 0) continue;
+      StuckOp stuck;
+      stuck.rank = static_cast<int32_t>(r);
+      stuck.thread = thread_name_of(r);
+      stuck.op = init_record(static_cast<uint32_t>(claimed[r]));
+      stuck.waiting_for = missing;
+      stuck.never_issued = missing;
+      result.stuck.push_back(std::move(stuck));
+    }
+    result.end = ExecutionEnd::STUCK;
+    return end_init(joined, false);
+  }
+
+  // The result of an execution that ended in initialisation.
+  bool end_init(const std::vector<uint32_t>& joined, bool ok) {
+    const size_t world = ranks.size();
+    result.rank_status.assign(world, RankStatus::NOT_STARTED);
+    result.rank_end_ns.assign(world, 0);
+    if (options.record_ops) result.ops.assign(world, {});
+    for (uint32_t p : joined) {
+      const size_t r = static_cast<size_t>(sc.launch.processes[p].rank);
+      if (r >= world || result.rank_status[r] == RankStatus::BLOCKED) continue;
+      result.rank_status[r] = RankStatus::BLOCKED;
+      if (options.record_ops) result.ops[r].push_back(init_record(p));
+    }
+    for (RankStatus status : result.rank_status) result.events += status == RankStatus::BLOCKED ? 1 : 0;
+    stopped = true;
+    return ok;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // The event log (EngineOptions::log; docs/logging.md).
+
+  static void append_ms(std::string& out, int64_t ns) { fmt::format_to(std::back_inserter(out), "{:.3f}ms", static_cast<double>(ns) / 1e6); }
+
+  // "allreduce #2 on world", "send to rank 1 #1 on pp", "compute 1.000ms", ...
+  void describe(std::string& out, const Kernel& kernel) const {
+    const OpInstance& op = kernel.op;
+    const std::string& group = sc.groups[op.group].name;
+    auto it = std::back_inserter(out);
+    if (is_collective(op.kind)) {
+      fmt::format_to(it, "{} #{} on {}", op_kind_name(op.kind), kernel.seq, group);
+    } else if (op.kind == OpKind::SEND) {
+      fmt::format_to(it, "send to rank {} #{} on {}", op.peer, kernel.seq, group);
+    } else if (op.kind == OpKind::RECV) {
+      if (op.peer >= 0) fmt::format_to(it, "recv from rank {}", op.peer);
+      else if (kernel.match >= 0) fmt::format_to(it, "recv from any (matched rank {})", kernels[static_cast<size_t>(kernel.match)].rank);
+      else out += "recv from any";
+      if (kernel.seq > 0) fmt::format_to(it, " #{}", kernel.seq);
+      fmt::format_to(it, " on {}", group);
+    } else if (op.kind == OpKind::NEW_GROUP) {
+      fmt::format_to(it, "new_group #{} '{}'", kernel.seq, op.stmt ? sc.groups[op.stmt->new_group].name : std::string());
+    } else if (op.kind == OpKind::COMPUTE || op.kind == OpKind::SLEEP) {
+      out += op_kind_name(op.kind);
+      out += ' ';
+      append_ms(out, op.duration_ns);
+    } else if (op.kind == OpKind::SYNC) {
+      out += "sync";
+      if (op.stmt && !op.stmt->stream.empty()) fmt::format_to(it, " {}", op.stmt->stream);
+    } else if (op.kind == OpKind::WAIT) {
+      fmt::format_to(it, "wait {}", op.stmt ? std::string_view(op.stmt->handle) : std::string_view());
+    } else {
+      out += op_kind_name(op.kind);
+    }
+  }
+
+  std::string_view stream_name(const Kernel& kernel) const {
+    if (kernel.stream != NO_STREAM) return names[ranks[kernel.rank].streams[kernel.stream].name];
+    if (kernel.op.kind == OpKind::COMPUTE) {  // not enqueued yet when issued
+      return kernel.op.stmt && !kernel.op.stmt->stream.empty() ? std::string_view(kernel.op.stmt->stream) : "main";
+    }
+    return {};
+  }
+
+  static bool is_sync_point(OpKind kind) {
+    return is_communication(kind) || kind == OpKind::NEW_GROUP || kind == OpKind::SYNC || kind == OpKind::WAIT;
+  }
+
+  // info: "reached SYNC-POINT (loc)"; debug: every op, "issue OP on STREAM (loc)".
+  void log_issue(uint32_t k) {
+    const Kernel& kernel = kernels[k];
+    const bool sync_point = is_sync_point(kernel.op.kind);
+    EventLog* log = sync_point ? log_info : log_debug;
+    if (log == nullptr || !log->wants(kernel.rank)) return;
+    std::string& out = log->begin_line(kernel.issue_ns, kernel.rank, threads[kernel.thread].name);
+    out += sync_point ? "reached " : "issue ";
+    describe(out, kernel);
+    if (log_debug != nullptr) {
+      const std::string_view stream = stream_name(kernel);
+      if (!stream.empty()) fmt::format_to(std::back_inserter(out), " on stream {}", stream);
+    }
+    if (kernel.op.stmt) fmt::format_to(std::back_inserter(out), " ({})", sc.location(kernel.op.stmt->loc));
+    log->end_line();
+  }
+
+  // debug: "start|matched|done OP on STREAM".
+  void log_kernel(uint32_t k, std::string_view what, int64_t at_ns) {
+    const Kernel& kernel = kernels[k];
+    if (!log_debug->wants(kernel.rank)) return;
+    std::string& out = log_debug->begin_line(at_ns, kernel.rank, threads[kernel.thread].name);
+    out += what;
+    out += ' ';
+    describe(out, kernel);
+    const std::string_view stream = stream_name(kernel);
+    if (!stream.empty()) fmt::format_to(std::back_inserter(out), " on stream {}", stream);
+    log_debug->end_line();
+  }
+
+  // debug: every member of a collective (or new_group) slot has issued it.
+  void log_slot_matched(const CollSlot& slot) {
+    int64_t at = 0;
+    for (int32_t k : slot.kernels) at = std::max(at, kernels[static_cast<size_t>(k)].issue_ns);
+    for (int32_t k : slot.kernels) log_kernel(static_cast<uint32_t>(k), "matched", at);
+  }
+
+  // How the execution ended: one line per rank that did not finish (where it is, whom it waits
+  // for), or the mismatch, timeout or error.
+  void log_outcome() {
+    EventLog& log = *options.log;
+    auto ranks_text = [](const std::vector<int32_t>& list) {
+      std::string text = list.size() == 1 ? "rank " : "ranks ";
+      for (size_t i = 0; i < list.size(); ++i) text += (i ? "," : "") + std::to_string(list[i]);
+      return text;
+    };
+    auto describe_record = [&](std::string& out, const OpRecord& rec) {
+      if (rec.op.kind == OpKind::INIT) {
+        out += "init_process_group on world";
+      } else {
+        Kernel kernel;
+        kernel.op = rec.op;
+        kernel.seq = rec.seq;
+        describe(out, kernel);
+      }
+      if (rec.op.stmt) fmt::format_to(std::back_inserter(out), " ({})", sc.location(rec.op.stmt->loc));
+    };
+    switch (result.end) {
+      case ExecutionEnd::STUCK: {
+        for (uint32_t r = 0; r < result.rank_status.size(); ++r) {
+          const RankStatus status = result.rank_status[r];
+          if (!log.wants(r) || status == RankStatus::FINISHED || status == RankStatus::EXITED ||
+              status == RankStatus::CRASHED) {
+            continue;
+          }
+          std::string& out = log.begin_line(result.rank_end_ns[r], r, thread_name_of(r));
+          if (status == RankStatus::NOT_STARTED) {
+            out += "never started: no process joined init_process_group as this rank";
+            log.end_line();
+            continue;
+          }
+          bool any = false;
+          for (const StuckOp& stuck : result.stuck) {
+            if (static_cast<uint32_t>(stuck.rank) != r) continue;
+            out += any ? "; and in " : "stuck in ";
+            any = true;
+            describe_record(out, stuck.op);
+            if (!stuck.op.stream.empty()) fmt::format_to(std::back_inserter(out), " on stream {}", stuck.op.stream);
+            fmt::format_to(std::back_inserter(out), ", waiting for {}", ranks_text(stuck.waiting_for));
+            if (!stuck.never_issued.empty()) {
+              fmt::format_to(std::back_inserter(out), " ({} never {})", ranks_text(stuck.never_issued),
+                             stuck.op.op.kind == OpKind::INIT ? "joined" : "issued it");
+            }
+          }
+          if (!any) out += "stuck: its host waits for GPU work queued behind a stuck op";
+          log.end_line();
+        }
+        break;
+      }
+      case ExecutionEnd::MISMATCH: {
+        const MismatchInfo& m = *result.mismatch;
+        for (int side = 0; side < 2; ++side) {
+          const int32_t rank = side == 0 ? m.rank_a : m.rank_b;
+          const OpRecord& mine = side == 0 ? m.op_a : m.op_b;
+          const int32_t other = side == 0 ? m.rank_b : m.rank_a;
+          if (!log.wants(rank)) continue;
+          std::string& out = log.begin_line(mine.issue_ns, rank, mine.thread);
+          out += "mismatch in ";
+          describe_record(out, mine);
+          fmt::format_to(std::back_inserter(out), ": its {} differs from rank {}'s", m.field, other);
+          log.end_line();
+        }
+        break;
+      }
+      case ExecutionEnd::TIMEOUT:
+        for (const StuckOp& late : result.stuck) {
+          if (!log.wants(late.rank)) continue;
+          std::string& out = log.begin_line(late.op.end_ns, late.rank, late.thread);
+          out += "past the watchdog: ";
+          describe_record(out, late.op);
+          fmt::format_to(std::back_inserter(out), " ran {:.3f}ms", static_cast<double>(late.op.end_ns - late.op.start_ns) / 1e6);
+          if (!late.waiting_for.empty()) fmt::format_to(std::back_inserter(out), ", waiting for {}", ranks_text(late.waiting_for));
+          log.end_line();
+        }
+        break;
+      case ExecutionEnd::ERROR:
+      case ExecutionEnd::LIMIT:
+        if (result.error) {
+          std::string& out = log.begin_line(0, -1, "engine");
+          out += sc.location(result.error->loc);
+          out += ": error: ";
+          out += result.error->message;
+          log.end_line();
+        }
+        break;
+      case ExecutionEnd::COMPLETED:
+      case ExecutionEnd::PRUNED:
+        break;
+    }
+    log.flush();
   }
 
   // -------------------------------------------------------------------------------------------

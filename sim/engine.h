@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/diagnostic.h"
@@ -52,7 +54,9 @@ struct OpRecord {
   uint32_t end_cause_index = 0;
 };
 
-enum class RankStatus : uint8_t { RUNNING, BLOCKED, FINISHED, EXITED, CRASHED };
+// NOT_STARTED: under `launch:`, no process joined as this rank (it never started, or the one
+// meant for it raised at init); its program never runs.
+enum class RankStatus : uint8_t { RUNNING, BLOCKED, FINISHED, EXITED, CRASHED, NOT_STARTED };
 std::string_view rank_status_name(RankStatus status);
 
 // An op that a rank is stuck in when the execution ends without finishing.
@@ -98,6 +102,44 @@ struct ExecutionResult {
   uint64_t choice_points = 0;
 };
 
+// ---------------------------------------------------------------------------------------------
+// Per-rank event logs (docs/logging.md): one line per event, stamped with virtual time,
+//   [  12.500 ms] rank 3 main: reached barrier #2 on world (x.yaml:14:9)
+// in the engine's (deterministic) order, written to `out` in 64 KiB chunks as the run goes.
+// error: how the run ends (each stuck rank, where it is and whom it waits for; a mismatch; a
+// run-time error); warn: also exits, crashes, ops past the watchdog, processes that raise at
+// init; info: also every synchronisation point reached, init joined, ranks finished; debug:
+// also every op's issue, start, match and completion, with its stream.
+
+enum class LogLevel : uint8_t { ERROR, WARN, INFO, DEBUG };
+std::string_view log_level_name(LogLevel level);
+std::optional<LogLevel> parse_log_level(std::string_view name);
+
+class EventLog {
+ public:
+  // `ranks`: the ranks to log (empty: all).
+  EventLog(std::ostream& out, LogLevel level, const std::vector<int32_t>& ranks = {});
+  ~EventLog();
+  EventLog(const EventLog&) = delete;
+  EventLog& operator=(const EventLog&) = delete;
+
+  LogLevel level() const { return level_; }
+  bool wants(int64_t rank) const {
+    return all_ || (rank >= 0 && static_cast<size_t>(rank) < ranks_.size() && ranks_[static_cast<size_t>(rank)]);
+  }
+  // "[  12.500 ms] rank 3 main: " is written; append the text, then end_line().
+  std::string& begin_line(int64_t time_ns, int64_t rank, std::string_view thread);
+  void end_line();
+  void flush();
+
+ private:
+  std::ostream& out_;
+  LogLevel level_;
+  bool all_ = true;
+  std::vector<bool> ranks_;
+  std::string buffer_;
+};
+
 struct EngineLimits {
   uint64_t max_ops = 50'000'000;     // operations issued in one execution, all ranks
   int64_t max_repeat = 100'000'000;  // iterations of one repeat
@@ -115,6 +157,8 @@ struct EngineOptions {
   // Give each choice point taken at quiescence a fingerprint of the global state
   // (ChoicePoint::state), for the checker's state cache.
   bool track_state = false;
+  // Per-rank event log (null: none; the engine then pays one pointer test per event).
+  EventLog* log = nullptr;
 };
 
 class Engine {

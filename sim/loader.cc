@@ -856,6 +856,7 @@ class Loader {
         {"groups", false, &Loader::load_groups, &Loader::create_new_groups},
         {"link", false, &Loader::load_link},
         {"semantics", false, &Loader::load_semantics},
+        {"launch", false, &Loader::load_launch},
         {"define", false, &Loader::load_defines},
         {"program", false, &Loader::load_program},
         {"threads", false, &Loader::load_threads},
@@ -1570,6 +1571,197 @@ class Loader {
     new_group_owner_[scenario_.groups.size()] = owner;
     scenario_.groups.push_back(std::move(group));
     group_used_.push_back(true);
+  }
+
+  // ----- launch (docs/scenario-language.md, "Launch")
+
+  // `launch:` defaults (backend, init, world_size) and `processes:`, a list of entries
+  // {rank, world_size, backend, init}; `rank` may be a range "A-B" (one process per rank).
+  // Ranks outside a process's own world size, duplicates and disagreeing world sizes are what
+  // the engine models (docs/semantics.md, "Initialisation"), not static errors.
+  void load_launch(const Entry& entry) {
+    Launch& launch = scenario_.launch;
+    launch.given = true;
+    launch.loc = entry.key_node->loc;
+    if (!expect_kind(*entry.value, NodeKind::MAP, "a map of launch settings")) return;
+    const std::vector<std::string> keys = {"backend", "init", "world_size", "processes"};
+    std::string backend = "nccl";
+    std::string init = "env://";
+    int64_t world_size = scenario_.world;
+    const Node* processes = nullptr;
+    for (const Entry& setting : known_entries(entries_of(*entry.value), keys, " in 'launch'")) {
+      if (setting.key == "backend") {
+        if (auto value = launch_backend(*setting.value)) backend = *value;
+      } else if (setting.key == "init") {
+        if (auto value = launch_init(*setting.value)) init = *value;
+      } else if (setting.key == "world_size") {
+        if (auto value = launch_world_size(*setting.value)) world_size = *value;
+      } else {
+        processes = setting.value;
+      }
+    }
+    if (scenario_.world <= 0) return;  // reported already
+    if (processes == nullptr) {  // one process per rank
+      for (int32_t r = 0; r < scenario_.world; ++r) {
+        add_process(r, world_size, backend, init, entry.key_node->loc);
+      }
+      return;
+    }
+    if (!expect_kind(*processes, NodeKind::LIST, "a list of processes")) return;
+    if (processes->items.empty()) {
+      error(processes->loc, "'processes' starts no process; list at least one");
+      return;
+    }
+    const int64_t max_processes = 2 * static_cast<int64_t>(scenario_.world);
+    const std::vector<std::string> process_keys = {"rank", "world_size", "backend", "init"};
+    for (const Node* item : processes->items) {
+      if (!expect_kind(*item, NodeKind::MAP, "a process: {rank: R, world_size: W, backend: B, init: URL}")) continue;
+      std::optional<std::pair<int64_t, int64_t>> ranks;
+      int64_t own_world = world_size;
+      std::string own_backend = backend;
+      std::string own_init = init;
+      bool ok = true;
+      bool has_rank = false;
+      for (const Entry& key : known_entries(entries_of(*item), process_keys, " in a launch process")) {
+        if (key.key == "rank") {
+          has_rank = true;
+          ranks = launch_ranks(*key.value);
+          ok = ok && ranks.has_value();
+        } else if (key.key == "world_size") {
+          const auto value = launch_world_size(*key.value);
+          ok = ok && value.has_value();
+          if (value) own_world = *value;
+        } else if (key.key == "backend") {
+          const auto value = launch_backend(*key.value);
+          ok = ok && value.has_value();
+          if (value) own_backend = *value;
+        } else {
+          const auto value = launch_init(*key.value);
+          ok = ok && value.has_value();
+          if (value) own_init = *value;
+        }
+      }
+      if (!has_rank) {
+        error(item->loc, "a launch process needs 'rank' (the rank it passes to init_process_group)");
+        continue;
+      }
+      if (!ok) continue;
+      for (int64_t r = ranks->first; r <= ranks->second; ++r) {
+        if (static_cast<int64_t>(launch.processes.size()) >= max_processes) {
+          error(item->loc, "launch starts more than " + std::to_string(max_processes) +
+                               " processes (twice the world of " + std::to_string(scenario_.world) + ")");
+          return;
+        }
+        if (r < own_world && r >= scenario_.world) {
+          error(item->loc, "process rank " + std::to_string(r) + " (world_size " + std::to_string(own_world) +
+                               ") has no program: the scenario's world is " + std::to_string(scenario_.world) +
+                               " (ranks 0-" + std::to_string(scenario_.world - 1) + ")");
+          ok = false;
+          break;
+        }
+        add_process(static_cast<int32_t>(r), own_world, own_backend, own_init, item->loc);
+      }
+    }
+    if (has_error() || launch.processes.empty()) return;
+    // Processes that all agree on a smaller world than the scenario's: the scenario is wrong.
+    bool joins = false;
+    int64_t agreed = -1;
+    bool all_agree = true;
+    for (const LaunchProcess& p : launch.processes) {
+      if (p.rank >= p.world_size) continue;  // it raises at init (modelled)
+      joins = true;
+      if (agreed < 0) agreed = p.world_size;
+      all_agree = all_agree && p.world_size == agreed;
+    }
+    if (!joins) {
+      error(processes->loc, "no launched process can join: every rank is outside its own world_size");
+    } else if (all_agree && agreed < scenario_.world) {
+      error(processes->loc, "every process that joins passes world_size " + std::to_string(agreed) +
+                                ", fewer than the scenario's world of " + std::to_string(scenario_.world) +
+                                "; set 'world: " + std::to_string(agreed) + "' if that is the job");
+    }
+  }
+
+  void add_process(int32_t rank, int64_t world_size, const std::string& backend, const std::string& init,
+                   SourceLoc loc) {
+    LaunchProcess& p = scenario_.launch.processes.emplace_back();
+    p.rank = rank;
+    p.world_size = static_cast<int32_t>(world_size);
+    p.backend = backend;
+    p.init_method = init;
+    p.loc = loc;
+    p.stmt.kind = StmtKind::OP;
+    p.stmt.op = OpKind::INIT;
+    p.stmt.loc = loc;
+    p.stmt.group = 0;
+  }
+
+  std::optional<std::string> launch_backend(const Node& node) {
+    static const std::vector<std::string> backends = {"nccl", "gloo"};
+    const std::optional<std::string> value = string_of(node);
+    if (!value) return std::nullopt;
+    if (std::find(backends.begin(), backends.end(), *value) != backends.end()) return value;
+    error(node.loc, invalid_value_message(*value, "backend", backends));
+    return std::nullopt;
+  }
+
+  std::optional<std::string> launch_init(const Node& node) {
+    static const std::vector<std::string> schemes = {"env://", "tcp://", "file://"};
+    const std::optional<std::string> value = string_of(node);
+    if (!value) return std::nullopt;
+    for (const std::string& scheme : schemes) {
+      if (value->rfind(scheme, 0) == 0 && (scheme == "env://" ? value->size() == scheme.size() : value->size() > scheme.size())) {
+        return value;
+      }
+    }
+    const size_t colon = value->find("://");
+    const std::string scheme = colon == std::string::npos ? *value : value->substr(0, colon + 3);
+    error(node.loc, "invalid init method " + quoted(*value) + hint_for(scheme, schemes) +
+                        "; valid init methods: env://, tcp://HOST:PORT, file://PATH");
+    return std::nullopt;
+  }
+
+  std::optional<int64_t> launch_world_size(const Node& node) {
+    const std::optional<int64_t> value = constant_of(node, Unit::NONE, "an integer", "world_size", 1);
+    if (!value) return std::nullopt;
+    if (*value > limits_.max_world) {
+      error(node.loc, "world_size " + std::to_string(*value) + " exceeds the limit of " +
+                          std::to_string(limits_.max_world) + " ranks" + world_limit_hint());
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  // An integer rank, or a range "A-B" (inclusive).
+  std::optional<std::pair<int64_t, int64_t>> launch_ranks(const Node& node) {
+    if (node.kind == NodeKind::SCALAR) {
+      const std::string_view text = node.value;
+      const size_t dash = text.find('-', 1);
+      if (dash != std::string_view::npos) {
+        int64_t a = 0, b = 0;
+        const auto [pa, ea] = std::from_chars(text.data(), text.data() + dash, a);
+        const auto [pb, eb] = std::from_chars(text.data() + dash + 1, text.data() + text.size(), b);
+        if (ea != std::errc() || eb != std::errc() || pa != text.data() + dash || pb != text.data() + text.size() ||
+            a < 0 || b < a) {
+          error(node.loc, "invalid rank range " + quoted(text) + "; write 'A-B' with 0 <= A <= B");
+          return std::nullopt;
+        }
+        if (b >= limits_.max_world) {
+          error(node.loc, "rank " + std::to_string(b) + " exceeds the limit of " + std::to_string(limits_.max_world) +
+                              " ranks" + world_limit_hint());
+          return std::nullopt;
+        }
+        return std::pair(a, b);
+      }
+    }
+    const std::optional<int64_t> rank = constant_of(node, Unit::NONE, "an integer", "rank", 0);
+    if (!rank) return std::nullopt;
+    if (*rank >= limits_.max_world) {
+      error(node.loc, "rank " + std::to_string(*rank) + " exceeds the limit of " + std::to_string(limits_.max_world) +
+                          " ranks" + world_limit_hint());
+      return std::nullopt;
+    }
+    return std::pair(*rank, *rank);
   }
 
   // ----- link

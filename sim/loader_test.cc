@@ -394,7 +394,7 @@ TEST_CASE("loader: world must be a positive constant within the limit") {
 
 TEST_CASE("loader: unknown top-level keys, missing required keys") {
   const std::string valid =
-      "valid keys: define, description, expect, groups, link, mesh, params, program, ranks, "
+      "valid keys: define, description, expect, groups, launch, link, mesh, params, program, ranks, "
       "scenario, semantics, source, threads, world";
   CHECK(problems("progam: []\nwrld: 2\n") ==
         std::vector<std::string>{
@@ -566,7 +566,7 @@ TEST_CASE("loader: odd keys, tags and non-string keys do not crash") {
             "1:1: error: missing required key 'world'",
             "1:1: error: missing required key 'program' (or 'threads' or 'ranks')",
             "1:3: error: expected a string key, got a list",
-            "3:1: error: unknown key '1'; valid keys: define, description, expect, groups, link, "
+            "3:1: error: unknown key '1'; valid keys: define, description, expect, groups, launch, link, "
             "mesh, params, program, ranks, scenario, semantics, source, threads, world",
             "4:1: error: expected a string key, got null"});
   CHECK(loaded(load("scenario: !!str t\nworld: !custom 2\nprogram: !!seq [barrier]\n")).world == 2);

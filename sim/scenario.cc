@@ -26,6 +26,7 @@ std::string_view op_kind_name(OpKind kind) {
     case OpKind::NEW_GROUP: return "new_group";
     case OpKind::EXIT: return "exit";
     case OpKind::CRASH: return "crash";
+    case OpKind::INIT: return "init_process_group";
   }
   return "?";
 }

@@ -133,6 +133,8 @@ enum class OpKind : uint8_t {
   SEND, RECV,
   // host and device
   COMPUTE, SLEEP, SYNC, WAIT, NEW_GROUP, EXIT, CRASH,
+  // initialisation (`launch:`): init_process_group, a blocking rendezvous over the world
+  INIT,
 };
 
 std::string_view op_kind_name(OpKind kind);  // "allreduce", "reduce_scatter", "send", ...
@@ -300,6 +302,27 @@ struct ThreadDef {
 // The host threads of a rank.
 using RankProgram = std::vector<ThreadDef>;
 
+// ---------------------------------------------------------------------------------------------
+// `launch:` (docs/scenario-language.md, "Launch"): the processes that actually start, and what
+// each passes to init_process_group. Absent: one process per rank with the right values, and
+// initialisation is not modelled (no op, no cost).
+
+struct LaunchProcess {
+  int32_t rank = 0;           // the rank it believes it has
+  int32_t world_size = 0;     // the world size it passes
+  std::string backend;        // "nccl" or "gloo"
+  std::string init_method;    // "env://", "tcp://HOST:PORT" or "file://PATH"
+  SourceLoc loc;              // its entry under `launch: processes:`
+  // The INIT statement its op records point at: kind OP, op INIT, loc = the entry.
+  Stmt stmt;
+};
+
+struct Launch {
+  bool given = false;
+  SourceLoc loc;                         // the `launch` key
+  std::vector<LaunchProcess> processes;  // in the order listed
+};
+
 struct Scenario {
   std::string path;  // as the user named it
   std::string text;  // the file's text, for diagnostics and counterexamples
@@ -317,6 +340,7 @@ struct Scenario {
   Link link;                               // `link:` default for every group
   std::vector<std::optional<Link>> group_link;  // per group (e.g. per mesh dimension), if set
   std::vector<Define> defines;
+  Launch launch;
   std::shared_ptr<NamePool> names = std::make_shared<NamePool>();  // tags, streams, handles
 
   // What each rank runs: `program:` or `threads:` give one template for every rank

@@ -1,0 +1,190 @@
+// `launch:` (initialisation: who starts, what each passes to init_process_group) and the
+// per-rank event log (EngineOptions::log).
+#include <doctest/doctest.h>
+
+#include <sstream>
+#include <string>
+
+#include "sim/engine.h"
+#include "tests/testing.h"
+
+namespace lockstep::sim {
+namespace {
+
+const char* const PROGRAM = R"(program:
+  - compute: 1ms
+  - allreduce: {size: 1MiB}
+)";
+
+Scenario with_launch(const std::string& world_and_launch) {
+  return testing::scenario_from("scenario: t\n" + world_and_launch + PROGRAM);
+}
+
+ExecutionResult run_once(const Scenario& scenario, EventLog* log = nullptr) {
+  EngineOptions options;
+  options.log = log;
+  Engine engine(scenario, options);
+  TimedStrategy timed;
+  return engine.run(timed);
+}
+
+TEST_CASE("launch: the loader expands ranges and applies the section's defaults") {
+  const Scenario s = with_launch(R"(world: 4
+launch:
+  backend: gloo
+  init: tcp://10.0.0.1:29500
+  processes:
+    - {rank: "0-2"}
+    - {rank: 3, world_size: 8, backend: nccl, init: env://}
+)");
+  REQUIRE(s.launch.given);
+  REQUIRE(s.launch.processes.size() == 4);
+  CHECK(s.launch.processes[1].rank == 1);
+  CHECK(s.launch.processes[1].world_size == 4);
+  CHECK(s.launch.processes[1].backend == "gloo");
+  CHECK(s.launch.processes[1].init_method == "tcp://10.0.0.1:29500");
+  CHECK(s.launch.processes[3].world_size == 8);
+  CHECK(s.launch.processes[3].backend == "nccl");
+  CHECK(s.launch.processes[3].stmt.op == OpKind::INIT);
+  CHECK(s.launch.processes[3].stmt.loc.line == 8);
+  // Without processes: one per rank.
+  const Scenario d = with_launch("world: 3\nlaunch: {backend: nccl}\n");
+  CHECK(d.launch.processes.size() == 3);
+  CHECK(d.launch.processes[2].rank == 2);
+}
+
+TEST_CASE("launch: a correct launch runs the program as without one, with no op added") {
+  const Scenario plain = with_launch("world: 4\n");
+  const Scenario launched = with_launch("world: 4\nlaunch: {processes: [{rank: \"0-3\"}]}\n");
+  const ExecutionResult a = run_once(plain);
+  const ExecutionResult b = run_once(launched);
+  CHECK(b.end == ExecutionEnd::COMPLETED);
+  CHECK(a.events == b.events);
+  CHECK(a.rank_end_ns == b.rank_end_ns);
+  CHECK(b.ops[0].size() == a.ops[0].size());
+}
+
+TEST_CASE("launch: a rank no process starts as leaves the others stuck in init, waiting for it") {
+  const ExecutionResult r = run_once(with_launch("world: 3\nlaunch: {processes: [{rank: 0}, {rank: 2}]}\n"));
+  REQUIRE(r.end == ExecutionEnd::STUCK);
+  CHECK(r.rank_status == std::vector<RankStatus>{RankStatus::BLOCKED, RankStatus::NOT_STARTED, RankStatus::BLOCKED});
+  REQUIRE(r.stuck.size() == 2);
+  CHECK(r.stuck[0].rank == 0);
+  CHECK(r.stuck[0].op.op.kind == OpKind::INIT);
+  CHECK(r.stuck[0].waiting_for == std::vector<int32_t>{1});
+  CHECK(r.stuck[0].never_issued == std::vector<int32_t>{1});
+  CHECK(r.stuck[1].op.op.stmt->loc.line == 3);  // its launch entry
+  CHECK(r.ops[0].size() == 1);                   // init only: the programs never start
+}
+
+TEST_CASE("launch: a rank outside its own world size raises and its rank is never joined") {
+  const ExecutionResult r =
+      run_once(with_launch("world: 2\nlaunch: {processes: [{rank: 0}, {rank: 2, world_size: 2}]}\n"));
+  REQUIRE(r.end == ExecutionEnd::STUCK);
+  REQUIRE(r.stuck.size() == 1);
+  CHECK(r.stuck[0].waiting_for == std::vector<int32_t>{1});
+  CHECK(r.rank_status[1] == RankStatus::NOT_STARTED);
+}
+
+TEST_CASE("launch: a world size that disagrees with rank 0's is a mismatch of world_size") {
+  const ExecutionResult r = run_once(
+      with_launch("world: 2\nlaunch: {processes: [{rank: 1, world_size: 4}, {rank: 0, world_size: 2}]}\n"));
+  REQUIRE(r.end == ExecutionEnd::MISMATCH);
+  CHECK(r.mismatch->field == "world_size");
+  CHECK(r.mismatch->rank_a == 0);
+  CHECK(r.mismatch->rank_b == 1);
+  CHECK(r.mismatch->op_a.op.kind == OpKind::INIT);
+  CHECK(r.mismatch->op_b.op.stmt->loc.line == 3);
+}
+
+TEST_CASE("launch: two processes with one rank are a mismatch of rank, before the missing rank") {
+  const ExecutionResult r = run_once(with_launch("world: 3\nlaunch: {processes: [{rank: 0}, {rank: 1}, {rank: 1}]}\n"));
+  REQUIRE(r.end == ExecutionEnd::MISMATCH);
+  CHECK(r.mismatch->field == "rank");
+  CHECK(r.mismatch->rank_a == 1);
+  CHECK(r.mismatch->rank_b == 1);
+}
+
+TEST_CASE("launch: a different backend or init method than rank 0's is a mismatch") {
+  CHECK(run_once(with_launch("world: 2\nlaunch: {processes: [{rank: 0}, {rank: 1, backend: gloo}]}\n")).mismatch->field ==
+        "backend");
+  CHECK(run_once(with_launch("world: 2\nlaunch: {processes: [{rank: 0}, {rank: 1, init: \"file:///tmp/x\"}]}\n"))
+            .mismatch->field == "init_method");
+}
+
+TEST_CASE("launch: processes that agree on a larger world wait for ranks that never start") {
+  const ExecutionResult r = run_once(with_launch("world: 2\nlaunch: {world_size: 4}\n"));
+  REQUIRE(r.end == ExecutionEnd::STUCK);
+  CHECK(r.stuck.size() == 2);
+  CHECK(r.stuck[0].waiting_for.empty());  // ranks 2 and 3 are outside the scenario's world
+}
+
+TEST_CASE("log: a hang ends with one line per rank that did not finish, filtered by rank") {
+  const Scenario s = testing::scenario_from(R"(scenario: t
+world: 3
+program:
+  - if: "rank != 2"
+    then:
+      - allreduce: {size: 1MiB}
+)");
+  std::ostringstream all;
+  {
+    EventLog log(all, LogLevel::ERROR);
+    run_once(s, &log);
+  }
+  CHECK(all.str() ==
+        "[   0.000 ms] rank 0 main: stuck in allreduce #1 on world (test.yaml:6:9) on stream comm:world, waiting for rank 2 (rank 2 never issued it)\n"
+        "[   0.000 ms] rank 1 main: stuck in allreduce #1 on world (test.yaml:6:9) on stream comm:world, waiting for rank 2 (rank 2 never issued it)\n");
+  std::ostringstream one;
+  {
+    EventLog log(one, LogLevel::INFO, {1});
+    run_once(s, &log);
+  }
+  CHECK(one.str() ==
+        "[   0.000 ms] rank 1 main: reached allreduce #1 on world (test.yaml:6:9)\n"
+        "[   0.000 ms] rank 1 main: stuck in allreduce #1 on world (test.yaml:6:9) on stream comm:world, waiting for rank 2 (rank 2 never issued it)\n");
+}
+
+TEST_CASE("log: init lines name who never started, and logging changes nothing in the result") {
+  const Scenario s = with_launch("world: 2\nlaunch: {processes: [{rank: 0}, {rank: 2, world_size: 2}]}\n");
+  std::ostringstream out;
+  ExecutionResult logged;
+  {
+    EventLog log(out, LogLevel::INFO);
+    logged = run_once(s, &log);
+  }
+  CHECK(out.str() ==
+        "[   0.000 ms] rank 2 main: init_process_group raised (NCCL WARN Invalid rank requested : 2/2, "
+        "ncclInvalidArgument): the process (test.yaml:3:33) exits without joining\n"
+        "[   0.000 ms] rank 0 main: stuck in init_process_group on world (test.yaml:3:22), waiting for rank 1 (rank 1 never joined)\n"
+        "[   0.000 ms] rank 1 main: never started: no process joined init_process_group as this rank\n");
+  const ExecutionResult plain = run_once(s);
+  CHECK(plain.events == logged.events);
+  CHECK(plain.stuck.size() == logged.stuck.size());
+}
+
+TEST_CASE("log: debug logs issue, start, match and completion, and twice gives the same bytes") {
+  const Scenario s = with_launch("world: 2\n");
+  std::string first;
+  for (int i = 0; i < 2; ++i) {
+    std::ostringstream out;
+    {
+      EventLog log(out, LogLevel::DEBUG, {1});
+      run_once(s, &log);
+    }
+    if (i == 0) first = out.str();
+    CHECK(out.str() == first);
+  }
+  CHECK(first ==
+        "[   0.000 ms] rank 1 main: issue compute 1.000ms on stream main (test.yaml:4:5)\n"
+        "[   0.000 ms] rank 1 main: reached allreduce #1 on world on stream comm:world (test.yaml:5:5)\n"
+        "[   0.000 ms] rank 1 main: matched allreduce #1 on world on stream comm:world\n"
+        "[   0.000 ms] rank 1 main: start compute 1.000ms on stream main\n"
+        "[   1.000 ms] rank 1 main: done compute 1.000ms on stream main\n"
+        "[   1.000 ms] rank 1 main: start allreduce #1 on world on stream comm:world\n"
+        "[   1.020 ms] rank 1 main: done allreduce #1 on world on stream comm:world\n"
+        "[   1.020 ms] rank 1 main: finished\n");
+}
+
+}  // namespace
+}  // namespace lockstep::sim
