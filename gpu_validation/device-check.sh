@@ -10,3 +10,12 @@ cmake --preset release -DLOCKSTEP_GPU=ON >/dev/null
 cmake --build --preset release -j "$(nproc)"
 build/release/bin/lockstep-nccl-probe
 ctest --test-dir build/release -L gpu --output-on-failure
+
+# --- The NCCL recorder (issue 8, docs/record.md) -------------------------------------------
+# The probe again, with liblockstep_record.so preloaded around the real libnccl: the trace must
+# hold one rank per GPU (ncclCommInitAll, then a grouped all-reduce) and check ok.
+record_dir=$(mktemp -d)
+build/release/bin/lockstep record -o "$record_dir" --name nccl-probe --timeout 300 -- build/release/bin/lockstep-nccl-probe
+head -c 2000 "$record_dir/trace.jsonl"
+build/release/bin/lockstep check "$record_dir/trace.jsonl"
+rm -rf "$record_dir"

@@ -13,12 +13,15 @@
 //                                       all-reduce on both
 //   lockstep_record_demo hang           2 ranks; rank 0 issues one all-reduce more, then both
 //                                       sleep until killed (what a hung job looks like)
-//   lockstep_record_demo bench N        N all-reduces on one rank; prints ns per call
+//   lockstep_record_demo bench N [GAP]  N all-reduces on one rank, GAP ns of host work between
+//                                       them (default 0); prints ns per call
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -69,6 +72,7 @@ bool run_ranks(int world, const std::function<void(int, const UniqueId&)>& body)
 }
 
 float g_buffer[1024];
+volatile long g_work = 0;
 
 void head_to_head(int rank, const UniqueId& id, bool grouped) {
   CommHandle comm = nullptr;
@@ -117,16 +121,38 @@ void hang(int rank, const UniqueId& id) {
   for (;;) ::pause();  // hung, as in a collective nobody else joins
 }
 
-int bench(long n) {
+double cpu_ns() {
+  struct timespec t = {};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e9 + static_cast<double>(t.tv_nsec);
+}
+
+// Wall time and the calling thread's CPU time (user and system: the writes count), per call. On
+// a loaded machine the CPU time is the one to read.
+int bench(long n, long gap_ns) {
   UniqueId id;
   CHECK(ncclGetUniqueId(&id));
   CommHandle comm = nullptr;
   CHECK(ncclCommInitRank(&comm, 1, id, 0));
+  // A fixed amount of work that takes about gap_ns (not a deadline, which would absorb the
+  // recorder's cost).
+  long spins = 0;
+  if (gap_ns > 0) {
+    const double t0 = cpu_ns();
+    for (long k = 0; k < 10'000'000; ++k) g_work = g_work + 1;
+    spins = static_cast<long>(static_cast<double>(gap_ns) * 10'000'000 / std::max(1.0, cpu_ns() - t0));
+  }
   const auto start = std::chrono::steady_clock::now();
-  for (long i = 0; i < n; ++i) CHECK(ncclAllReduce(g_buffer, g_buffer, 1024, FLOAT32, SUM, comm, stream_of(0)));
+  const double cpu_start = cpu_ns();
+  for (long i = 0; i < n; ++i) {
+    CHECK(ncclAllReduce(g_buffer, g_buffer, 1024, FLOAT32, SUM, comm, stream_of(0)));
+    for (long k = 0; k < spins; ++k) g_work = g_work + 1;  // host work between calls
+  }
+  const double cpu = cpu_ns() - cpu_start;
   const auto end = std::chrono::steady_clock::now();
   const double ns = std::chrono::duration<double, std::nano>(end - start).count();
-  std::printf("%ld calls, %.1f ns per call\n", n, n > 0 ? ns / static_cast<double>(n) : 0.0);
+  const double calls = n > 0 ? static_cast<double>(n) : 1.0;
+  std::printf("%ld calls, %.1f ns per call, %.1f ns CPU per call\n", n, ns / calls, cpu / calls);
   CHECK(ncclCommDestroy(comm));
   return 0;
 }
@@ -140,7 +166,7 @@ int main(int argc, char** argv) {
   if (mode == "split") return run_ranks(4, split) ? 0 : 1;
   if (mode == "init-all") return init_all();
   if (mode == "hang") return run_ranks(2, hang) ? 0 : 1;
-  if (mode == "bench" && argc > 2) return bench(std::strtol(argv[2], nullptr, 10));
+  if (mode == "bench" && argc > 2) return bench(std::strtol(argv[2], nullptr, 10), argc > 3 ? std::strtol(argv[3], nullptr, 10) : 0);
   std::fprintf(stderr, "usage: lockstep_record_demo head-to-head|grouped|split|init-all|hang|bench N\n");
   return 2;
 }

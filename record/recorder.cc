@@ -5,9 +5,9 @@
 // fixed-size binary record to a buffer of the calling thread. The buffer is allocated once per
 // thread (mmap, LOCKSTEP_RECORD_BUFFER records of 64 bytes), so recording a call costs no
 // allocation, no lock and one atomic increment (the process-wide sequence number). Records are
-// turned into JSON Lines (record_format.h) only when written out: when a thread's buffer is full,
-// every LOCKSTEP_RECORD_FLUSH_MS by a background thread, at ncclCommDestroy/Abort/Finalize, at
-// exit, and on a fatal signal (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT, SIGSEGV, SIGBUS,
+// turned into JSON Lines (record_format.h) only when written out: by a background thread every
+// LOCKSTEP_RECORD_FLUSH_MS and as soon as a buffer is a quarter full, by the calling thread when
+// its buffer is full, at ncclCommDestroy/Abort/Finalize, at exit, and on a fatal signal (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT, SIGSEGV, SIGBUS,
 // SIGFPE, SIGILL when their disposition is the default one).
 //
 // Nothing here uses the C++ library beyond <atomic>: the file is written with write(2) and the
@@ -56,15 +56,18 @@ struct Rec {
 };
 static_assert(sizeof(Rec) == 64);
 
+// A ring of records: the owning thread appends at `head`, a flush writes [tail, head) and moves
+// `tail` (under the file lock). The owner writes a slot only once it has been written out.
 struct ThreadBuffer {
   Rec* recs;
-  uint32_t capacity;
-  std::atomic<uint32_t> count;  // written by the owner only (reset under the file lock)
-  uint32_t flushed;             // under the file lock
+  uint64_t mask;                // capacity - 1, a power of two
+  std::atomic<uint64_t> head;   // written by the owner only
+  std::atomic<uint64_t> tail;   // written under the file lock only
 };
 
 constexpr uint32_t MAX_THREADS = 4096;
 constexpr uint32_t DEFAULT_CAPACITY = 16384;  // 1 MiB per thread
+constexpr long POLL_MS = 10;                  // the background thread looks this often
 constexpr uint32_t MAX_CAPACITY = 1u << 24;
 constexpr long DEFAULT_FLUSH_MS = 1000;
 
@@ -269,13 +272,26 @@ void format(const Rec& r, Line& line) {
 
 // Writes the records of `b` not written yet. Under the file lock.
 void flush_buffer_locked(ThreadBuffer* b) {
-  const uint32_t count = b->count.load(std::memory_order_acquire);
-  for (uint32_t i = b->flushed; i < count; ++i) {
+  const uint64_t head = b->head.load(std::memory_order_acquire);
+  for (uint64_t i = b->tail.load(std::memory_order_relaxed); i < head; ++i) {
     Line line;
-    format(b->recs[i], line);
+    format(b->recs[i & b->mask], line);
     stage(line);
   }
-  b->flushed = count;
+  b->tail.store(head, std::memory_order_release);
+}
+
+// True when some buffer is at least a quarter full: the background thread writes it out before
+// its owner has to.
+bool filling() {
+  const uint32_t n = std::min<uint32_t>(g.nbuffers.load(std::memory_order_acquire), MAX_THREADS);
+  for (uint32_t i = 0; i < n; ++i) {
+    const ThreadBuffer* b = g.buffers[i].load(std::memory_order_acquire);
+    if (b != nullptr && b->head.load(std::memory_order_relaxed) - b->tail.load(std::memory_order_relaxed) > (b->mask + 1) / 4) {
+      return true;
+    }
+  }
+  return false;
 }
 
 void flush_all_locked() {
@@ -310,18 +326,19 @@ ThreadBuffer* thread_buffer() {
   const uint32_t index = g.nbuffers.fetch_add(1, std::memory_order_acq_rel);
   if (index >= MAX_THREADS) return nullptr;
   const size_t bytes = sizeof(ThreadBuffer) + size_t{g.capacity} * sizeof(Rec);
-  void* memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (memory == MAP_FAILED) return nullptr;
-  auto* b = static_cast<ThreadBuffer*>(memory);  // mmap memory is zeroed: count = 0, flushed = 0
+  auto* b = static_cast<ThreadBuffer*>(memory);  // mmap memory is zeroed: head = tail = 0
   b->recs = reinterpret_cast<Rec*>(static_cast<char*>(memory) + sizeof(ThreadBuffer));
-  b->capacity = g.capacity;
+  b->mask = g.capacity - 1;
   g.buffers[index].store(b, std::memory_order_release);
   t_buffer = b;
   return b;
 }
 
-// Appends a record (its seq and tid filled in here); returns its seq, 0 when it was dropped.
-uint64_t append(Rec r) {
+// Appends a record (its seq and tid filled in here); returns its seq, 0 when it was dropped. In a
+// signal handler (`in_signal`) it never waits for the lock: a full buffer drops the record.
+uint64_t append(Rec r, bool in_signal = false) {
   ThreadBuffer* b = thread_buffer();
   if (b == nullptr) {
     g.dropped.fetch_add(1, std::memory_order_relaxed);
@@ -329,18 +346,19 @@ uint64_t append(Rec r) {
   }
   r.seq = g.seq.fetch_add(1, std::memory_order_relaxed) + 1;
   r.tid = current_tid();
-  uint32_t n = b->count.load(std::memory_order_relaxed);
-  if (n == b->capacity) {
+  const uint64_t head = b->head.load(std::memory_order_relaxed);
+  if (head - b->tail.load(std::memory_order_acquire) > b->mask) {  // full: write it out ourselves
+    if (in_signal) {
+      g.dropped.fetch_add(1, std::memory_order_relaxed);
+      return 0;
+    }
     pthread_mutex_lock(&g.file_mutex);
     flush_buffer_locked(b);
     drain();
-    b->count.store(0, std::memory_order_relaxed);
-    b->flushed = 0;
     pthread_mutex_unlock(&g.file_mutex);
-    n = 0;
   }
-  b->recs[n] = r;
-  b->count.store(n + 1, std::memory_order_release);
+  b->recs[head & b->mask] = r;
+  b->head.store(head + 1, std::memory_order_release);
   if (g.exited.load(std::memory_order_relaxed)) flush_all();  // after exit: nothing flushes later
   return r.seq;
 }
@@ -413,7 +431,7 @@ void on_fatal_signal(int sig) {
     r.call = static_cast<uint16_t>(Call::SIGNAL);
     r.i0 = sig;
     r.count = g.dropped.load(std::memory_order_relaxed);
-    append(r);
+    append(r, true);
     // The lock may be held by another thread (it finishes soon) or by the interrupted thread
     // itself (it never will): wait a bounded time, then write anyway.
     bool locked = false;
@@ -446,13 +464,21 @@ void install_signal_handlers() {
   }
 }
 
+// The background thread: writes every buffer out every flush_ms, and sooner when one fills, so
+// that the calling threads seldom format a record themselves.
 void* flusher(void* arg) {
   const auto generation = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(arg));
+  const long poll_ms = std::min(POLL_MS, g.flush_ms);
+  long waited_ms = 0;
   while (g.generation.load(std::memory_order_relaxed) == generation) {
-    struct timespec pause = {g.flush_ms / 1000, (g.flush_ms % 1000) * 1000000};
+    struct timespec pause = {poll_ms / 1000, (poll_ms % 1000) * 1000000};
     ::nanosleep(&pause, nullptr);
+    waited_ms += poll_ms;
     if (g.generation.load(std::memory_order_relaxed) != generation) break;
-    flush_all();
+    if (waited_ms >= g.flush_ms || filling()) {
+      flush_all();
+      waited_ms = 0;
+    }
   }
   return nullptr;
 }
@@ -486,7 +512,8 @@ void initialize() {
     g.status.store(DISABLED, std::memory_order_release);
     return;
   }
-  g.capacity = static_cast<uint32_t>(env_number(record::ENV_BUFFER, DEFAULT_CAPACITY, 16, MAX_CAPACITY));
+  g.capacity = 16;  // a power of two, at least the value asked for
+  while (g.capacity < static_cast<uint32_t>(env_number(record::ENV_BUFFER, DEFAULT_CAPACITY, 16, MAX_CAPACITY))) g.capacity *= 2;
   g.flush_ms = env_number(record::ENV_FLUSH_MS, DEFAULT_FLUSH_MS, 0, 3'600'000);
   char host[128] = {};
   if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown");
