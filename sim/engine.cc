@@ -1810,6 +1810,12 @@ struct Engine::Impl {
       const LaunchProcess& process = processes[p];
       if (process.rank < process.world_size) {
         joined.push_back(p);
+        if (log_info != nullptr && log_info->wants(process.rank)) {
+          fmt::format_to(std::back_inserter(log_info->begin_line(0, process.rank, thread_name_of(static_cast<uint32_t>(process.rank)))),
+                         "reached init_process_group on world (world_size {}, {}, {}) ({})", process.world_size,
+                         process.backend, process.init_method, sc.location(process.loc));
+          log_info->end_line();
+        }
       } else if (log_warn != nullptr && log_warn->wants(process.rank)) {
         fmt::format_to(std::back_inserter(log_warn->begin_line(0, process.rank, "main")),
                        "init_process_group raised (NCCL WARN Invalid rank requested : {}/{}, ncclInvalidArgument): the "
@@ -1861,19 +1867,7 @@ struct Engine::Impl {
     }
     const bool complete = static_cast<uint32_t>(ref.world_size) == world &&
                           std::find(claimed.begin(), claimed.end(), -1) == claimed.end();
-    if (complete) {
-      if (log_info != nullptr) {
-        for (uint32_t r = 0; r < world; ++r) {
-          if (!log_info->wants(r)) continue;
-          const LaunchProcess& process = processes[static_cast<size_t>(claimed[r])];
-          fmt::format_to(std::back_inserter(log_info->begin_line(0, r, thread_name_of(r))),
-                         "joined init_process_group on world (world_size {}, {}, {}) ({})", process.world_size,
-                         process.backend, process.init_method, sc.location(process.loc));
-          log_info->end_line();
-        }
-      }
-      return true;
-    }
+    if (complete) return true;
     // A hang: every process that joined waits for the ranks no process joined as.
     std::vector<int32_t> missing;
     for (uint32_t r = 0; r < world; ++r) {
@@ -2057,7 +2051,11 @@ struct Engine::Impl {
           std::string& out = log.begin_line(mine.issue_ns, rank, mine.thread);
           out += "mismatch in ";
           describe_record(out, mine);
-          fmt::format_to(std::back_inserter(out), ": its {} differs from rank {}'s", m.field, other);
+          if (m.field == "rank" && m.rank_a == m.rank_b) {
+            out += ": another process joined as the same rank";
+          } else {
+            fmt::format_to(std::back_inserter(out), ": its {} differs from rank {}'s", m.field, other);
+          }
           log.end_line();
         }
         break;

@@ -154,6 +154,7 @@ TEST_CASE("log: init lines name who never started, and logging changes nothing i
     logged = run_once(s, &log);
   }
   CHECK(out.str() ==
+        "[   0.000 ms] rank 0 main: reached init_process_group on world (world_size 2, nccl, env://) (test.yaml:3:22)\n"
         "[   0.000 ms] rank 2 main: init_process_group raised (NCCL WARN Invalid rank requested : 2/2, "
         "ncclInvalidArgument): the process (test.yaml:3:33) exits without joining\n"
         "[   0.000 ms] rank 0 main: stuck in init_process_group on world (test.yaml:3:22), waiting for rank 1 (rank 1 never joined)\n"
