@@ -287,9 +287,11 @@ struct GComm {
 };
 
 struct Entity {
-  size_t process;
-  int64_t device;
+  size_t process;  // PHANTOM: a rank nobody recorded; SIZE_MAX: folded into another
+  int64_t device;  // PHANTOM: its rank in the communicator that misses it
 };
+
+constexpr size_t PHANTOM = SIZE_MAX - 1;
 
 enum class EventKind { CREATE, SPLIT, OP };
 
@@ -596,6 +598,34 @@ MergeResult merge_texts(const std::vector<std::pair<std::string, std::string>>& 
   m.fold_unknown_devices();
   if (errors.any()) return result;
 
+  // Ranks nobody recorded: when every recorded rank is a member of the largest communicator that
+  // misses some of its ranks, the missing ones are processes that never called its init (or
+  // whose recording is missing). They become ranks that issue nothing, so that the check sees
+  // who never joined.
+  size_t largest = SIZE_MAX;
+  for (size_t c = 0; c < m.comms.size(); ++c) {
+    const GComm& comm = m.comms[c];
+    if (comm.kind == CommKind::SPLIT || static_cast<int64_t>(comm.members.size()) >= comm.nranks) continue;
+    if (largest == SIZE_MAX || comm.nranks > m.comms[largest].nranks) largest = c;
+  }
+  std::vector<int64_t> phantom_ranks;  // in `largest`
+  if (largest != SIZE_MAX) {
+    bool covers = true;
+    for (size_t e = 0; e < m.entities.size(); ++e) {
+      if (m.entities[e].process != SIZE_MAX && m.comms[largest].rank_of(e) < 0) covers = false;
+    }
+    if (covers && m.comms[largest].nranks <= (int64_t{1} << 20)) {
+      for (int64_t r = 0; r < m.comms[largest].nranks; ++r) {
+        bool present = false;
+        for (const GComm::Member& mem : m.comms[largest].members) present = present || mem.rank == r;
+        if (present) continue;
+        const size_t e = m.entity_of(PHANTOM, r);
+        m.comms[largest].members.push_back({e, r, 0, m.comms[largest].members.front().file, m.comms[largest].members.front().line});
+        phantom_ranks.push_back(r);
+      }
+    }
+  }
+
   // The ranks that remain, in file order then device.
   std::vector<size_t> alive;
   for (size_t e = 0; e < m.entities.size(); ++e) {
@@ -635,6 +665,10 @@ MergeResult merge_texts(const std::vector<std::pair<std::string, std::string>>& 
   } else {
     std::vector<size_t> order = alive;
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      if (m.entities[a].process == PHANTOM || m.entities[b].process == PHANTOM) {
+        return std::pair{m.entities[a].process == PHANTOM, m.entities[a].device} <
+               std::pair{m.entities[b].process == PHANTOM, m.entities[b].device};
+      }
       const Process& pa = processes[m.entities[a].process];
       const Process& pb = processes[m.entities[b].process];
       auto key = [](const Process& p, const Entity& e) {
@@ -648,7 +682,25 @@ MergeResult merge_texts(const std::vector<std::pair<std::string, std::string>>& 
                                    "host, pid and device",
                                    n);
   }
-  for (size_t e : alive) result.processes[m.entities[e].process].ranks.push_back(global[e]);
+  for (size_t e : alive) {
+    if (m.entities[e].process != PHANTOM) result.processes[m.entities[e].process].ranks.push_back(global[e]);
+  }
+  if (!phantom_ranks.empty()) {
+    const GComm& comm = m.comms[largest];
+    std::vector<int32_t> missing;
+    for (int64_t r : phantom_ranks) {
+      for (const GComm::Member& mem : comm.members) {
+        if (mem.rank == r) missing.push_back(global[mem.entity]);
+      }
+    }
+    std::sort(missing.begin(), missing.end());
+    errors.warning(comm.members.front().file, comm.members.front().line,
+                   fmt::format("{} of the {} ranks of this {} never recorded it (global {} {}): a process that never "
+                               "called it, or whose recording is missing; in the trace as {} that issue{} nothing",
+                               missing.size(), comm.nranks, comm.created_by, missing.size() == 1 ? "rank" : "ranks",
+                               join_ranks(missing), missing.size() == 1 ? "a rank" : "ranks",
+                               missing.size() == 1 ? "s" : ""));
+  }
   for (ProcessSummary& s : result.processes) std::sort(s.ranks.begin(), s.ranks.end());
 
   // The scenario.

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "checker/explore.h"
 #include "sim/trace_format.h"
 #include "tests/testing.h"
 
@@ -209,6 +210,26 @@ TEST_CASE("record merge: ops on a communicator whose creation was not seen are l
   REQUIRE(merged.warnings.size() == 1);
   CHECK(merged.warnings[0].rfind("a.jsonl:4: warning: ncclAllReduce on communicator 0x99, whose creation was not recorded", 0) == 0);
   CHECK(sim::write_trace(*merged.scenario).find("allreduce") != std::string::npos);
+}
+
+TEST_CASE("record merge: a process that never created the world communicator is a rank that issued nothing, and a hang") {
+  // Three of four processes recorded ncclCommInitRank; the fourth never called it.
+  std::vector<std::pair<std::string, std::string>> files;
+  for (int rank : {0, 1, 3}) {
+    const std::string comm = "0x" + std::to_string(rank + 1) + "0";
+    files.emplace_back("raw/h." + std::to_string(50 + rank) + ".jsonl", raw(50 + rank, {init(1, comm.c_str(), 4, rank)}));
+  }
+  const MergeResult merged = merge_texts(files, named("missing"));
+  INFO(joined(merged.errors) << joined(merged.warnings));
+  REQUIRE(merged.scenario);
+  CHECK(merged.warnings == std::vector<std::string>{
+                               "raw/h.50.jsonl:2: warning: 1 of the 4 ranks of this ncclCommInitRank never recorded it "
+                               "(global rank 2): a process that never called it, or whose recording is missing; in the "
+                               "trace as a rank that issues nothing"});
+  CHECK(merged.scenario->world == 4);
+  const sim::Scenario loaded = testing::trace_from(sim::write_trace(*merged.scenario), "missing.jsonl");
+  const checker::CheckResult checked = checker::check_scenario(loaded, checker::CheckOptions{});
+  CHECK(checked.verdict == sim::Verdict::HANG);
 }
 
 TEST_CASE("record merge: a communicator some ranks never created is reported") {

@@ -13,6 +13,7 @@
 //                                       all-reduce on both
 //   lockstep_record_demo hang           2 ranks; rank 0 issues one all-reduce more, then both
 //                                       sleep until killed (what a hung job looks like)
+//   lockstep_record_dlopen PLUGIN MODE  the same, from record_demo_plugin.so loaded RTLD_LOCAL
 //   lockstep_record_demo bench N [GAP]  N all-reduces on one rank, GAP ns of host work between
 //                                       them (default 0); prints ns per call
 
@@ -159,7 +160,14 @@ int bench(long n, long gap_ns) {
 
 }  // namespace
 
+#ifdef LOCKSTEP_DEMO_PLUGIN
+// Built as a plugin too (record_demo_plugin.so, linked against the fake libnccl), which
+// lockstep_record_dlopen loads RTLD_LOCAL, as Python loads PyTorch: its libnccl is then not in the
+// global scope, where the recorder's dlsym(RTLD_NEXT) looks first.
+extern "C" __attribute__((visibility("default"))) int lockstep_record_demo_main(int argc, char** argv) {
+#else
 int main(int argc, char** argv) {
+#endif
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "head-to-head") return run_ranks(2, [](int r, const UniqueId& id) { head_to_head(r, id, false); }) ? 0 : 1;
   if (mode == "grouped") return run_ranks(2, [](int r, const UniqueId& id) { head_to_head(r, id, true); }) ? 0 : 1;

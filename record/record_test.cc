@@ -97,6 +97,17 @@ TEST_CASE("record round trip: the grouped send and recv are recorded as one NCCL
   CHECK(checked.output.find(": ok") != std::string::npos);
 }
 
+TEST_CASE("record: an NCCL loaded RTLD_LOCAL by a plugin, as Python loads PyTorch, is still found and recorded") {
+  TempDir dir;
+  const std::string loader = (fs::path(LOCKSTEP_BINARY).parent_path() / "lockstep_record_dlopen").string();
+  const std::string plugin = (fs::path(LOCKSTEP_BINARY).parent_path().parent_path() / "lib" / "record_demo_plugin.so").string();
+  const Ran recorded = run(LOCKSTEP + " record -o " + dir.path.string() + " -- " + loader + " " + plugin + " grouped");
+  INFO(recorded.output);
+  REQUIRE(recorded.code == 0);
+  CHECK(recorded.output.find("recorded 3 processes, 2 ranks, 14 NCCL calls") != std::string::npos);
+  CHECK(run(LOCKSTEP + " check " + (dir.path / "trace.jsonl").string()).code == 0);
+}
+
 TEST_CASE("record: split communicators and one process with two devices map to global ranks") {
   TempDir dir;
   const Ran split = run(LOCKSTEP + " record -o " + (dir.path / "split").string() + " -- " + DEMO + " split");

@@ -14,6 +14,7 @@
 // numbers formatted by hand, so that the signal path does not allocate.
 
 #include <dlfcn.h>
+#include <link.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -90,6 +91,8 @@ struct State {
 };
 
 State g;
+
+void* next_symbol(const char* name);
 
 thread_local ThreadBuffer* t_buffer LOCKSTEP_TLS = nullptr;
 thread_local uint32_t t_generation LOCKSTEP_TLS = 0;
@@ -391,7 +394,7 @@ void write_header() {
     if (*c == '"' || *c == '\\' || static_cast<unsigned char>(*c) < 0x20) *c = '_';
   }
   int version = 0;
-  if (auto* fn = reinterpret_cast<GetVersionFn*>(::dlsym(RTLD_NEXT, "ncclGetVersion"))) {
+  if (auto* fn = reinterpret_cast<GetVersionFn*>(next_symbol("ncclGetVersion"))) {
     if (fn(&version) != SUCCESS) version = 0;
   }
   Line line;
@@ -569,16 +572,63 @@ bool recording() {
 // ----------------------------------------------------------------------------------------------
 // Forwarding.
 
+// The next definition of `name`: after the recorder in the global scope; else in a library loaded
+// privately, as PyTorch's libnccl is (Python dlopens extension modules RTLD_LOCAL, so what they
+// need is not in the global scope): $LOCKSTEP_RECORD_NCCL if set, else the loaded libraries whose
+// name contains "nccl", then all the others, the recorder and the program left out.
+struct LoadedNames {
+  char names[48][320];
+  int count = 0;
+};
+
+int collect_library(struct dl_phdr_info* info, size_t, void* data) {
+  auto* loaded = static_cast<LoadedNames*>(data);
+  if (info->dlpi_name == nullptr || info->dlpi_name[0] == 0 || loaded->count >= 48) return 0;
+  if (std::strlen(info->dlpi_name) >= sizeof(loaded->names[0])) return 0;
+  std::strcpy(loaded->names[loaded->count++], info->dlpi_name);
+  return 0;
+}
+
+void* symbol_in(const char* library, const char* name) {
+  void* handle = ::dlopen(library, RTLD_LAZY | RTLD_NOLOAD);
+  if (handle == nullptr) return nullptr;
+  void* fn = ::dlsym(handle, name);
+  ::dlclose(handle);  // RTLD_NOLOAD took a reference; the library stays loaded by its user
+  Dl_info self = {}, found = {};
+  if (fn != nullptr && ::dladdr(reinterpret_cast<void*>(&next_symbol), &self) != 0 && ::dladdr(fn, &found) != 0 &&
+      self.dli_fbase == found.dli_fbase) {
+    return nullptr;  // our own definition
+  }
+  return fn;
+}
+
+void* next_symbol(const char* name) {
+  if (void* fn = ::dlsym(RTLD_NEXT, name)) return fn;
+  if (const char* configured = std::getenv("LOCKSTEP_RECORD_NCCL"); configured != nullptr && *configured != 0) {
+    return symbol_in(configured, name);
+  }
+  LoadedNames loaded;  // 15 KiB of stack, at the first lookup of each function only
+  ::dl_iterate_phdr(collect_library, &loaded);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < loaded.count; ++i) {
+      if ((std::strstr(loaded.names[i], "nccl") != nullptr) != (pass == 0)) continue;
+      if (void* fn = symbol_in(loaded.names[i], name)) return fn;
+    }
+  }
+  return nullptr;
+}
+
 template <typename Fn>
 Fn* real(std::atomic<Fn*>& slot, const char* name) {
   Fn* fn = slot.load(std::memory_order_relaxed);
   if (fn == nullptr) {
-    fn = reinterpret_cast<Fn*>(::dlsym(RTLD_NEXT, name));
+    fn = reinterpret_cast<Fn*>(next_symbol(name));
     if (fn == nullptr) {
       Line message;
       message.add("lockstep record: ");
       message.add(name);
-      message.add(" not found in any library loaded after the recorder (is libnccl loaded?)\n");
+      message.add(" not found in any loaded library but the recorder (is libnccl loaded? "
+                  "LOCKSTEP_RECORD_NCCL=PATH names it)\n");
       write_all(2, message.text, message.size);
     }
     slot.store(fn, std::memory_order_relaxed);
@@ -626,7 +676,7 @@ void record_failure(uint64_t of, Result result) {
 int query(const char* name, CommHandle comm, std::atomic<CommQueryFn*>& slot) {
   CommQueryFn* fn = slot.load(std::memory_order_relaxed);
   if (fn == nullptr) {
-    fn = reinterpret_cast<CommQueryFn*>(::dlsym(RTLD_NEXT, name));
+    fn = reinterpret_cast<CommQueryFn*>(next_symbol(name));
     slot.store(fn, std::memory_order_relaxed);
   }
   int value = -1;
