@@ -18,14 +18,12 @@
 #include <fmt/format.h>
 
 #include "checker/analysis.h"
-#include "import/import_cli.h"
 #include "checker/counterexample.h"
 #include "checker/minimize.h"
 #include "checker/replay.h"
 #include "checker/explore.h"
 #include "checker/report.h"
-#include "gpu_validation/mpi_launcher.h"
-#include "gpu_validation/replay_coordinator.h"
+#include "gpu_validation/replay_session.h"
 #include "sim/engine.h"
 #include "sim/loader.h"
 #include "sim/trace_format.h"
@@ -43,12 +41,10 @@ constexpr const char* USAGE = R"(usage: lockstep VERB ...
   lockstep check    SCENARIO_OR_DIR... [options]   explore every schedule; a verdict per input
   lockstep run      SCENARIO [--timeline FILE]     one timed, deterministic simulation
   lockstep validate SCENARIO_OR_DIR...             parse and static checks only
-  lockstep replay   COUNTEREXAMPLE|SCENARIO --sim|--mpi [--timeout S]
+  lockstep replay   COUNTEREXAMPLE|SCENARIO --sim|--mpi|--nccl [--timeout S]
                                                    replay a counterexample (or a scenario's timed
-                                                   run) in the simulator or on MPI ranks
+                                                   run) in the simulator, on MPI ranks or on GPUs
   lockstep explain  COUNTEREXAMPLE [--dot FILE]    explanation and wait-for graph
-  lockstep import   FORMAT INPUT... -o OUT.jsonl   Flight Recorder dumps, NCCL logs or a pipeline
-                                                   CSV -> a trace (docs/import.md; import --help)
   lockstep record   -o DIR [--name N] [--timeout S] -- CMD ARGS...
                                                    run CMD with the NCCL recorder preloaded and
                                                    merge what it called into DIR/trace.jsonl
@@ -82,22 +78,15 @@ check options:
   --junit FILE           JUnit XML, one testcase per input (GITHUB_ACTIONS=true also prints
                          ::error annotations at the YAML line of each stuck op)
 
-run and replay --sim options (docs/logging.md):
-  --log-level L          per-rank event log: error, warn, info (every synchronisation point)
-                         or debug (every op's issue, start, match, completion); default: none,
-                         or $LOCKSTEP_LOG_LEVEL
-  --log-ranks R,R,...    log only these ranks (default: all)
-  --log FILE             write the log to FILE (default: stderr)
-
 replay options:
-  --timeout S            --mpi: a rank with ops outstanding and no progress for S seconds is
-                         stuck (default 10)
+  --timeout S            --mpi, --nccl: a rank with ops outstanding and no progress for S
+                         seconds is stuck (default 10); see docs/replay.md
 
 exit codes: 0 no bug, 1 bug found, 2 bad input or usage, 3 inconclusive
 )";
 
 // Verbs of SPEC §2 that later work adds.
-const std::vector<std::string> LATER_VERBS = {"export"};
+const std::vector<std::string> LATER_VERBS = {"import", "export"};
 
 struct UsageError {
   std::string message;
@@ -121,9 +110,6 @@ struct Options {
   std::optional<uint64_t> minimize_budget;
   sim::LoadLimits load_limits;
   checker::CheckOptions check;  // its engine limits apply to `run` too
-  std::optional<sim::LogLevel> log_level;  // run, replay --sim: the event log
-  std::vector<int32_t> log_ranks;
-  std::optional<std::string> log_path;
 };
 
 uint64_t parse_count(const std::string& option, const std::string& text) {
@@ -160,7 +146,6 @@ Options parse_args(const std::vector<std::string>& args) {
     return std::nullopt;
   };
   const bool is_check = options.verb == "check";
-  const bool logs = options.verb == "run" || options.verb == "replay";  // the event log
   for (; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "-D" || (arg.rfind("-D", 0) == 0 && arg.size() > 2)) {
@@ -233,19 +218,6 @@ Options parse_args(const std::vector<std::string>& args) {
     } else if (auto rechecks = is_check ? value_of(arg, "--minimize-budget") : std::nullopt) {
       options.minimize_budget = parse_count("--minimize-budget", *rechecks);
       if (*options.minimize_budget == 0) throw UsageError{"--minimize-budget must be at least 1"};
-    } else if (auto level = logs ? value_of(arg, "--log-level") : std::nullopt) {
-      options.log_level = sim::parse_log_level(*level);
-      if (!options.log_level) throw UsageError{fmt::format("--log-level expects error, warn, info or debug, got '{}'", *level)};
-    } else if (auto log_ranks = logs ? value_of(arg, "--log-ranks") : std::nullopt) {
-      options.log_ranks.clear();
-      for (size_t start = 0; start <= log_ranks->size();) {
-        const size_t comma = std::min(log_ranks->find(',', start), log_ranks->size());
-        options.log_ranks.push_back(static_cast<int32_t>(
-            std::min<uint64_t>(parse_count("--log-ranks", log_ranks->substr(start, comma - start)), INT32_MAX)));
-        start = comma + 1;
-      }
-    } else if (auto log_path = logs ? value_of(arg, "--log") : std::nullopt) {
-      options.log_path = *log_path;
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw UsageError{fmt::format("unknown option '{}' for '{}'", arg, options.verb)};
     } else {
@@ -253,14 +225,6 @@ Options parse_args(const std::vector<std::string>& args) {
     }
   }
   options.check.seed = options.seed;
-  if (logs && !options.log_level) {
-    if (const char* env = std::getenv("LOCKSTEP_LOG_LEVEL"); env != nullptr && *env != 0) {
-      options.log_level = sim::parse_log_level(env);
-      if (!options.log_level) throw UsageError{fmt::format("LOCKSTEP_LOG_LEVEL expects error, warn, info or debug, got '{}'", env)};
-    } else if (!options.log_ranks.empty() || options.log_path) {
-      options.log_level = sim::LogLevel::INFO;
-    }
-  }
   if (options.minimize && !options.cex_dir) throw UsageError{"--minimize needs --cex-dir DIR (the minimized trace goes there)"};
   if (options.minimize_budget && !options.minimize) throw UsageError{"--minimize-budget needs --minimize"};
   return options;
@@ -510,28 +474,6 @@ void print_critical_path(const sim::Scenario& scenario, const sim::ExecutionResu
   }
 }
 
-// The event log of run and replay --sim (docs/logging.md): to --log FILE, else stderr.
-struct LogSink {
-  std::unique_ptr<std::ofstream> file;
-  std::unique_ptr<sim::EventLog> log;
-};
-
-// False when the log file cannot be opened (reported).
-bool open_log(const Options& options, std::ostream& err, LogSink& sink) {
-  if (!options.log_level) return true;
-  std::ostream* to = &err;
-  if (options.log_path) {
-    sink.file = std::make_unique<std::ofstream>(*options.log_path, std::ios::binary | std::ios::trunc);
-    if (!*sink.file) {
-      err << fmt::format("{}: error: cannot write file: {}\n", *options.log_path, std::strerror(errno));
-      return false;
-    }
-    to = sink.file.get();
-  }
-  sink.log = std::make_unique<sim::EventLog>(*to, *options.log_level, options.log_ranks);
-  return true;
-}
-
 int cmd_run(const Options& options, std::ostream& out, std::ostream& err) {
   if (options.inputs.size() != 1) throw UsageError{"run needs exactly one scenario"};
   const std::string& input = options.inputs.front();
@@ -541,11 +483,7 @@ int cmd_run(const Options& options, std::ostream& out, std::ostream& err) {
     for (const std::string& e : errors) err << e;
     return EXIT_BAD_INPUT;
   }
-  LogSink sink;
-  if (!open_log(options, err, sink)) return EXIT_BAD_INPUT;
-  sim::EngineOptions engine_options = options.check.engine;
-  engine_options.log = sink.log.get();
-  sim::Engine engine(*scenario, engine_options);
+  sim::Engine engine(*scenario, options.check.engine);
   sim::TimedStrategy timed;
   const sim::ExecutionResult result = engine.run(timed);
   if (result.end == sim::ExecutionEnd::ERROR || result.end == sim::ExecutionEnd::LIMIT) {
@@ -604,30 +542,19 @@ std::optional<Replayed> replay_counterexample(const std::string& path, const Opt
   Replayed replayed{std::move(*cex), std::move(*loaded.scenario), {}, std::nullopt, false};
   checker::CheckOptions check = options.check;
   check.strategy = replayed.cex.strategy;
-  LogSink sink;  // replay --sim (explain and replay --mpi take no log options)
-  if (!open_log(options, err, sink)) return std::nullopt;
-  sim::EngineOptions engine_options = checker::engine_options_for(check);
-  engine_options.log = options.backend == "sim" ? sink.log.get() : nullptr;
-  replayed.result = checker::replay_execution(replayed.scenario, replayed.cex.schedule, engine_options, replayed.diverged);
+  replayed.result = checker::replay_execution(replayed.scenario, replayed.cex.schedule, checker::engine_options_for(check),
+                                              replayed.diverged);
   replayed.bug = checker::analyze(replayed.scenario, replayed.result);
   return replayed;
 }
 
-// The MPI worker: $LOCKSTEP_MPI_WORKER, else lockstep-mpi-replay beside the running binary.
-std::string mpi_worker_path() {
-  if (const char* env = std::getenv("LOCKSTEP_MPI_WORKER"); env != nullptr && *env != 0) return env;
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("lockstep-mpi-replay") : (self.parent_path() / "lockstep-mpi-replay").string();
-}
-
-// replay --mpi: the execution the model predicts (a counterexample's, or a scenario's timed
-// run), run on MPI ranks under a watchdog, and the frontiers compared with the prediction.
-int cmd_replay_mpi(const Options& options, std::ostream& out, std::ostream& err) {
+// replay --mpi / --nccl: the execution the model predicts (a counterexample's, or a scenario's
+// timed run), run on hardware by gpu_validation (docs/replay.md).
+int cmd_replay_hardware(const Options& options, std::ostream& out, std::ostream& err) {
   const std::string& input = options.inputs.front();
   std::optional<sim::Scenario> scenario;
   sim::ExecutionResult result;
-  std::optional<checker::Bug> bug;
+  std::vector<sim::Option> choices;
   if (fs::path(input).extension() == ".yaml" || fs::path(input).extension() == ".jsonl") {
     // A scenario replays its default timed schedule.
     std::vector<std::string> errors;
@@ -640,7 +567,9 @@ int cmd_replay_mpi(const Options& options, std::ostream& out, std::ostream& err)
     engine.record_ops = true;
     sim::Engine run(*scenario, engine);
     sim::TimedStrategy timed;
-    result = run.run(timed);
+    checker::RecordingStrategy recording(timed);
+    result = run.run(recording);
+    choices = recording.choices();
   } else {
     std::optional<Replayed> replayed = replay_counterexample(input, options, err);
     if (!replayed) return EXIT_BAD_INPUT;
@@ -650,99 +579,29 @@ int cmd_replay_mpi(const Options& options, std::ostream& out, std::ostream& err)
     }
     scenario = std::move(replayed->scenario);
     result = std::move(replayed->result);
+    choices = replayed->cex.schedule;
   }
   if (result.error) {
     err << sim::format_diagnostic(*result.error, scenario->text);
     return EXIT_BAD_INPUT;
   }
-  bug = checker::analyze(*scenario, result);
-  const gpu::Prediction prediction = gpu::predict(*scenario, bug);
-  out << fmt::format("predicted: {}\n", bug ? fmt::format("{}: {}", sim::verdict_name(bug->kind), bug->summary)
-                                             : std::string("every rank completes"));
-  if (bug && bug->kind == sim::Verdict::TIMEOUT) {
-    out << "UNDECIDED (mpi): cannot express: a timeout verdict (a wait longer than the watchdog in virtual time; "
-           "the MPI replay has no virtual time)\n";
-    return EXIT_INCONCLUSIVE;
+  gpu::ReplayOptions replay;
+  replay.stall_s = options.replay_timeout_s;
+  replay.keep_dir = std::getenv("LOCKSTEP_REPLAY_KEEP") != nullptr;
+  if (const char* compact = std::getenv("LOCKSTEP_REPLAY_COMPACT"); compact != nullptr && *compact != 0) {
+    replay.compact_bytes = 64 * 1024;  // docs/replay.md: quick replays (the CI pass)
   }
-  // After a mismatch the model's op lists stop; the replay needs every rank's whole sequence.
-  const sim::Scenario solo = gpu::solo_scenario(*scenario);
-  std::string why;
-  const std::optional<sim::ExecutionResult> full = gpu::full_sequences(solo, result, options.check.engine, why);
-  if (!full) {
-    out << fmt::format("UNDECIDED (mpi): {}\n", why);
-    return EXIT_INCONCLUSIVE;
-  }
-  const bool alone = result.end == sim::ExecutionEnd::MISMATCH;
-  gpu::PlanResult plan = gpu::build_plan(alone ? solo : *scenario, *full, "mpi");
-  if (plan.plan && alone) {  // the real communicators, not the solo run's
-    for (size_t g = 0; g < plan.plan->groups.size(); ++g) plan.plan->groups[g].comm_of_rank = scenario->groups[g].comm_of_rank;
-  }
-  if (!plan.plan) {
-    out << fmt::format("UNDECIDED (mpi): {}\n", plan.cannot_express);
-    return EXIT_INCONCLUSIVE;
-  }
-  const std::optional<std::string> mpirun = gpu::find_on_path("mpirun");
-  if (!mpirun) {
-    out << "UNDECIDED (mpi): mpirun not found on PATH; install OpenMPI (Debian: openmpi-bin libopenmpi-dev, as "
-           "scripts/setup does)\n";
-    return EXIT_INCONCLUSIVE;
-  }
-  const std::string worker = mpi_worker_path();
-  if (::access(worker.c_str(), X_OK) != 0) {
-    out << fmt::format("UNDECIDED (mpi): the MPI worker {} is missing: lockstep was built without MPI (CMake found "
-                       "none; install libopenmpi-dev and reconfigure) or LOCKSTEP_MPI_WORKER is wrong\n",
-                       worker);
-    return EXIT_INCONCLUSIVE;
-  }
-  std::string dir_template = (fs::temp_directory_path() / "lockstep-mpi-XXXXXX").string();
-  if (::mkdtemp(dir_template.data()) == nullptr) {
-    err << fmt::format("{}: error: cannot create a temporary folder: {}\n", dir_template, std::strerror(errno));
-    return EXIT_BAD_INPUT;
-  }
-  gpu::LaunchSpec spec;
-  spec.mpirun = *mpirun;
-  spec.worker = worker;
-  spec.dir = dir_template;
-  spec.plan_path = dir_template + "/plan.txt";
-  spec.world = scenario->world;
-  spec.stall_s = options.replay_timeout_s;
-  spec.wall_s = 30 + 4 * options.replay_timeout_s;
-  if (!write_file(spec.plan_path, gpu::format_plan(*plan.plan), err)) return EXIT_BAD_INPUT;
-  const gpu::LaunchResult launched = gpu::launch_mpi(spec);
-  std::error_code ec;
-  if (!launched.error.empty()) {
-    fs::remove_all(dir_template, ec);
-    out << fmt::format("UNDECIDED (mpi): cannot start mpirun: {}\n", launched.error);
-    return EXIT_INCONCLUSIVE;
-  }
-  const gpu::ReplayOutcome outcome = gpu::compare_frontiers(prediction, launched.frontiers, "mpi");
-  out << outcome.headline << "\n";
-  for (const std::string& line : outcome.details) out << "  " << line << "\n";
-  if (launched.wall_timeout) out << fmt::format("  stopped at the wall-clock limit of {:.0f} s\n", spec.wall_s);
-  if (outcome.verdict == gpu::ReplayVerdict::UNDECIDED && launched.mpirun_exited) {
-    out << fmt::format("  mpirun exited with status {} before every rank reported; its output ends:\n{}\n",
-                       launched.mpirun_status, launched.log_tail);
-  }
-  if (!options.quiet) out << fmt::format("  {} ranks, {:.1f} s\n", scenario->world, launched.seconds);
-  if (std::getenv("LOCKSTEP_REPLAY_KEEP") != nullptr) {
-    out << fmt::format("  plan, frontiers and mpirun.log kept in {}\n", dir_template);
-  } else {
-    fs::remove_all(dir_template, ec);
-  }
-  switch (outcome.verdict) {
-    case gpu::ReplayVerdict::CONFIRMED: return EXIT_BUG;
-    case gpu::ReplayVerdict::NOT_REPRODUCED: return EXIT_NO_BUG;
-    case gpu::ReplayVerdict::UNDECIDED: break;
-  }
-  return EXIT_INCONCLUSIVE;
+  replay.quiet = options.quiet;
+  const gpu::ReplayReport report =
+      gpu::replay_on_hardware(*scenario, result, choices, options.check.engine,
+                              options.backend == "nccl" ? gpu::nccl_backend() : gpu::mpi_backend(), replay);
+  (report.exit_code == EXIT_BAD_INPUT ? err : out) << report.text;
+  return report.exit_code;
 }
 
 int cmd_replay(const Options& options, std::ostream& out, std::ostream& err) {
   if (options.inputs.size() != 1) throw UsageError{"replay needs exactly one counterexample or scenario"};
-  if (options.backend == "mpi") return cmd_replay_mpi(options, out, err);
-  if (options.backend != "sim") {
-    throw UsageError{fmt::format("replay --{} is not available in this version; use --sim or --mpi", options.backend)};
-  }
+  if (options.backend == "mpi" || options.backend == "nccl") return cmd_replay_hardware(options, out, err);
   const std::string& input = options.inputs.front();
   if (fs::path(input).extension() == ".yaml" || fs::path(input).extension() == ".jsonl") {
     // A scenario replays its default timed schedule.
@@ -813,7 +672,6 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       return EXIT_NO_BUG;
     }
     if (!args.empty() && args[0] == "record") return record::run_record({args.begin() + 1, args.end()}, out, err);
-    if (!args.empty() && args[0] == "import") return import::run_import(args, out, err);
     const Options options = parse_args(args);
     if (options.verb == "check") return cmd_check(options, out, err);
     if (options.verb == "validate") return cmd_validate(options, out, err);

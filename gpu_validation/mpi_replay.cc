@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "gpu_validation/replay_plan.h"
+#include "gpu_validation/watchdog.h"
 
 namespace lockstep::gpu {
 namespace {
@@ -38,15 +40,13 @@ uint64_t mask_of(uint32_t width) { return width >= 8 ? ~uint64_t{0} : (uint64_t{
 // Members that disagree on the size disagree on the stride, which shows as wrong data too.
 int64_t stride_of(int64_t count) { return count > 4096 ? count / 4096 : 1; }
 
-// The seeded value of element i of rank r's contribution to the op with sequence number seq,
-// small enough that the sum over `members` never wraps in `width` bytes. The dtype is part of
-// it, so a dtype mismatch of equal width still shows as wrong data.
-uint64_t seeded(int32_t rank, uint32_t seq, int64_t i, uint32_t dtype, uint32_t width, int64_t members) {
-  const uint64_t raw = static_cast<uint64_t>(rank) * 131u + static_cast<uint64_t>(seq) * 17u +
-                       static_cast<uint64_t>(i) * 7u + static_cast<uint64_t>(dtype) * 29u;
+// The seeded value of element i of rank r's contribution to an op, small enough that the sum
+// over `members` never wraps in `width` bytes. The dtype and the tag are part of it, so a dtype
+// mismatch of equal width, or two ops with different tags paired, still shows as wrong data.
+uint64_t seeded(int32_t rank, uint32_t seq, int64_t i, uint32_t dtype, uint32_t tag, uint32_t width, int64_t members) {
   const uint64_t limit = std::max<uint64_t>(1, std::min<uint64_t>(mask_of(width), uint64_t{1} << 30) /
                                                    static_cast<uint64_t>(std::max<int64_t>(1, members)));
-  return 1 + raw % limit;
+  return seeded_value(rank, seq, i, dtype, tag, limit);
 }
 
 MPI_Datatype mpi_type(uint32_t width) {
@@ -115,55 +115,90 @@ class Worker {
 
   void run() {
     report(FrontierStatus::RUNNING);
-    Clock::time_point last_progress = Clock::now();
-    bool reported_stuck = false;
+    const Clock::time_point start = Clock::now();
+    StallWatchdog watchdog(stall_s_);
+    PollBackoff backoff(50, 2000);  // a stuck rank polls every 2 ms: next to no CPU
     size_t completed = 0;
     while (completed < ops_.size()) {
       bool progress = post_ready();
       if (stopped_) return idle();
-      for (size_t i = 0; i < ops_.size(); ++i) {
-        OpState& s = state_[i];
-        if (!s.posted || s.done) continue;
-        int flag = 0;
-        MPI_Status status;
-        const int rc = s.request == MPI_REQUEST_NULL ? MPI_SUCCESS : MPI_Test(&s.request, &flag, &status);
-        if (s.request == MPI_REQUEST_NULL && rc == MPI_SUCCESS) flag = 1;
-        if (rc != MPI_SUCCESS) {
-          fail(i, "MPI error: " + error_string(rc));
-          flag = 1;
-        } else if (flag && !s.failed) {
-          check(i, status);
+      // Each MPI_Test also moves data (OpenMPI progresses transfers inside it): a burst of
+      // them per poll keeps large transfers moving while the loop sleeps between polls.
+      bool outstanding = false;
+      for (int burst = 0; burst < 16; ++burst) {
+        outstanding = false;
+        bool completed_one = false;
+        for (size_t i = 0; i < ops_.size(); ++i) {
+          OpState& s = state_[i];
+          if (!s.posted || s.done) continue;
+          int flag = 0;
+          MPI_Status status;
+          const int rc = s.request == MPI_REQUEST_NULL ? MPI_SUCCESS : MPI_Test(&s.request, &flag, &status);
+          if (s.request == MPI_REQUEST_NULL && rc == MPI_SUCCESS) flag = 1;
+          if (rc != MPI_SUCCESS) {
+            fail(i, "MPI error: " + error_string(rc));
+            flag = 1;
+          } else if (flag && !s.failed) {
+            check(i, status);
+          }
+          if (flag) {
+            finish(i);
+            ++completed;
+            completed_one = true;
+          } else {
+            outstanding = true;
+          }
         }
-        if (flag) {
-          s.done = true;
-          s.in.bytes.clear();
-          s.in.bytes.shrink_to_fit();
-          s.out.bytes.clear();
-          s.out.bytes.shrink_to_fit();
-          ++completed;
-          progress = true;
+        test_eager();
+        if (completed_one || !outstanding) {
+          progress = progress || completed_one;
+          break;
         }
       }
       frontier_.completed = static_cast<uint32_t>(completed);
-      if (progress) {
-        last_progress = Clock::now();
-        if (reported_stuck) {
-          reported_stuck = false;
-          report(FrontierStatus::RUNNING);
-        }
-        continue;
+      const double now = std::chrono::duration<double>(Clock::now() - start).count();
+      switch (watchdog.observe(now, progress, outstanding)) {
+        case StallWatchdog::Action::REPORT_STUCK: report_stuck(); break;
+        case StallWatchdog::Action::REPORT_RUNNING: report(FrontierStatus::RUNNING); break;
+        case StallWatchdog::Action::NONE: break;
       }
-      if (!reported_stuck && std::chrono::duration<double>(Clock::now() - last_progress).count() > stall_s_) {
-        reported_stuck = true;
-        report_stuck();
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      const uint32_t pause_us = backoff.next_us(progress);
+      if (pause_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
     }
     report(failures_.empty() ? FrontierStatus::COMPLETED : FrontierStatus::FAILED, failures_);
+    // Eager sends nobody received: their data would sit in the receiver's buffer; let them go.
+    for (MPI_Request& r : eager_) {
+      if (r != MPI_REQUEST_NULL) {
+        MPI_Cancel(&r);
+        MPI_Request_free(&r);
+      }
+    }
   }
 
  private:
-  // Posts every op whose dependencies completed; per communicator in issue order.
+  void finish(size_t i) {
+    OpState& s = state_[i];
+    s.done = true;
+    s.in.bytes.clear();
+    s.in.bytes.shrink_to_fit();
+    s.out.bytes.clear();
+    s.out.bytes.shrink_to_fit();
+    if (slot_of(i)) --in_flight_;
+  }
+
+  bool slot_of(size_t i) const { return plan_.comm_concurrency > 0 && holds_slot(ops_, i); }
+
+  // Eager sends complete when posted; their requests are tested here for MPI's sake only.
+  void test_eager() {
+    for (MPI_Request& r : eager_) {
+      if (r == MPI_REQUEST_NULL) continue;
+      int flag = 0;
+      MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
+    }
+  }
+
+  // Posts every op whose dependencies completed; per communicator in issue order; under
+  // comm_concurrency K, at most K slot holders in flight, granted in the model's start order.
   bool post_ready() {
     bool progress = false;
     std::vector<char> coll_blocked(plan_.groups.size(), 0), p2p_blocked(plan_.groups.size(), 0);
@@ -173,6 +208,7 @@ class Worker {
       if (state_[i].posted) continue;
       bool ready = true;
       for (uint32_t d : op.deps) ready = ready && state_[d].done;
+      if (ready && slot_of(i) && (in_flight_ >= plan_.comm_concurrency || op.start != next_start_)) ready = false;
       char* order = nullptr;
       bool* ng = nullptr;
       if (op.kind == PlanKind::SEND || op.kind == PlanKind::RECV) order = &p2p_blocked[op.group];
@@ -201,6 +237,10 @@ class Worker {
     const PlanOp& op = ops_[i];
     OpState& s = state_[i];
     s.posted = true;
+    if (slot_of(i)) {
+      ++in_flight_;
+      ++next_start_;
+    }
     if (op.kind == PlanKind::LOCAL) return;  // no request: the polling loop completes it
     if (op.kind == PlanKind::EXIT || op.kind == PlanKind::CRASH) {
       stopped_ = true;
@@ -228,7 +268,7 @@ class Worker {
     const int64_t stride = stride_of(count);
     auto fill = [&](Buffer& b, int64_t elements, int32_t who, uint32_t seq) {
       b.resize(elements, w);
-      for (int64_t e = 0; e < elements; e += stride) b.set(e, seeded(who, seq, e, op.dtype, w, n));
+      for (int64_t e = 0; e < elements; e += stride) b.set(e, seeded(who, seq, e, op.dtype, op.tag, w, n));
     };
     if (comm == MPI_COMM_NULL || me < 0) {
       fail(i, "this rank is not a member of the op's communicator");
@@ -284,14 +324,26 @@ class Worker {
         rc = MPI_Iscatter(s.in.data(), p, t, s.out.data(), p, t, root, comm, &s.request);
         break;
       case PlanKind::SEND:
+        if (op.eager) {
+          // Eager: the data goes out from a buffer of its own and the send is complete now,
+          // whether or not anyone receives it (p2p: eager, within eager_limit).
+          eager_buffers_.emplace_back();
+          fill(eager_buffers_.back(), count, rank_, 0);
+          eager_.push_back(MPI_REQUEST_NULL);
+          rc = MPI_Isend(eager_buffers_.back().data(), c, t, index_in(members, op.peer), 0, comm, &eager_.back());
+          break;
+        }
         fill(s.in, count, rank_, 0);
         // Synchronous send: completes only once the receive matched it (rendezvous).
         rc = MPI_Issend(s.in.data(), c, t, index_in(members, op.peer), 0, comm, &s.request);
         break;
       case PlanKind::RECV:
         s.out.resize(count, w);
-        rc = MPI_Irecv(s.out.data(), c, t, op.peer >= 0 ? index_in(members, op.peer) : MPI_ANY_SOURCE, 0, comm,
-                       &s.request);
+        {
+          // A wildcard takes the sender the schedule matched it with; unmatched, any.
+          const int32_t from = op.peer >= 0 ? op.peer : op.match;
+          rc = MPI_Irecv(s.out.data(), c, t, from >= 0 ? index_in(members, from) : MPI_ANY_SOURCE, 0, comm, &s.request);
+        }
         break;
       default: break;
     }
@@ -325,7 +377,7 @@ class Worker {
     const int64_t stride = stride_of(count);
     const uint32_t w = op.dtype_bytes;
     auto v = [&](int32_t who, uint32_t seq, int64_t e) {
-      return e % stride == 0 ? seeded(who, seq, e, op.dtype, w, n) : uint64_t{0};
+      return e % stride == 0 ? seeded(who, seq, e, op.dtype, op.tag, w, n) : uint64_t{0};
     };
     auto sum = [&](int64_t e) {
       uint64_t total = 0;
@@ -441,6 +493,10 @@ class Worker {
   Frontier frontier_;
   std::vector<FrontierOp> failures_;
   bool stopped_ = false;
+  int64_t in_flight_ = 0;    // comm_concurrency: slot holders posted and not completed
+  uint32_t next_start_ = 0;  // comm_concurrency: the start order's next place
+  std::deque<Buffer> eager_buffers_;  // stable addresses while MPI reads them
+  std::deque<MPI_Request> eager_;
 };
 
 }  // namespace

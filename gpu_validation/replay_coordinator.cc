@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <set>
 #include <utility>
 
@@ -47,8 +48,8 @@ PlanKind plan_kind(OpKind kind) {
     case OpKind::NEW_GROUP: return PlanKind::NEW_GROUP;
     case OpKind::EXIT: return PlanKind::EXIT;
     case OpKind::CRASH: return PlanKind::CRASH;
-    case OpKind::INIT: return PlanKind::LOCAL;  // init_process_group: replays start initialised
     case OpKind::COMPUTE: case OpKind::SLEEP: case OpKind::SYNC: case OpKind::WAIT: return PlanKind::LOCAL;
+    default: break;  // init_process_group: the workers start initialised (a launch is checked before)
   }
   return PlanKind::LOCAL;
 }
@@ -65,11 +66,11 @@ void normalize(std::vector<uint32_t>& deps) {
 // communication op waits for prior work on `main` and `main` waits for it; `async: H` leaves
 // out the second edge until `wait: H`; the host blocks on barrier, sync and new_group, so every
 // later op waits for them; the ops of an NCCL group hold one place on the stream of the first.
-std::vector<PlanOp> plan_rank(const std::vector<sim::OpRecord>& records,
+std::vector<PlanOp> plan_rank(const std::vector<sim::OpRecord>& records, const sim::Semantics& sem,
                               const std::map<const sim::Stmt*, GroupMember>& nccl_groups, int32_t& next_batch) {
   std::vector<PlanOp> ops;
   std::map<std::string, std::vector<uint32_t>> last;  // per stream: the ops its next kernel waits for
-  std::vector<uint32_t> host;                         // ops the host blocked on
+  std::map<std::string, std::vector<uint32_t>> host_of;  // per host thread: the ops it blocked on
   std::map<std::string, uint32_t> handles;
   // The open NCCL group: its statement, the last position seen, its first stream, its members.
   const sim::Stmt* open_group = nullptr;
@@ -99,6 +100,11 @@ std::vector<PlanOp> plan_rank(const std::vector<sim::OpRecord>& records,
     op.root = in.root;
     op.seq = rec.seq;
     const sim::Stmt* stmt = in.stmt;
+    if (stmt != nullptr) op.tag = tag_hash(stmt->tag.str());
+    if (in.kind == OpKind::RECV && in.peer < 0) op.match = rec.matched_peer;
+    op.eager = in.kind == OpKind::SEND && sem.p2p == sim::P2pMode::EAGER && in.size_bytes <= sem.eager_limit_bytes;
+    // Threads of a rank share its streams; each blocks only itself (barrier, sync, new_group).
+    std::vector<uint32_t>& host = host_of[rec.thread];
     const bool async = stmt != nullptr && !stmt->handle.empty() && (sim::is_collective(in.kind) || sim::is_p2p(in.kind));
 
     const auto member = stmt != nullptr ? nccl_groups.find(stmt) : nccl_groups.end();
@@ -166,6 +172,19 @@ std::vector<PlanOp> plan_rank(const std::vector<sim::OpRecord>& records,
   return ops;
 }
 
+// comm_concurrency: each communication op's place in the rank's order of kernel starts in the
+// model (by virtual start time, then issue order; ops that never started come last, unordered).
+void number_starts(const std::vector<sim::OpRecord>& records, std::vector<PlanOp>& ops) {
+  std::vector<std::pair<int64_t, uint32_t>> started;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const sim::OpRecord& rec = records[i];
+    if (!holds_slot(ops, i)) continue;
+    if (rec.start_ns >= 0 && rec.state != sim::KernelState::QUEUED) started.emplace_back(rec.start_ns, static_cast<uint32_t>(i));
+  }
+  std::sort(started.begin(), started.end());
+  for (size_t k = 0; k < started.size(); ++k) ops[started[k].second].start = static_cast<uint32_t>(k);
+}
+
 std::string join_ranks(const std::vector<int32_t>& ranks) {
   std::string out;
   for (size_t i = 0; i < ranks.size(); ++i) out += (i ? "," : "") + std::to_string(ranks[i]);
@@ -194,26 +213,18 @@ std::string describe_predicted(const PredictedOp& op) { return fmt::format("rank
 PlanResult build_plan(const sim::Scenario& scenario, const sim::ExecutionResult& result, const std::string& backend) {
   PlanResult out;
   const sim::Semantics& sem = scenario.semantics;
-  if (sem.comm_concurrency != 0) {
-    out.cannot_express = fmt::format(
-        "cannot express: comm_concurrency: {} (a bound on running communication kernels and their start order; "
-        "{} progresses every posted request at once)",
-        sem.comm_concurrency, backend);
-    return out;
-  }
-  if (sem.p2p == sim::P2pMode::EAGER) {
-    out.cannot_express = fmt::format(
-        "cannot express: p2p: eager (eager_limit {} B); the {} replay sends with MPI_Issend, which completes only when "
-        "matched (rendezvous)",
-        sem.eager_limit_bytes, backend);
-    return out;
-  }
-  for (int32_t r = 0; r < scenario.world; ++r) {
-    if (scenario.program_of(r).size() > 1) {
-      out.cannot_express = fmt::format(
-          "cannot express: several host threads per rank (rank {} runs {}); the {} replay runs one issue order per rank",
-          r, scenario.program_of(r).size(), backend);
-      return out;
+  if (backend == "nccl") {
+    for (const std::vector<sim::OpRecord>& ops : result.ops) {
+      for (const sim::OpRecord& rec : ops) {
+        if (rec.op.kind == OpKind::RECV && rec.op.peer < 0 && rec.matched_peer < 0) {
+          out.cannot_express = fmt::format(
+              "cannot express: an unmatched recv from any ({}); NCCL has no wildcard receive (ncclRecv names its "
+              "peer: a matched one receives from the sender the schedule chose)",
+              rec.op.stmt != nullptr ? fmt::format("{}:{}:{}", scenario.path, rec.op.stmt->loc.line, rec.op.stmt->loc.col)
+                                     : std::string("a recorded op"));
+          return out;
+        }
+      }
     }
   }
   std::map<const sim::Stmt*, GroupMember> nccl_groups;
@@ -224,13 +235,15 @@ PlanResult build_plan(const sim::Scenario& scenario, const sim::ExecutionResult&
 
   Plan plan;
   plan.world = scenario.world;
+  plan.comm_concurrency = sem.comm_concurrency;
   for (const sim::GroupDef& g : scenario.groups) plan.groups.push_back({g.name, g.comm_of_rank});
   int32_t next_batch = 0;
   for (int32_t r = 0; r < scenario.world; ++r) {
     const std::vector<sim::OpRecord> none;
     const std::vector<sim::OpRecord>& records =
         static_cast<size_t>(r) < result.ops.size() ? result.ops[static_cast<size_t>(r)] : none;
-    plan.ranks.push_back(plan_rank(records, nccl_groups, next_batch));
+    plan.ranks.push_back(plan_rank(records, sem, nccl_groups, next_batch));
+    if (sem.comm_concurrency > 0) number_starts(records, plan.ranks.back());
   }
   out.plan = std::move(plan);
   return out;
@@ -249,20 +262,120 @@ sim::Scenario solo_scenario(const sim::Scenario& scenario) {
   return solo;
 }
 
-std::optional<sim::ExecutionResult> full_sequences(const sim::Scenario& solo, const sim::ExecutionResult& result,
-                                                   sim::EngineOptions options, std::string& why) {
-  if (result.end != sim::ExecutionEnd::MISMATCH) return result;
-  options.record_ops = true;
-  sim::Engine engine(solo, options);
-  sim::TimedStrategy timed;
-  sim::ExecutionResult alone = engine.run(timed);
-  if (alone.end != sim::ExecutionEnd::COMPLETED) {
-    why = "cannot express: the model stops at the first mismatch, so some ranks have no ops recorded past it, and "
-          "their whole sequences cannot be derived without their partners (point-to-point ops, wildcards or "
-          "agreed choices)";
-    return std::nullopt;
+namespace {
+
+// The solo run follows the execution's choices that belong to one rank: at its k-th choice of
+// a `choose` branch, the branch it took k-th in the execution, and likewise for which of its
+// host threads steps next; where none applies (a rank past the point it had reached), the
+// earliest option, as `lockstep run` would. full_sequences checks the result against the
+// recorded ops.
+class SoloStrategy final : public sim::Strategy {
+ public:
+  explicit SoloStrategy(const std::vector<sim::Option>& choices) {
+    for (const sim::Option& o : choices) {
+      if (o.kind == sim::ChoiceKind::BRANCH && o.rank >= 0) branches_[o.rank].push_back(o.detail);
+      if (o.kind == sim::ChoiceKind::THREAD && o.rank >= 0) threads_[o.rank].push_back(o.thread);
+    }
   }
-  return alone;
+  size_t choose(const sim::ChoicePoint& point) override {
+    for (size_t i = 0; i < point.options.size(); ++i) {
+      const sim::Option& o = point.options[i];
+      if (o.kind == sim::ChoiceKind::BRANCH && take(branches_, o.rank, o.detail)) return i;
+      if (o.kind == sim::ChoiceKind::THREAD && take(threads_, o.rank, o.thread)) return i;
+    }
+    return timed_.choose(point);
+  }
+
+ private:
+  static bool take(std::map<int32_t, std::vector<int32_t>>& queues, int32_t rank, int32_t value) {
+    auto it = queues.find(rank);
+    if (it == queues.end() || it->second.empty() || it->second.front() != value) return false;
+    it->second.erase(it->second.begin());
+    return true;
+  }
+
+  std::map<int32_t, std::vector<int32_t>> branches_, threads_;
+  sim::TimedStrategy timed_;
+};
+
+// Whether every rank's ops in `whole` begin with the ops it issued in `prefix` (kind,
+// communicator sequence number, size, statement).
+bool extends(const sim::ExecutionResult& prefix, const sim::ExecutionResult& whole) {
+  for (size_t r = 0; r < prefix.ops.size(); ++r) {
+    if (r >= whole.ops.size() || whole.ops[r].size() < prefix.ops[r].size()) return false;
+    for (size_t i = 0; i < prefix.ops[r].size(); ++i) {
+      const sim::OpRecord& a = prefix.ops[r][i];
+      const sim::OpRecord& b = whole.ops[r][i];
+      const bool same_place = (a.op.stmt == nullptr) == (b.op.stmt == nullptr) &&
+                              (a.op.stmt == nullptr || a.op.stmt->loc == b.op.stmt->loc);
+      if (a.op.kind != b.op.kind || a.seq != b.seq || a.op.size_bytes != b.op.size_bytes || !same_place) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// The members of a mismatched collective (or new_group) that had not issued their op in
+// `result` when the model stopped; empty when the recorded ops hold everything the mismatch
+// needs (a p2p mismatch: both ops are there).
+std::vector<int32_t> missing_from_mismatch(const sim::Scenario& scenario, const sim::ExecutionResult& result) {
+  std::vector<int32_t> missing;
+  const sim::MismatchInfo& m = *result.mismatch;
+  if (!sim::is_collective(m.op_a.op.kind) && m.op_a.op.kind != OpKind::NEW_GROUP) return missing;
+  const sim::GroupDef& g = scenario.groups[m.group];
+  const bool over_world = m.op_a.op.kind == OpKind::NEW_GROUP;
+  const int32_t comm = over_world ? 0 : g.comm_of_rank[static_cast<size_t>(m.rank_a)];
+  for (int32_t r = 0; r < scenario.world; ++r) {
+    if (!over_world && g.comm_of_rank[static_cast<size_t>(r)] != comm) continue;
+    bool issued = false;
+    if (static_cast<size_t>(r) < result.ops.size()) {
+      for (const sim::OpRecord& rec : result.ops[static_cast<size_t>(r)]) {
+        const bool same = over_world ? rec.op.kind == OpKind::NEW_GROUP : rec.op.group == m.group && sim::is_collective(rec.op.kind);
+        issued = issued || (same && rec.seq == m.seq);
+      }
+    }
+    if (!issued) missing.push_back(r);
+  }
+  return missing;
+}
+
+}  // namespace
+
+FullSequences full_sequences(const sim::Scenario& scenario, const sim::ExecutionResult& result,
+                             const std::vector<sim::Option>& choices, sim::EngineOptions options) {
+  FullSequences out;
+  if (result.end != sim::ExecutionEnd::MISMATCH || !result.mismatch) {
+    out.result = result;
+    return out;
+  }
+  options.record_ops = true;
+  auto solo = std::make_shared<const sim::Scenario>(solo_scenario(scenario));
+  sim::Engine engine(*solo, options);
+  SoloStrategy strategy(choices);
+  sim::ExecutionResult alone = engine.run(strategy);
+  if (alone.end == sim::ExecutionEnd::COMPLETED && extends(result, alone)) {
+    out.result = std::move(alone);
+    out.solo = std::move(solo);
+    return out;
+  }
+  const std::vector<int32_t> missing = missing_from_mismatch(scenario, result);
+  if (missing.empty()) {
+    out.result = result;
+    out.cut = true;
+    return out;
+  }
+  const sim::MismatchInfo& m = *result.mismatch;
+  const std::string what = m.op_a.op.kind == OpKind::NEW_GROUP
+                               ? fmt::format("new_group #{}", m.seq)
+                               : fmt::format("{} #{} on {}", sim::op_kind_name(m.op_a.op.kind), m.seq, scenario.groups[m.group].name);
+  out.why = fmt::format(
+      "cannot express: the model stops at the first mismatch ({} differs in {}) before rank{} {} issued it, and a "
+      "run of each rank alone, which would give their ops, {}",
+      what, m.field, missing.size() == 1 ? "" : "s", join_ranks(missing),
+      alone.end == sim::ExecutionEnd::COMPLETED ? "takes other steps than the execution did"
+                                                : "cannot pass what needs partners (point-to-point, new_group)");
+  return out;
 }
 
 Prediction predict(const sim::Scenario& scenario, const std::optional<checker::Bug>& bug) {
@@ -280,6 +393,70 @@ Prediction predict(const sim::Scenario& scenario, const std::optional<checker::B
     p.mismatch_collective = sim::is_collective(m.op_a.op.kind);
   }
   return p;
+}
+
+size_t compact_sizes(Plan& plan, int64_t cap_bytes) {
+  std::set<int64_t> large;
+  int64_t quantum = 8 * 64;
+  for (const PlanGroup& g : plan.groups) {
+    std::map<int32_t, int64_t> members;
+    for (const int32_t c : g.comm_of_rank) {
+      if (c >= 0) ++members[c];
+    }
+    for (const auto& [comm, n] : members) quantum = std::lcm(quantum, n * 8);
+  }
+  for (const std::vector<PlanOp>& ops : plan.ranks) {
+    for (const PlanOp& op : ops) {
+      if (op.size_bytes > cap_bytes) large.insert(op.size_bytes);
+    }
+  }
+  const int64_t base = (cap_bytes / quantum + 1) * quantum;
+  std::map<int64_t, int64_t> to;
+  int64_t next = base;
+  for (const int64_t size : large) {
+    to[size] = next;
+    next += quantum;
+  }
+  size_t changed = 0;
+  for (std::vector<PlanOp>& ops : plan.ranks) {
+    for (PlanOp& op : ops) {
+      if (auto it = to.find(op.size_bytes); it != to.end()) {
+        op.size_bytes = it->second;
+        ++changed;
+      }
+    }
+  }
+  return changed;
+}
+
+void locate_mismatch(Prediction& p, const Plan& plan) {
+  p.mismatch_index.assign(static_cast<size_t>(plan.world), -1);
+  if (p.kind != sim::Verdict::MISMATCH) return;
+  if (p.mismatch_collective && !p.mismatched.empty()) {
+    // The members of the mismatched communicator (a group name may stand for several, one per
+    // mesh coordinate).
+    size_t group = plan.groups.size();
+    for (size_t g = 0; g < plan.groups.size(); ++g) {
+      if (plan.groups[g].name == p.mismatch_group) group = g;
+    }
+    if (group == plan.groups.size()) return;
+    const std::vector<int32_t>& comm_of = plan.groups[group].comm_of_rank;
+    const int32_t comm = comm_of[static_cast<size_t>(p.mismatched.front().rank)];
+    for (size_t r = 0; r < plan.ranks.size(); ++r) {
+      if (comm_of[r] != comm) continue;
+      for (const PlanOp& op : plan.ranks[r]) {
+        const bool collective = plan_kind_communicates(op.kind) && op.kind != PlanKind::SEND && op.kind != PlanKind::RECV &&
+                                op.kind != PlanKind::NEW_GROUP;
+        if (collective && plan.groups[op.group].name == p.mismatch_group && op.seq == p.mismatch_seq) {
+          p.mismatch_index[r] = op.index;
+          break;
+        }
+      }
+    }
+  }
+  for (const PredictedOp& m : p.mismatched) {
+    if (m.rank >= 0 && m.rank < plan.world) p.mismatch_index[static_cast<size_t>(m.rank)] = m.index;
+  }
 }
 
 ReplayOutcome compare_frontiers(const Prediction& prediction, const std::vector<std::optional<Frontier>>& frontiers,
@@ -325,6 +502,7 @@ ReplayOutcome compare_frontiers(const Prediction& prediction, const std::vector<
   }
   // A mismatch shows as an error, wrong data or a hang at one of the mismatched ops.
   auto at_mismatch = [&](int32_t rank, const FrontierOp& op) {
+    if (static_cast<size_t>(rank) < prediction.mismatch_index.size()) return prediction.mismatch_index[static_cast<size_t>(rank)] == op.index;
     for (const PredictedOp& m : prediction.mismatched) {
       if (m.rank == rank && m.index == op.index) return true;
     }
@@ -338,20 +516,37 @@ ReplayOutcome compare_frontiers(const Prediction& prediction, const std::vector<
     return out;
   }
   if (prediction.kind == sim::Verdict::MISMATCH) {
-    bool all_at = true;
-    for (const auto& [rank, op] : failed) all_at = all_at && at_mismatch(rank, op);
-    for (const auto& [rank, op] : stuck) all_at = all_at && at_mismatch(rank, op);
+    // Confirmed: some rank failed or hung at a mismatched op, and no rank failed or hung before
+    // its own op in the mismatch (what comes after it, or on ranks with no part in it, is the
+    // mismatch's aftermath: ranks out of step wait for each other).
+    bool some_at = false, none_before = true;
+    const std::pair<int32_t, FrontierOp>* offender = nullptr;
+    auto judge = [&](const std::pair<int32_t, FrontierOp>& anomaly) {
+      const auto& [rank, op] = anomaly;
+      some_at = some_at || at_mismatch(rank, op);
+      const int64_t m = static_cast<size_t>(rank) < prediction.mismatch_index.size()
+                            ? prediction.mismatch_index[static_cast<size_t>(rank)]
+                            : -1;
+      if (m >= 0 && op.index < m && none_before) {
+        none_before = false;
+        offender = &anomaly;
+      }
+    };
+    for (const auto& anomaly : failed) judge(anomaly);
+    for (const auto& anomaly : stuck) judge(anomaly);
     const auto& first = failed.empty() ? stuck.front() : failed.front();
-    if (all_at) {
+    if (some_at && none_before) {
       out.verdict = ReplayVerdict::CONFIRMED;
       out.headline = fmt::format("CONFIRMED ({}): mismatch: {} {} at the predicted op, as predicted ({})", backend,
                                  describe_observed(first.first, first.second),
                                  failed.empty() ? "hung" : "failed (" + first.second.problem + ")", prediction.summary);
       return out;
     }
-    out.headline = fmt::format("UNDECIDED ({}): the model predicted a mismatch ({}), but {} {} elsewhere", backend,
-                               prediction.summary, describe_observed(first.first, first.second),
-                               failed.empty() ? "hung" : "failed");
+    const auto& shown = offender != nullptr ? *offender : first;
+    out.headline = fmt::format("UNDECIDED ({}): the model predicted a mismatch ({}), but {} {} {}", backend,
+                               prediction.summary, describe_observed(shown.first, shown.second),
+                               shown.second.problem.empty() ? "hung" : "failed",
+                               offender != nullptr ? "before its own op in the mismatch" : "elsewhere");
     return out;
   }
   if (!failed.empty()) {

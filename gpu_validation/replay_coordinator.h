@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,11 +38,28 @@ PlanResult build_plan(const sim::Scenario& scenario, const sim::ExecutionResult&
 // caller then gives up (see full_sequences).
 sim::Scenario solo_scenario(const sim::Scenario& scenario);
 
-// Every rank's whole op sequence for a replay of `result`: `result` itself unless it ended at a
-// mismatch; then the solo run of `solo` (made by solo_scenario), or nullopt with `why` set when
-// that run does not complete.
-std::optional<sim::ExecutionResult> full_sequences(const sim::Scenario& solo, const sim::ExecutionResult& result,
-                                                   sim::EngineOptions options, std::string& why);
+// Every rank's op sequence for a replay of `result` (`choices`: the execution's choices).
+// Unless it ended at a mismatch, `result` itself. After a mismatch, the solo run
+// (solo_scenario), which follows the execution's `choose` branches; when that run cannot
+// complete (p2p, new_group), `result` itself if every op the mismatch involves was issued in it
+// (the replay then stops there: `cut`); else nothing, with `why`.
+struct FullSequences {
+  std::optional<sim::ExecutionResult> result;
+  // From the solo run: the scenario it ran (its ops point into it): build the plan from it,
+  // then restore the real groups.
+  std::shared_ptr<const sim::Scenario> solo;
+  bool cut = false;   // the recorded ops, cut at the mismatch
+  std::string why;
+};
+FullSequences full_sequences(const sim::Scenario& scenario, const sim::ExecutionResult& result,
+                             const std::vector<sim::Option>& choices, sim::EngineOptions options);
+
+// Shrinks the plan's data for a quick replay (LOCKSTEP_REPLAY_COMPACT): sizes up to `cap_bytes`
+// stay; the larger ones, in ascending order, become cap + 1 quantum, cap + 2 quanta, ... (a
+// quantum a multiple of every communicator size and of 8 bytes), so that every two sizes of the
+// plan still compare as they did: equal stay equal, a mismatch stays one. On MPI a size changes
+// nothing else (sends are synchronous at any size). Returns how many sizes changed.
+size_t compact_sizes(Plan& plan, int64_t cap_bytes);
 
 // What the model says the hardware will do.
 struct PredictedOp {
@@ -58,9 +76,15 @@ struct Prediction {
   std::string mismatch_group;         // mismatch of a collective: its group and sequence number
   uint32_t mismatch_seq = 0;
   bool mismatch_collective = false;
+  // Mismatch: per rank, the issue index of its op in the mismatched collective (or of the
+  // mismatched p2p op), -1 where it has none (locate_mismatch fills it from the plan).
+  std::vector<int64_t> mismatch_index;
 };
 
 Prediction predict(const sim::Scenario& scenario, const std::optional<checker::Bug>& bug);
+
+// Fills prediction.mismatch_index from the plan the workers run.
+void locate_mismatch(Prediction& prediction, const Plan& plan);
 
 enum class ReplayVerdict : uint8_t {
   CONFIRMED,       // the predicted bug happened where predicted (exit 1)

@@ -76,34 +76,99 @@ TEST_CASE("replay plan: the text form round trips") {
   REQUIRE_MESSAGE(back, error);
   CHECK(format_plan(*back) == text);
   CHECK(back->ranks[3].size() + 2 == back->ranks[0].size());  // rank 3 runs one batch fewer
-  CHECK_FALSE(parse_plan("lockstep-replay-plan 1\nworld 2\nbogus\n", error));
+  CHECK_FALSE(parse_plan("lockstep-replay-plan 2\nworld 2\nbogus\n", error));
   CHECK(error == "plan line 3: unexpected 'bogus'");
+  CHECK_FALSE(parse_plan("lockstep-replay-plan 1\nworld 2\n", error));
+  CHECK(error == "not a lockstep replay plan (version 2)");
 }
 
-TEST_CASE("replay plan: semantics MPI cannot express are named") {
+TEST_CASE("replay plan: comm_concurrency grants slots in the model's start order") {
   const Timed order = timed_run("scenarios/corpus/comm-launch-order.yaml");
   const PlanResult plan = build_plan(order.scenario, order.result, "mpi");
-  CHECK_FALSE(plan.plan);
-  CHECK(plan.cannot_express.rfind("cannot express: comm_concurrency: 1", 0) == 0);
-  const Timed threads = timed_run("scenarios/corpus/checkpoint-thread-same-group.yaml");
-  CHECK(build_plan(threads.scenario, threads.result, "mpi").cannot_express.rfind("cannot express: several host threads", 0) == 0);
+  REQUIRE(plan.plan);
+  CHECK(plan.plan->comm_concurrency == 1);
+  // Rank 0 issues tp then dp and starts tp; rank 1 issues dp then tp and starts dp. Neither
+  // second op ever started.
+  const std::vector<PlanOp>& r0 = plan.plan->ranks[0];
+  const std::vector<PlanOp>& r1 = plan.plan->ranks[1];
+  REQUIRE(r0.size() >= 3);
+  REQUIRE(r1.size() >= 3);
+  CHECK(r0[1].name == "allreduce");
+  CHECK(r0[1].start == 0);
+  CHECK(r0[2].start == UINT32_MAX);
+  CHECK(r1[1].name == "reduce_scatter");
+  CHECK(r1[1].start == 0);
+  CHECK(r1[2].start == UINT32_MAX);
+  std::string error;
+  const std::optional<Plan> back = parse_plan(format_plan(*plan.plan), error);
+  REQUIRE_MESSAGE(back, error);
+  CHECK(format_plan(*back) == format_plan(*plan.plan));
+}
+
+TEST_CASE("replay plan: tags are part of the seeded data") {
+  CHECK(tag_hash("") == 0);
+  CHECK(tag_hash("val/loss") != tag_hash("val/acc_rare"));
+  CHECK(seeded_value(1, 3, 0, 7, tag_hash("val/loss"), 1000) != seeded_value(1, 3, 0, 7, tag_hash("val/acc_rare"), 1000));
+  const Timed tagged = timed_run("scenarios/corpus/logging-rank-dependent-keys-fixed.yaml");
+  const PlanResult with_tags = build_plan(tagged.scenario, tagged.result, "mpi");
+  REQUIRE(with_tags.plan);
+  bool some_tag = false;
+  for (const PlanOp& op : with_tags.plan->ranks[0]) some_tag = some_tag || op.tag != 0;
+  CHECK(some_tag);
+}
+
+TEST_CASE("replay plan: a wildcard receive takes the schedule's sender, and NCCL cannot express an unmatched one") {
+  Timed race = timed_run("scenarios/examples/wildcard-race.yaml");
+  const PlanResult plan = build_plan(race.scenario, race.result, "nccl");
+  REQUIRE(plan.plan);
+  const PlanOp& wildcard = plan.plan->ranks[0][0];
+  CHECK(wildcard.kind == PlanKind::RECV);
+  CHECK(wildcard.peer == -1);
+  CHECK(wildcard.match == 1);  // the timed run: rank 1's send comes first
+  race.result.ops[0][0].matched_peer = -1;
+  const PlanResult unmatched = build_plan(race.scenario, race.result, "nccl");
+  CHECK_FALSE(unmatched.plan);
+  CHECK(unmatched.cannot_express.rfind("cannot express: an unmatched recv from any (scenarios/examples/wildcard-race.yaml:", 0) == 0);
+  CHECK(build_plan(race.scenario, race.result, "mpi").plan);
 }
 
 TEST_CASE("replay plan: after a mismatch the solo run gives every rank's whole sequence") {
   const Timed t = timed_run("scenarios/corpus/allreduce-size-differs.yaml");
   REQUIRE(t.result.end == sim::ExecutionEnd::MISMATCH);
-  const sim::Scenario solo = solo_scenario(t.scenario);
-  std::string why;
-  const std::optional<sim::ExecutionResult> full = full_sequences(solo, t.result, {}, why);
-  REQUIRE_MESSAGE(full, why);
-  for (const std::vector<sim::OpRecord>& ops : full->ops) CHECK(ops.size() == 3);  // compute, reduce_scatter, allreduce
+  const FullSequences full = full_sequences(t.scenario, t.result, {}, {});
+  REQUIRE_MESSAGE(full.result, full.why);
+  CHECK(full.solo != nullptr);
+  for (const std::vector<sim::OpRecord>& ops : full.result->ops) CHECK(ops.size() == 3);  // compute, reduce_scatter, allreduce
   // The op each rank issues k-th is the same as in the real run.
   for (size_t r = 0; r < t.result.ops.size(); ++r) {
     for (size_t i = 0; i < t.result.ops[r].size(); ++i) {
-      CHECK(full->ops[r][i].op.kind == t.result.ops[r][i].op.kind);
-      CHECK(full->ops[r][i].seq == t.result.ops[r][i].seq);
+      CHECK(full.result->ops[r][i].op.kind == t.result.ops[r][i].op.kind);
+      CHECK(full.result->ops[r][i].seq == t.result.ops[r][i].seq);
     }
   }
+}
+
+TEST_CASE("replay plan: the solo run follows the execution's choose branches") {
+  // Every rank has tokens in the timed run; the branch choices say rank 0 has none.
+  const Timed t = timed_run("scenarios/corpus/moe-no-tokens-skips-all-to-all.yaml");
+  sim::ExecutionResult mismatch = t.result;
+  mismatch.end = sim::ExecutionEnd::MISMATCH;
+  mismatch.mismatch = sim::MismatchInfo{};
+  mismatch.ops.assign(mismatch.ops.size(), {});  // as if stopped before any op was issued
+  const std::vector<sim::Option> choices = {{sim::ChoiceKind::BRANCH, 0, 0, 1, 0}};
+  const FullSequences full = full_sequences(t.scenario, mismatch, choices, {});
+  REQUIRE_MESSAGE(full.result, full.why);
+  CHECK(full.solo != nullptr);
+  CHECK(full.result->ops[0].size() + 3 == full.result->ops[1].size());  // no all-to-alls, no expert compute
+}
+
+TEST_CASE("replay plan: a p2p mismatch the solo run cannot complete is replayed up to the mismatch") {
+  const Timed t = timed_run("scenarios/corpus/p2p-fifo-wrong-order.yaml");
+  REQUIRE(t.result.end == sim::ExecutionEnd::MISMATCH);
+  const FullSequences full = full_sequences(t.scenario, t.result, {}, {});
+  REQUIRE_MESSAGE(full.result, full.why);
+  CHECK(full.cut);
+  CHECK(full.solo == nullptr);
 }
 
 TEST_CASE("replay verdict: the predicted stuck ops, exactly, confirm a hang") {
@@ -150,15 +215,29 @@ TEST_CASE("replay verdict: completion with correct data is not reproduced, wrong
 
 TEST_CASE("replay verdict: a mismatch is confirmed by an error or a hang at the mismatched op") {
   const Timed t = timed_run("scenarios/corpus/allreduce-size-differs.yaml");
-  const Prediction p = predict(t.scenario, checker::analyze(t.scenario, t.result));
+  Prediction p = predict(t.scenario, checker::analyze(t.scenario, t.result));
   REQUIRE(p.kind == sim::Verdict::MISMATCH);
+  const FullSequences full = full_sequences(t.scenario, t.result, {}, {});
+  REQUIRE(full.solo != nullptr);
+  const PlanResult plan = build_plan(*full.solo, *full.result, "mpi");
+  REQUIRE(plan.plan);
+  locate_mismatch(p, *plan.plan);
+  CHECK(p.mismatch_index == std::vector<int64_t>{2, 2, -1, -1});  // pp is {0, 1}: ranks 2 and 3 have no part
   std::vector<std::optional<Frontier>> seen = {
       frontier(0, FrontierStatus::FAILED, {{2, "allreduce", "pp", 1, -1, "MPI error: MPI_ERR_TRUNCATE: message truncated"}}),
       frontier(1, FrontierStatus::STUCK, {{2, "allreduce", "pp", 1, -1, ""}}),
       frontier(2, FrontierStatus::COMPLETED), frontier(3, FrontierStatus::COMPLETED)};
   CHECK(compare_frontiers(p, seen, "mpi").verdict == ReplayVerdict::CONFIRMED);
+  // What follows the mismatch (a rank out of step waiting), or happens on ranks with no part in
+  // it, is its aftermath.
+  seen[2] = frontier(2, FrontierStatus::STUCK, {{1, "reduce_scatter", "dp", 1, -1, ""}});
+  CHECK(compare_frontiers(p, seen, "mpi").verdict == ReplayVerdict::CONFIRMED);
+  // Stuck before its own op in the mismatch: something else went wrong first.
   seen[1] = frontier(1, FrontierStatus::STUCK, {{1, "reduce_scatter", "dp", 1, -1, ""}});
-  CHECK(compare_frontiers(p, seen, "mpi").verdict == ReplayVerdict::UNDECIDED);
+  const ReplayOutcome before = compare_frontiers(p, seen, "mpi");
+  CHECK(before.verdict == ReplayVerdict::UNDECIDED);
+  CHECK(before.headline.find("but rank 1 reduce_scatter #1 on dp (op 1) hung before its own op in the mismatch") !=
+        std::string::npos);
 }
 
 TEST_CASE("frontier files round trip, problem text included") {

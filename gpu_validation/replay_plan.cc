@@ -40,6 +40,26 @@ bool to_int(const std::string& text, T& value) {
 
 }  // namespace
 
+bool holds_slot(const std::vector<PlanOp>& ops, size_t i) {
+  const PlanOp& op = ops[i];
+  if (!plan_kind_communicates(op.kind) || op.kind == PlanKind::NEW_GROUP || op.eager) return false;
+  return op.batch < 0 || i == 0 || ops[i - 1].batch != op.batch;
+}
+
+uint32_t tag_hash(std::string_view tag) {
+  if (tag.empty()) return 0;
+  uint32_t h = 2166136261u;
+  for (const char c : tag) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+  return h == 0 ? 1 : h;
+}
+
+uint64_t seeded_value(int32_t rank, uint32_t seq, int64_t element, uint32_t dtype, uint32_t tag, uint64_t limit) {
+  const uint64_t raw = static_cast<uint64_t>(rank) * 131u + static_cast<uint64_t>(seq) * 17u +
+                       static_cast<uint64_t>(element) * 7u + static_cast<uint64_t>(dtype) * 29u +
+                       static_cast<uint64_t>(tag) * 37u;
+  return 1 + raw % (limit == 0 ? 1 : limit);
+}
+
 std::string_view plan_kind_name(PlanKind kind) { return KIND_NAMES[static_cast<size_t>(kind)]; }
 
 std::optional<PlanKind> parse_plan_kind(std::string_view name) {
@@ -55,7 +75,8 @@ bool plan_kind_communicates(PlanKind kind) {
 
 std::string format_plan(const Plan& plan) {
   std::ostringstream out;
-  out << "lockstep-replay-plan 1\n" << "world " << plan.world << "\n";
+  out << "lockstep-replay-plan 2\n" << "world " << plan.world << "\n";
+  if (plan.comm_concurrency > 0) out << "comm_concurrency " << plan.comm_concurrency << "\n";
   for (const PlanGroup& g : plan.groups) {
     out << "group " << g.name;
     for (int32_t c : g.comm_of_rank) out << " " << c;
@@ -66,7 +87,9 @@ std::string format_plan(const Plan& plan) {
     for (const PlanOp& op : plan.ranks[r]) {
       out << "op " << op.index << " " << plan_kind_name(op.kind) << " " << op.name << " " << op.group << " "
           << op.size_bytes << " " << op.dtype << " " << op.dtype_bytes << " " << op.peer << " " << op.root << " "
-          << op.seq << " " << op.new_group << " " << op.batch << " " << op.deps.size();
+          << op.seq << " " << op.new_group << " " << op.batch << " " << op.tag << " " << (op.eager ? 1 : 0) << " "
+          << static_cast<int64_t>(op.start == UINT32_MAX ? -1 : static_cast<int64_t>(op.start)) << " " << op.match << " "
+          << op.deps.size();
       for (uint32_t d : op.deps) out << " " << d;
       out << "\n";
     }
@@ -83,8 +106,8 @@ std::optional<Plan> parse_plan(const std::string& text, std::string& error) {
     error = "plan line " + std::to_string(line_no) + ": " + what;
     return std::nullopt;
   };
-  if (!std::getline(in, line) || line != "lockstep-replay-plan 1") {
-    error = "not a lockstep replay plan (version 1)";
+  if (!std::getline(in, line) || line != "lockstep-replay-plan 2") {
+    error = "not a lockstep replay plan (version 2)";
     return std::nullopt;
   }
   ++line_no;
@@ -96,6 +119,8 @@ std::optional<Plan> parse_plan(const std::string& text, std::string& error) {
     if (w[0] == "world" && w.size() == 2) {
       if (!to_int(w[1], plan.world) || plan.world <= 0) return fail("bad world");
       plan.ranks.resize(static_cast<size_t>(plan.world));
+    } else if (w[0] == "comm_concurrency" && w.size() == 2) {
+      if (!to_i64(w[1], plan.comm_concurrency) || plan.comm_concurrency < 0) return fail("bad comm_concurrency");
     } else if (w[0] == "group" && w.size() >= 2) {
       PlanGroup g;
       g.name = w[1];
@@ -110,22 +135,27 @@ std::optional<Plan> parse_plan(const std::string& text, std::string& error) {
       size_t r = 0;
       if (!to_int(w[1], r) || r >= plan.ranks.size()) return fail("bad rank");
       ops = &plan.ranks[r];
-    } else if (w[0] == "op" && w.size() >= 14 && ops != nullptr) {
+    } else if (w[0] == "op" && w.size() >= 18 && ops != nullptr) {
       PlanOp op;
       const std::optional<PlanKind> kind = parse_plan_kind(w[2]);
       if (!kind) return fail("unknown op kind " + w[2]);
       op.kind = *kind;
       op.name = w[3];
       size_t deps = 0;
+      int64_t eager = 0, start = 0;
       if (!to_int(w[1], op.index) || !to_int(w[4], op.group) || !to_i64(w[5], op.size_bytes) || !to_int(w[6], op.dtype) ||
           !to_int(w[7], op.dtype_bytes) || !to_int(w[8], op.peer) || !to_int(w[9], op.root) || !to_int(w[10], op.seq) ||
-          !to_int(w[11], op.new_group) || !to_int(w[12], op.batch) || !to_int(w[13], deps) || w.size() != 14 + deps) {
+          !to_int(w[11], op.new_group) || !to_int(w[12], op.batch) || !to_int(w[13], op.tag) || !to_i64(w[14], eager) ||
+          !to_i64(w[15], start) || !to_int(w[16], op.match) || !to_int(w[17], deps) || w.size() != 18 + deps ||
+          op.size_bytes < 0 || (op.dtype_bytes != 1 && op.dtype_bytes != 2 && op.dtype_bytes != 4 && op.dtype_bytes != 8)) {
         return fail("bad op");
       }
+      op.eager = eager != 0;
+      op.start = start < 0 ? UINT32_MAX : static_cast<uint32_t>(start);
       if (op.group >= plan.groups.size() || op.new_group >= plan.groups.size()) return fail("op names an unknown group");
       for (size_t i = 0; i < deps; ++i) {
         uint32_t d = 0;
-        if (!to_int(w[14 + i], d) || d >= ops->size()) return fail("bad dependency");
+        if (!to_int(w[18 + i], d) || d >= ops->size()) return fail("bad dependency");
         op.deps.push_back(d);
       }
       ops->push_back(std::move(op));

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace lockstep::gpu {
@@ -39,6 +40,16 @@ struct PlanOp {
   uint32_t seq = 0;          // per-communicator sequence number (p2p: per source and destination)
   uint32_t new_group = 0;    // NEW_GROUP: the group it creates
   int32_t batch = -1;        // ops of one NCCL group share a batch id: they are posted together
+  uint32_t tag = 0;          // a hash of the op's `tag` (0: none): part of the seeded data, so a
+                             // logical mismatch (two tags paired) shows as wrong data
+  bool eager = false;        // a send under `p2p: eager` within eager_limit: completes without its receiver
+  // Plan::comm_concurrency > 0: the place of this communication op in the rank's order of
+  // kernel starts in the model (UINT32_MAX: it never started); the worker grants its K slots in
+  // this order.
+  uint32_t start = UINT32_MAX;
+  // RECV from any: the sender the execution matched it with (-1: unmatched), which the worker
+  // receives from, so that the replay takes the schedule's match rather than a race's.
+  int32_t match = -1;
   // Ops (indices into the rank's op list) that must complete before this one is posted: its
   // stream's previous work, the compute stream's work for a synchronous op, the op a host
   // blocked on (barrier, sync, new_group), ...
@@ -52,11 +63,24 @@ struct PlanGroup {
 
 struct Plan {
   int32_t world = 0;
+  int64_t comm_concurrency = 0;  // 0: unlimited; else at most this many communication ops in flight per rank
   std::vector<PlanGroup> groups;
   std::vector<std::vector<PlanOp>> ranks;  // per rank
 };
 
-// The text form ("lockstep-replay-plan 1" first); parse_plan returns nullopt with `error` set.
+// Under comm_concurrency, whether op i of a rank holds one of its slots while in flight: a
+// collective or p2p op (not an eager send), and of an NCCL group only its first op.
+bool holds_slot(const std::vector<PlanOp>& ops, size_t i);
+
+// The FNV-1a hash of a tag (0 for none), as PlanOp::tag holds it.
+uint32_t tag_hash(std::string_view tag);
+
+// The seeded value of element `element` of rank `rank`'s contribution to an op (sequence number
+// `seq`, dtype, tag), between 1 and `limit` (>= 1): what workers fill and check, so that every
+// result is exactly predictable.
+uint64_t seeded_value(int32_t rank, uint32_t seq, int64_t element, uint32_t dtype, uint32_t tag, uint64_t limit);
+
+// The text form ("lockstep-replay-plan 2" first); parse_plan returns nullopt with `error` set.
 std::string format_plan(const Plan& plan);
 std::optional<Plan> parse_plan(const std::string& text, std::string& error);
 
