@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "checker/analysis.h"
+#include "import/import_cli.h"
 #include "checker/counterexample.h"
 #include "checker/minimize.h"
 #include "checker/replay.h"
@@ -45,6 +46,8 @@ constexpr const char* USAGE = R"(usage: lockstep VERB ...
                                                    replay a counterexample (or a scenario's timed
                                                    run) in the simulator, on MPI ranks or on GPUs
   lockstep explain  COUNTEREXAMPLE [--dot FILE]    explanation and wait-for graph
+  lockstep import   FORMAT INPUT... -o OUT.jsonl   Flight Recorder dumps, NCCL logs or a pipeline
+                                                   CSV -> a trace (docs/import.md; import --help)
   lockstep record   -o DIR [--name N] [--timeout S] -- CMD ARGS...
                                                    run CMD with the NCCL recorder preloaded and
                                                    merge what it called into DIR/trace.jsonl
@@ -78,6 +81,13 @@ check options:
   --junit FILE           JUnit XML, one testcase per input (GITHUB_ACTIONS=true also prints
                          ::error annotations at the YAML line of each stuck op)
 
+run and replay --sim options (docs/logging.md):
+  --log-level L          per-rank event log: error, warn, info (every synchronisation point)
+                         or debug (every op's issue, start, match, completion); default: none,
+                         or $LOCKSTEP_LOG_LEVEL
+  --log-ranks R,R,...    log only these ranks (default: all)
+  --log FILE             write the log to FILE (default: stderr)
+
 replay options:
   --timeout S            --mpi, --nccl: a rank with ops outstanding and no progress for S
                          seconds is stuck (default 10); see docs/replay.md
@@ -86,7 +96,7 @@ exit codes: 0 no bug, 1 bug found, 2 bad input or usage, 3 inconclusive
 )";
 
 // Verbs of SPEC §2 that later work adds.
-const std::vector<std::string> LATER_VERBS = {"import", "export"};
+const std::vector<std::string> LATER_VERBS = {"export"};
 
 struct UsageError {
   std::string message;
@@ -110,6 +120,9 @@ struct Options {
   std::optional<uint64_t> minimize_budget;
   sim::LoadLimits load_limits;
   checker::CheckOptions check;  // its engine limits apply to `run` too
+  std::optional<sim::LogLevel> log_level;  // run, replay --sim: the event log
+  std::vector<int32_t> log_ranks;
+  std::optional<std::string> log_path;
 };
 
 uint64_t parse_count(const std::string& option, const std::string& text) {
@@ -146,6 +159,7 @@ Options parse_args(const std::vector<std::string>& args) {
     return std::nullopt;
   };
   const bool is_check = options.verb == "check";
+  const bool logs = options.verb == "run" || options.verb == "replay";  // the event log
   for (; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "-D" || (arg.rfind("-D", 0) == 0 && arg.size() > 2)) {
@@ -218,6 +232,19 @@ Options parse_args(const std::vector<std::string>& args) {
     } else if (auto rechecks = is_check ? value_of(arg, "--minimize-budget") : std::nullopt) {
       options.minimize_budget = parse_count("--minimize-budget", *rechecks);
       if (*options.minimize_budget == 0) throw UsageError{"--minimize-budget must be at least 1"};
+    } else if (auto level = logs ? value_of(arg, "--log-level") : std::nullopt) {
+      options.log_level = sim::parse_log_level(*level);
+      if (!options.log_level) throw UsageError{fmt::format("--log-level expects error, warn, info or debug, got '{}'", *level)};
+    } else if (auto log_ranks = logs ? value_of(arg, "--log-ranks") : std::nullopt) {
+      options.log_ranks.clear();
+      for (size_t start = 0; start <= log_ranks->size();) {
+        const size_t comma = std::min(log_ranks->find(',', start), log_ranks->size());
+        options.log_ranks.push_back(static_cast<int32_t>(
+            std::min<uint64_t>(parse_count("--log-ranks", log_ranks->substr(start, comma - start)), INT32_MAX)));
+        start = comma + 1;
+      }
+    } else if (auto log_path = logs ? value_of(arg, "--log") : std::nullopt) {
+      options.log_path = *log_path;
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw UsageError{fmt::format("unknown option '{}' for '{}'", arg, options.verb)};
     } else {
@@ -225,6 +252,14 @@ Options parse_args(const std::vector<std::string>& args) {
     }
   }
   options.check.seed = options.seed;
+  if (logs && !options.log_level) {
+    if (const char* env = std::getenv("LOCKSTEP_LOG_LEVEL"); env != nullptr && *env != 0) {
+      options.log_level = sim::parse_log_level(env);
+      if (!options.log_level) throw UsageError{fmt::format("LOCKSTEP_LOG_LEVEL expects error, warn, info or debug, got '{}'", env)};
+    } else if (!options.log_ranks.empty() || options.log_path) {
+      options.log_level = sim::LogLevel::INFO;
+    }
+  }
   if (options.minimize && !options.cex_dir) throw UsageError{"--minimize needs --cex-dir DIR (the minimized trace goes there)"};
   if (options.minimize_budget && !options.minimize) throw UsageError{"--minimize-budget needs --minimize"};
   return options;
@@ -474,6 +509,28 @@ void print_critical_path(const sim::Scenario& scenario, const sim::ExecutionResu
   }
 }
 
+// The event log of run and replay --sim (docs/logging.md): to --log FILE, else stderr.
+struct LogSink {
+  std::unique_ptr<std::ofstream> file;
+  std::unique_ptr<sim::EventLog> log;
+};
+
+// False when the log file cannot be opened (reported).
+bool open_log(const Options& options, std::ostream& err, LogSink& sink) {
+  if (!options.log_level) return true;
+  std::ostream* to = &err;
+  if (options.log_path) {
+    sink.file = std::make_unique<std::ofstream>(*options.log_path, std::ios::binary | std::ios::trunc);
+    if (!*sink.file) {
+      err << fmt::format("{}: error: cannot write file: {}\n", *options.log_path, std::strerror(errno));
+      return false;
+    }
+    to = sink.file.get();
+  }
+  sink.log = std::make_unique<sim::EventLog>(*to, *options.log_level, options.log_ranks);
+  return true;
+}
+
 int cmd_run(const Options& options, std::ostream& out, std::ostream& err) {
   if (options.inputs.size() != 1) throw UsageError{"run needs exactly one scenario"};
   const std::string& input = options.inputs.front();
@@ -483,7 +540,11 @@ int cmd_run(const Options& options, std::ostream& out, std::ostream& err) {
     for (const std::string& e : errors) err << e;
     return EXIT_BAD_INPUT;
   }
-  sim::Engine engine(*scenario, options.check.engine);
+  LogSink sink;
+  if (!open_log(options, err, sink)) return EXIT_BAD_INPUT;
+  sim::EngineOptions engine_options = options.check.engine;
+  engine_options.log = sink.log.get();
+  sim::Engine engine(*scenario, engine_options);
   sim::TimedStrategy timed;
   const sim::ExecutionResult result = engine.run(timed);
   if (result.end == sim::ExecutionEnd::ERROR || result.end == sim::ExecutionEnd::LIMIT) {
@@ -542,8 +603,11 @@ std::optional<Replayed> replay_counterexample(const std::string& path, const Opt
   Replayed replayed{std::move(*cex), std::move(*loaded.scenario), {}, std::nullopt, false};
   checker::CheckOptions check = options.check;
   check.strategy = replayed.cex.strategy;
-  replayed.result = checker::replay_execution(replayed.scenario, replayed.cex.schedule, checker::engine_options_for(check),
-                                              replayed.diverged);
+  LogSink sink;  // replay --sim (explain and replay --mpi take no log options)
+  if (!open_log(options, err, sink)) return std::nullopt;
+  sim::EngineOptions engine_options = checker::engine_options_for(check);
+  engine_options.log = options.backend == "sim" ? sink.log.get() : nullptr;
+  replayed.result = checker::replay_execution(replayed.scenario, replayed.cex.schedule, engine_options, replayed.diverged);
   replayed.bug = checker::analyze(replayed.scenario, replayed.result);
   return replayed;
 }
@@ -672,6 +736,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       return EXIT_NO_BUG;
     }
     if (!args.empty() && args[0] == "record") return record::run_record({args.begin() + 1, args.end()}, out, err);
+    if (!args.empty() && args[0] == "import") return import::run_import(args, out, err);
     const Options options = parse_args(args);
     if (options.verb == "check") return cmd_check(options, out, err);
     if (options.verb == "validate") return cmd_validate(options, out, err);
