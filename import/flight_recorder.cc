@@ -4,6 +4,8 @@
 #include "import/flight_recorder.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <charconv>
 #include <filesystem>
 #include <map>
@@ -39,7 +41,6 @@ struct FrEntry {
   int64_t p2p_seq = -1;
   int8_t is_p2p = -1;       // -1: not in the dump
   FrOpName name;
-  std::string profiling_name;
   int64_t in_bytes = 0, out_bytes = 0;
   std::optional<sim::DType> in_dtype, out_dtype;
   FrState state = FrState::SCHEDULED;
@@ -267,6 +268,7 @@ FrDump parse_json_dump(std::string path, std::string text) {
   JsonPull json(dump.text, dump.path);
   std::map<std::pair<std::string, std::string>, uint32_t> pg_index;
   std::vector<int64_t> in_numels, out_numels, in_bytes, out_bytes;
+  std::map<std::string, FrOpName, std::less<>> names;  // profiling names seen, parsed
   bool has_version = false, has_pg_config = false;
   json.begin_object();
   std::string_view key;
@@ -329,9 +331,15 @@ FrDump parse_json_dump(std::string path, std::string text) {
             case 'p':
               if (field == "profiling_name") {
                 const sim::SourceLoc at = json.loc();
-                entry.profiling_name = std::string(json.read_string());
-                const std::string problem = parse_profiling_name(entry.profiling_name, entry.name);
-                if (!problem.empty()) throw ImportError(dump.path, at, fmt::format("entry {}: {}", entry.index, problem));
+                const std::string_view name_text = json.read_string();
+                auto it = names.find(name_text);
+                if (it == names.end()) {
+                  FrOpName parsed;
+                  const std::string problem = parse_profiling_name(name_text, parsed);
+                  if (!problem.empty()) throw ImportError(dump.path, at, fmt::format("entry {}: {}", entry.index, problem));
+                  it = names.emplace(std::string(name_text), parsed).first;
+                }
+                entry.name = it->second;
                 has_name = true;
                 continue;
               }
@@ -530,8 +538,7 @@ FrDump parse_pickle_dump(std::string path, const std::string& data) {
     if (const PickleValue* id = e.get("record_id")) entry.record_id = int_of(dump.path, id, what + " record_id");
     const PickleValue* name = e.get("profiling_name");
     if (name == nullptr) fail_record(dump.path, what + " has no 'profiling_name'");
-    entry.profiling_name = string_of(dump.path, name, what + " profiling_name");
-    const std::string problem = parse_profiling_name(entry.profiling_name, entry.name);
+    const std::string problem = parse_profiling_name(string_of(dump.path, name, what + " profiling_name"), entry.name);
     if (!problem.empty()) fail_record(dump.path, what + ": " + problem);
     const PickleValue* pg = e.get("process_group");
     if (pg == nullptr || !pg->is_sequence() || pg->items.empty()) fail_record(dump.path, what + " has no 'process_group' (name, desc)");
@@ -698,8 +705,18 @@ class Builder {
                                        name));
   }
 
-  // The group and pg_config entry an entry of `dump` belongs to.
+  // The group and pg_config entry an entry of `dump` belongs to (cached per dump and pg).
   std::pair<uint32_t, const FrPg*> group_of(const FrDump& dump, const FrEntry& entry) {
+    if (cache_dump_ != &dump) {
+      cache_dump_ = &dump;
+      cache_.assign(dump.entry_pgs.size(), {UINT32_MAX, nullptr});
+    }
+    auto& cached = cache_[entry.pg];
+    if (cached.second == nullptr) cached = resolve_group(dump, entry);
+    return cached;
+  }
+
+  std::pair<uint32_t, const FrPg*> resolve_group(const FrDump& dump, const FrEntry& entry) {
     const std::string& name = dump.entry_pgs[entry.pg].first;
     for (const FrPg& pg : dump.pg_config) {
       if (pg.name != name) continue;
@@ -812,13 +829,16 @@ class Builder {
     const std::optional<sim::DType> dtype = output_side ? (e.out_dtype ? e.out_dtype : e.in_dtype) : (e.in_dtype ? e.in_dtype : e.out_dtype);
     if (dtype) op.dtype = *dtype;
     if (op.kind == sim::OpKind::SEND || op.kind == sim::OpKind::RECV) {
+      const std::string profiling_name = op.kind == sim::OpKind::SEND
+                                             ? fmt::format("nccl:send {}->{}", e.name.local_self, e.name.local_peer)
+                                             : fmt::format("nccl:recv {}<-{}", e.name.local_self, e.name.local_peer);
       const auto size = static_cast<int32_t>(pg.ranks.size());
       if (e.name.local_self >= size || e.name.local_peer >= size) {
-        fail_entry(dump, e, fmt::format("'{}' names a rank outside process group '{}' of {} ranks", e.profiling_name, pg.name, size));
+        fail_entry(dump, e, fmt::format("'{}' names a rank outside process group '{}' of {} ranks", profiling_name, pg.name, size));
       }
       if (pg.ranks[static_cast<size_t>(e.name.local_self)] != dump.rank) {
         fail_entry(dump, e, fmt::format("'{}': group rank {} of process group '{}' is rank {}, not this dump's rank {}",
-                                        e.profiling_name, e.name.local_self, pg.name,
+                                        profiling_name, e.name.local_self, pg.name,
                                         pg.ranks[static_cast<size_t>(e.name.local_self)], dump.rank));
       }
       op.peer = pg.ranks[static_cast<size_t>(e.name.local_peer)];
@@ -848,6 +868,8 @@ class Builder {
   RecordedTrace trace_;
   std::map<GroupKey, uint32_t> group_of_;
   bool default_taken_ = false;
+  const FrDump* cache_dump_ = nullptr;
+  std::vector<std::pair<uint32_t, const FrPg*>> cache_;
 };
 
 FrDump parse_dump(const std::string& path, std::string data) {
@@ -895,26 +917,44 @@ RecordedTrace import_flight_recorder_data(const std::vector<std::string>& paths,
 }
 
 RecordedTrace import_flight_recorder(const std::vector<std::string>& paths) {
-  std::vector<FrDump> dumps;
-  std::vector<std::string> names;
   for (const std::string& path : paths) {
-    const int32_t rank = rank_of_dump_name(path);
-    if (rank < 0) {
+    if (rank_of_dump_name(path) < 0) {
       throw ImportError(path, {}, "cannot tell the rank of this dump: its file name must end in the rank, as PyTorch "
                                   "writes them (e.g. nccl_trace_rank_3 or nccl_trace_rank_3.json)");
     }
-    std::string problem;
-    std::optional<std::string> text = sim::read_text_file(path, int64_t{1} << 34, problem);
-    if (!text) throw ImportError(path, {}, "cannot read file: " + problem);
-    FrDump dump = parse_dump(path, std::move(*text));
-    dump.rank = rank;
-    if (dump.json) {
-      dump.text.clear();  // positions were only needed while parsing
-      dump.text.shrink_to_fit();
-    }
-    dumps.push_back(std::move(dump));
   }
-  if (dumps.empty()) throw ImportError("", {}, "no dumps given");
+  if (paths.empty()) throw ImportError("", {}, "no dumps given");
+  // Dumps are independent: read them on a few threads, each into its own slot; the first error
+  // in file order is reported, so the outcome does not depend on the threads.
+  std::vector<FrDump> dumps(paths.size());
+  std::vector<std::optional<ImportError>> errors(paths.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < paths.size(); i = next++) {
+      try {
+        std::string problem;
+        std::optional<std::string> text = sim::read_text_file(paths[i], int64_t{1} << 34, problem);
+        if (!text) throw ImportError(paths[i], {}, "cannot read file: " + problem);
+        FrDump dump = parse_dump(paths[i], std::move(*text));
+        dump.rank = rank_of_dump_name(paths[i]);
+        dump.text.clear();  // positions were only needed while parsing
+        dump.text.shrink_to_fit();
+        dumps[i] = std::move(dump);
+      } catch (const ImportError& error) {
+        errors[i] = error;
+      } catch (const std::bad_alloc&) {
+        errors[i] = ImportError(paths[i], {}, "out of memory while reading this dump");
+      }
+    }
+  };
+  const size_t threads = std::min<size_t>({paths.size(), std::max(1u, std::thread::hardware_concurrency()), 8});
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& thread : pool) thread.join();
+  for (const auto& error : errors) {
+    if (error) throw *error;
+  }
   RecordedTrace trace = Builder(std::move(dumps)).run();
   trace.source = "lockstep import flight-recorder";
   return trace;

@@ -126,14 +126,23 @@ std::string_view JsonPull::read_string() {
   if (pos_ >= text_.size() || text_[pos_] != '"') fail_at(pos_, fmt::format("expected a string, got {}", describe(pos_)));
   const size_t open = pos_++;
   const size_t start = pos_;
-  // Fast path: no escape before the closing quote.
+  // Fast path: no escape and no control character before the closing quote.
+  const char* base = text_.data();
+  const void* quote = std::memchr(base + start, '"', text_.size() - start);
+  if (quote != nullptr) {
+    const size_t end = static_cast<size_t>(static_cast<const char*>(quote) - base);
+    bool plain = std::memchr(base + start, '\\', end - start) == nullptr;
+    for (size_t i = start; plain && i < end; ++i) plain = static_cast<unsigned char>(base[i]) >= 0x20;
+    if (plain) {
+      pos_ = end + 1;
+      first_ = false;
+      return text_.substr(start, end - start);
+    }
+  }
   while (pos_ < text_.size()) {
     const char c = text_[pos_];
-    if (c == '"') {
-      first_ = false;
-      return text_.substr(start, pos_++ - start);
-    }
     if (c == '\\') break;
+    if (c == '"') break;
     if (static_cast<unsigned char>(c) < 0x20) fail_at(pos_, "control character in a string");
     ++pos_;
   }
@@ -281,7 +290,27 @@ void JsonPull::skip_value() {
   switch (peek()) {
     case JsonType::NUL: read_null(); return;
     case JsonType::BOOL: read_bool(); return;
-    case JsonType::NUMBER: read_number(); return;
+    case JsonType::NUMBER: {
+      // Skipped numbers are checked for their shape only.
+      skip_space();
+      const size_t start = pos_;
+      if (pos_ < text_.size() && text_[pos_] == '-') ++pos_;
+      const size_t digits = pos_;
+      while (pos_ < text_.size()) {
+        const char c = text_[pos_];
+        if ((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+          ++pos_;
+        } else {
+          break;
+        }
+      }
+      if (pos_ == digits) {
+        pos_ = start;
+        read_number();  // NaN, Infinity, or the error
+      }
+      first_ = false;
+      return;
+    }
     case JsonType::STRING: read_string(); return;
     case JsonType::ARRAY:
       begin_array();

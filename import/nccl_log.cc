@@ -52,6 +52,18 @@ struct ThreadGroup {
   uint32_t id = 0;
 };
 
+// A logging thread ("HOST:PID:TID [DEV]"): its device and group state.
+struct LogThread {
+  uint32_t device = 0;
+  ThreadGroup group;
+};
+
+// Heterogeneous lookup: find by string_view without making a string per line.
+struct TextHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
+};
+
 bool parse_u64(std::string_view text, uint64_t& value, int base = 10) {
   if (base == 16 && text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) text.remove_prefix(2);
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
@@ -165,11 +177,17 @@ class LogReader {
       if (tid_colon == std::string_view::npos || tid_colon == 0 || host_pid_tid.find(':') == tid_colon) {
         fail(path, number, head_start, "cannot tell which process logged this line: expected 'HOST:PID:TID [DEVICE] NCCL INFO'");
       }
-      const std::string_view host_pid = host_pid_tid.substr(0, tid_colon);
-      const uint32_t device = device_of(host_pid, dev);
-      const std::string thread_key(host_pid_tid);
+      const std::string_view thread_key = line.substr(static_cast<size_t>(host_pid_tid.data() - line.data()),
+                                                      static_cast<size_t>(dev.data() + dev.size() + 1 - host_pid_tid.data()));
+      auto found = threads_.find(thread_key);
+      if (found == threads_.end()) {
+        const uint32_t made = device_of(host_pid_tid.substr(0, tid_colon), dev);
+        found = threads_.emplace(std::string(thread_key), LogThread{made, {}}).first;
+      }
+      LogThread& thread = found->second;
+      const uint32_t device = thread.device;
       if (is_group_start || is_group_end) {
-        ThreadGroup& group = threads_[thread_key];
+        ThreadGroup& group = thread.group;
         if (is_group_start) {
           if (group.depth++ == 0) group.id = ++next_group_;
         } else if (group.depth > 0) {
@@ -215,7 +233,7 @@ class LogReader {
       coll.device = device;
       coll.kind = *kind;
       coll.nccl_group = 0;
-      if (auto it = threads_.find(thread_key); it != threads_.end() && it->second.depth > 0) coll.nccl_group = it->second.id;
+      if (thread.group.depth > 0) coll.nccl_group = thread.group.id;
       uint64_t count = 0;
       int32_t dtype = -1;
       bool has_count = false, has_comm = false;
@@ -393,7 +411,7 @@ class LogReader {
 
   std::vector<Device> devices_;
   std::unordered_map<std::string, uint32_t> device_index_;
-  std::unordered_map<std::string, ThreadGroup> threads_;
+  std::unordered_map<std::string, LogThread, TextHash, std::equal_to<>> threads_;
   uint32_t next_group_ = 0;
   std::vector<InitLine> inits_;
   std::vector<CollLine> colls_;
