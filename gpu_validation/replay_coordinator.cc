@@ -49,7 +49,7 @@ PlanKind plan_kind(OpKind kind) {
     case OpKind::EXIT: return PlanKind::EXIT;
     case OpKind::CRASH: return PlanKind::CRASH;
     case OpKind::COMPUTE: case OpKind::SLEEP: case OpKind::SYNC: case OpKind::WAIT: return PlanKind::LOCAL;
-    default: break;  // init_process_group: the workers start initialised (a launch is checked before)
+    case OpKind::INIT: return PlanKind::LOCAL;  // init_process_group: the workers start initialised (build_plan)
   }
   return PlanKind::LOCAL;
 }
@@ -102,6 +102,7 @@ std::vector<PlanOp> plan_rank(const std::vector<sim::OpRecord>& records, const s
     const sim::Stmt* stmt = in.stmt;
     if (stmt != nullptr) op.tag = tag_hash(stmt->tag.str());
     if (in.kind == OpKind::RECV && in.peer < 0) op.match = rec.matched_peer;
+    op.stream = rec.stream.empty() ? "main" : rec.stream;
     op.eager = in.kind == OpKind::SEND && sem.p2p == sim::P2pMode::EAGER && in.size_bytes <= sem.eager_limit_bytes;
     // Threads of a rank share its streams; each blocks only itself (barrier, sync, new_group).
     std::vector<uint32_t>& host = host_of[rec.thread];
@@ -225,6 +226,37 @@ PlanResult build_plan(const sim::Scenario& scenario, const sim::ExecutionResult&
           return out;
         }
       }
+    }
+  }
+  if (scenario.launch.given) {
+    // The replay starts one process per rank itself, each with its rank and the world size:
+    // init_process_group is done before the first op. A launch that is anything else is the
+    // bug, and it is not replayed.
+    std::string problem;
+    std::vector<int> seen(static_cast<size_t>(scenario.world), 0);
+    const sim::LaunchProcess* first = scenario.launch.processes.empty() ? nullptr : &scenario.launch.processes.front();
+    for (const sim::LaunchProcess& p : scenario.launch.processes) {
+      const std::string at = fmt::format("{}:{}:{}", scenario.path, p.loc.line, p.loc.col);
+      if (!problem.empty()) break;
+      if (p.rank < 0 || p.rank >= scenario.world) {
+        problem = fmt::format("a process passes rank {}, outside the world of {} ({})", p.rank, scenario.world, at);
+      } else if (++seen[static_cast<size_t>(p.rank)] > 1) {
+        problem = fmt::format("two processes pass rank {} ({})", p.rank, at);
+      } else if (p.world_size != scenario.world) {
+        problem = fmt::format("a process passes world_size {} in a world of {} ({})", p.world_size, scenario.world, at);
+      } else if (first != nullptr && (p.init_method != first->init_method || p.backend != first->backend)) {
+        problem = fmt::format("processes disagree on the init method or backend ({})", at);
+      }
+    }
+    for (size_t r = 0; r < seen.size() && problem.empty(); ++r) {
+      if (seen[r] == 0) problem = fmt::format("no process is started for rank {}", r);
+    }
+    if (!problem.empty()) {
+      out.cannot_express = fmt::format(
+          "cannot express: a broken launch: {}; the {} replay starts exactly one process per rank, with its rank and "
+          "the world size, and initialises them before the first op",
+          problem, backend);
+      return out;
     }
   }
   std::map<const sim::Stmt*, GroupMember> nccl_groups;
@@ -429,6 +461,17 @@ size_t compact_sizes(Plan& plan, int64_t cap_bytes) {
   return changed;
 }
 
+void note_queued(Prediction& p, const sim::Scenario& scenario, const sim::ExecutionResult& result) {
+  if (p.kind != sim::Verdict::DEADLOCK && p.kind != sim::Verdict::HANG) return;
+  for (size_t r = 0; r < result.ops.size(); ++r) {
+    for (const sim::OpRecord& rec : result.ops[r]) {
+      if ((sim::is_collective(rec.op.kind) || sim::is_p2p(rec.op.kind)) && rec.state == sim::KernelState::QUEUED) {
+        p.queued.push_back({static_cast<int32_t>(r), rec.index, checker::describe_op(scenario, rec)});
+      }
+    }
+  }
+}
+
 void locate_mismatch(Prediction& p, const Plan& plan) {
   p.mismatch_index.assign(static_cast<size_t>(plan.world), -1);
   if (p.kind != sim::Verdict::MISMATCH) return;
@@ -559,12 +602,22 @@ ReplayOutcome compare_frontiers(const Prediction& prediction, const std::vector<
   std::set<std::pair<int32_t, uint32_t>> observed, predicted;
   for (const auto& [rank, op] : stuck) observed.insert({rank, op.index});
   for (const PredictedOp& p : prediction.stuck) predicted.insert({p.rank, p.index});
-  if (prediction.kind && (prediction.kind == sim::Verdict::DEADLOCK || prediction.kind == sim::Verdict::HANG) &&
-      observed == predicted) {
+  std::set<std::pair<int32_t, uint32_t>> queued;
+  for (const PredictedOp& q : prediction.queued) queued.insert({q.rank, q.index});
+  bool covered = std::includes(observed.begin(), observed.end(), predicted.begin(), predicted.end());
+  for (const auto& key : observed) covered = covered && (predicted.count(key) || queued.count(key));
+  if (prediction.kind && (prediction.kind == sim::Verdict::DEADLOCK || prediction.kind == sim::Verdict::HANG) && covered) {
     out.verdict = ReplayVerdict::CONFIRMED;
     std::string where;
-    for (const auto& [rank, op] : stuck) where += (where.empty() ? "" : "; ") + describe_observed(rank, op);
+    for (const auto& [rank, op] : stuck) {
+      if (predicted.count({rank, op.index})) where += (where.empty() ? "" : "; ") + describe_observed(rank, op);
+    }
     out.headline = fmt::format("CONFIRMED ({}): {}: {} hung, matches prediction", backend, predicted_kind, where);
+    for (const auto& [rank, op] : stuck) {
+      if (!predicted.count({rank, op.index})) {
+        out.details.push_back("also outstanding, queued behind them in the model too: " + describe_observed(rank, op));
+      }
+    }
     return out;
   }
   std::string where;

@@ -79,9 +79,16 @@ struct Prediction {
   // Mismatch: per rank, the issue index of its op in the mismatched collective (or of the
   // mismatched p2p op), -1 where it has none (locate_mismatch fills it from the plan).
   std::vector<int64_t> mismatch_index;
+  // Deadlock, hang: communication ops issued but never started in the model (queued behind a
+  // stuck one, or waiting for a free connection). A GPU backend launches them and cannot tell
+  // queued from running, so they may show among the stuck ops without contradicting it.
+  std::vector<PredictedOp> queued;
 };
 
 Prediction predict(const sim::Scenario& scenario, const std::optional<checker::Bug>& bug);
+
+// Fills prediction.queued from the execution the prediction is about.
+void note_queued(Prediction& prediction, const sim::Scenario& scenario, const sim::ExecutionResult& result);
 
 // Fills prediction.mismatch_index from the plan the workers run.
 void locate_mismatch(Prediction& prediction, const Plan& plan);

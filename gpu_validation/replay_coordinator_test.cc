@@ -252,3 +252,29 @@ TEST_CASE("frontier files round trip, problem text included") {
 }
 
 }  // namespace lockstep::gpu
+
+namespace lockstep::gpu {
+
+TEST_CASE("replay verdict: ops the model left queued may show as outstanding on a GPU, nothing else may") {
+  const Timed t = timed_run("scenarios/corpus/head-to-head-sends.yaml");
+  Prediction p = predict(t.scenario, checker::analyze(t.scenario, t.result));
+  note_queued(p, t.scenario, t.result);
+  REQUIRE(p.queued.size() == 2);  // each rank's recv, behind its send on the stream
+  CHECK(p.queued[0].index == 2);
+  std::vector<std::optional<Frontier>> seen = {
+      frontier(0, FrontierStatus::STUCK, {{1, "send", "world", 1, 1, ""}, {2, "recv", "world", 1, 1, ""}}),
+      frontier(1, FrontierStatus::STUCK, {{1, "send", "world", 1, 0, ""}})};
+  const ReplayOutcome confirmed = compare_frontiers(p, seen, "nccl");
+  CHECK(confirmed.verdict == ReplayVerdict::CONFIRMED);
+  CHECK(confirmed.headline ==
+        "CONFIRMED (nccl): deadlock: rank 0 send to rank 1 #1 on world (op 1); rank 1 send to rank 0 #1 on world (op 1) "
+        "hung, matches prediction");
+  CHECK(std::find(confirmed.details.begin(), confirmed.details.end(),
+                  "also outstanding, queued behind them in the model too: rank 0 recv from rank 1 #1 on world (op 2)") !=
+        confirmed.details.end());
+  // Only the queued op, not the one the model says is stuck: not confirmed.
+  seen[1] = frontier(1, FrontierStatus::STUCK, {{2, "recv", "world", 1, 0, ""}});
+  CHECK(compare_frontiers(p, seen, "nccl").verdict == ReplayVerdict::UNDECIDED);
+}
+
+}  // namespace lockstep::gpu

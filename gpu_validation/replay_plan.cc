@@ -89,7 +89,7 @@ std::string format_plan(const Plan& plan) {
           << op.size_bytes << " " << op.dtype << " " << op.dtype_bytes << " " << op.peer << " " << op.root << " "
           << op.seq << " " << op.new_group << " " << op.batch << " " << op.tag << " " << (op.eager ? 1 : 0) << " "
           << static_cast<int64_t>(op.start == UINT32_MAX ? -1 : static_cast<int64_t>(op.start)) << " " << op.match << " "
-          << op.deps.size();
+          << (op.stream.empty() ? "main" : op.stream) << " " << op.deps.size();
       for (uint32_t d : op.deps) out << " " << d;
       out << "\n";
     }
@@ -135,7 +135,7 @@ std::optional<Plan> parse_plan(const std::string& text, std::string& error) {
       size_t r = 0;
       if (!to_int(w[1], r) || r >= plan.ranks.size()) return fail("bad rank");
       ops = &plan.ranks[r];
-    } else if (w[0] == "op" && w.size() >= 18 && ops != nullptr) {
+    } else if (w[0] == "op" && w.size() >= 19 && ops != nullptr) {
       PlanOp op;
       const std::optional<PlanKind> kind = parse_plan_kind(w[2]);
       if (!kind) return fail("unknown op kind " + w[2]);
@@ -146,16 +146,17 @@ std::optional<Plan> parse_plan(const std::string& text, std::string& error) {
       if (!to_int(w[1], op.index) || !to_int(w[4], op.group) || !to_i64(w[5], op.size_bytes) || !to_int(w[6], op.dtype) ||
           !to_int(w[7], op.dtype_bytes) || !to_int(w[8], op.peer) || !to_int(w[9], op.root) || !to_int(w[10], op.seq) ||
           !to_int(w[11], op.new_group) || !to_int(w[12], op.batch) || !to_int(w[13], op.tag) || !to_i64(w[14], eager) ||
-          !to_i64(w[15], start) || !to_int(w[16], op.match) || !to_int(w[17], deps) || w.size() != 18 + deps ||
+          !to_i64(w[15], start) || !to_int(w[16], op.match) || !to_int(w[18], deps) || w.size() != 19 + deps ||
           op.size_bytes < 0 || (op.dtype_bytes != 1 && op.dtype_bytes != 2 && op.dtype_bytes != 4 && op.dtype_bytes != 8)) {
         return fail("bad op");
       }
+      op.stream = w[17];
       op.eager = eager != 0;
       op.start = start < 0 ? UINT32_MAX : static_cast<uint32_t>(start);
       if (op.group >= plan.groups.size() || op.new_group >= plan.groups.size()) return fail("op names an unknown group");
       for (size_t i = 0; i < deps; ++i) {
         uint32_t d = 0;
-        if (!to_int(w[18 + i], d) || d >= ops->size()) return fail("bad dependency");
+        if (!to_int(w[19 + i], d) || d >= ops->size()) return fail("bad dependency");
         op.deps.push_back(d);
       }
       ops->push_back(std::move(op));

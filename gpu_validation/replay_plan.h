@@ -50,6 +50,7 @@ struct PlanOp {
   // RECV from any: the sender the execution matched it with (-1: unmatched), which the worker
   // receives from, so that the replay takes the schedule's match rather than a race's.
   int32_t match = -1;
+  std::string stream = "main";  // the lockstep stream it runs on (the NCCL worker's CUDA stream)
   // Ops (indices into the rank's op list) that must complete before this one is posted: its
   // stream's previous work, the compute stream's work for a synchronous op, the op a host
   // blocked on (barrier, sync, new_group), ...

@@ -112,6 +112,7 @@ ReplayReport replay_on_hardware(const sim::Scenario& scenario, const sim::Execut
     for (size_t g = 0; g < plan.plan->groups.size(); ++g) plan.plan->groups[g].comm_of_rank = scenario.groups[g].comm_of_rank;
   }
   locate_mismatch(prediction, *plan.plan);
+  note_queued(prediction, scenario, result);
   const size_t compacted = options.compact_bytes > 0 ? compact_sizes(*plan.plan, options.compact_bytes) : 0;
 
   std::string dir = (fs::temp_directory_path() / fmt::format("lockstep-{}-XXXXXX", backend.name)).string();

@@ -59,6 +59,10 @@ const std::map<std::string, std::string>& expected_outcomes() {
       {"corpus/head-to-head-sends", CONFIRMED_DEADLOCK},
       {"corpus/head-to-head-sends-fixed", COMPLETED},
       {"corpus/head-to-head-sends-ordered", COMPLETED},
+      {"corpus/init-duplicate-rank-fixed", COMPLETED},
+      {"corpus/init-missing-process-fixed", COMPLETED},
+      {"corpus/init-rank-outside-world-fixed", COMPLETED},
+      {"corpus/init-world-size-mismatch-fixed", COMPLETED},
       {"corpus/logging-rank-dependent-keys", CONFIRMED_MISMATCH},
       {"corpus/logging-rank-dependent-keys-fixed", COMPLETED},
       {"corpus/moe-no-tokens-skips-all-to-all", CONFIRMED_MISMATCH},
@@ -92,6 +96,21 @@ const std::map<std::string, std::string>& expected_outcomes() {
 // of its verdict line (docs/replay.md, "What the replay cannot express").
 const std::map<std::string, std::string>& cannot_express() {
   static const std::map<std::string, std::string> table = {
+      {"corpus/init-duplicate-rank",
+       "cannot express: a broken launch: two processes pass rank 0 (scenarios/corpus/init-duplicate-rank.yaml:14:7); "
+       "the mpi replay starts exactly one process per rank, with its rank and the world size, and initialises them "
+       "before the first op"},
+      {"corpus/init-missing-process",
+       "cannot express: a broken launch: no process is started for rank 3; the mpi replay starts exactly one process "
+       "per rank, with its rank and the world size, and initialises them before the first op"},
+      {"corpus/init-rank-outside-world",
+       "cannot express: a broken launch: a process passes rank 4, outside the world of 4 "
+       "(scenarios/corpus/init-rank-outside-world.yaml:12:7); the mpi replay starts exactly one process per rank, with "
+       "its rank and the world size, and initialises them before the first op"},
+      {"corpus/init-world-size-mismatch",
+       "cannot express: a broken launch: a process passes world_size 6 in a world of 3 "
+       "(scenarios/corpus/init-world-size-mismatch.yaml:12:7); the mpi replay starts exactly one process per rank, "
+       "with its rank and the world size, and initialises them before the first op"},
       {"corpus/new-group-order",
        "cannot express: the model stops at the first mismatch (new_group #1 differs in group) before rank 3 issued "
        "it, and a run of each rank alone, which would give their ops, cannot pass what needs partners "
