@@ -24,6 +24,7 @@
 #include "checker/replay.h"
 #include "checker/explore.h"
 #include "checker/report.h"
+#include "export/promela.h"
 #include "gpu_validation/replay_session.h"
 #include "sim/engine.h"
 #include "sim/loader.h"
@@ -46,6 +47,7 @@ constexpr const char* USAGE = R"(usage: lockstep VERB ...
                                                    replay a counterexample (or a scenario's timed
                                                    run) in the simulator, on MPI ranks or on GPUs
   lockstep explain  COUNTEREXAMPLE [--dot FILE]    explanation and wait-for graph
+  lockstep export   promela SCENARIO -o FILE       a Promela model for SPIN (docs/spin.md)
   lockstep import   FORMAT INPUT... -o OUT.jsonl   Flight Recorder dumps, NCCL logs or a pipeline
                                                    CSV -> a trace (docs/import.md; import --help)
   lockstep record   -o DIR [--name N] [--timeout S] -- CMD ARGS...
@@ -737,6 +739,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     }
     if (!args.empty() && args[0] == "record") return record::run_record({args.begin() + 1, args.end()}, out, err);
     if (!args.empty() && args[0] == "import") return import::run_import(args, out, err);
+    if (!args.empty() && args[0] == "export") return exporter::export_command({args.begin() + 1, args.end()}, out, err);
     const Options options = parse_args(args);
     if (options.verb == "check") return cmd_check(options, out, err);
     if (options.verb == "validate") return cmd_validate(options, out, err);

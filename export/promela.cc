@@ -179,7 +179,7 @@ class Exporter {
     for (Diagnostic& d : diags_) out.diagnostics.push_back(std::move(d));
     if (!out.diagnostics.empty()) return out;
     bool any_wildcard = false;
-    for (const RecvKey& key : recv_keys_) any_wildcard = any_wildcard || key.wildcard;
+    for (const RecvKey& key : recv_keys_) any_wildcard = any_wildcard || (key.wildcard && !key.send_keys.empty());
     if (any_wildcard) {
       procs += matcher_proctype();
       starts += fmt::format("run {}matcher(); ", p_);
