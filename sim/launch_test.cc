@@ -65,7 +65,8 @@ TEST_CASE("launch: a correct launch runs the program as without one, with no op 
 }
 
 TEST_CASE("launch: a rank no process starts as leaves the others stuck in init, waiting for it") {
-  const ExecutionResult r = run_once(with_launch("world: 3\nlaunch: {processes: [{rank: 0}, {rank: 2}]}\n"));
+  const Scenario scenario = with_launch("world: 3\nlaunch: {processes: [{rank: 0}, {rank: 2}]}\n");
+  const ExecutionResult r = run_once(scenario);
   REQUIRE(r.end == ExecutionEnd::STUCK);
   CHECK(r.rank_status == std::vector<RankStatus>{RankStatus::BLOCKED, RankStatus::NOT_STARTED, RankStatus::BLOCKED});
   REQUIRE(r.stuck.size() == 2);
@@ -78,8 +79,8 @@ TEST_CASE("launch: a rank no process starts as leaves the others stuck in init, 
 }
 
 TEST_CASE("launch: a rank outside its own world size raises and its rank is never joined") {
-  const ExecutionResult r =
-      run_once(with_launch("world: 2\nlaunch: {processes: [{rank: 0}, {rank: 2, world_size: 2}]}\n"));
+  const Scenario scenario = with_launch("world: 2\nlaunch: {processes: [{rank: 0}, {rank: 2, world_size: 2}]}\n");
+  const ExecutionResult r = run_once(scenario);
   REQUIRE(r.end == ExecutionEnd::STUCK);
   REQUIRE(r.stuck.size() == 1);
   CHECK(r.stuck[0].waiting_for == std::vector<int32_t>{1});
@@ -87,8 +88,9 @@ TEST_CASE("launch: a rank outside its own world size raises and its rank is neve
 }
 
 TEST_CASE("launch: a world size that disagrees with rank 0's is a mismatch of world_size") {
-  const ExecutionResult r = run_once(
-      with_launch("world: 2\nlaunch: {processes: [{rank: 1, world_size: 4}, {rank: 0, world_size: 2}]}\n"));
+  const Scenario scenario =
+      with_launch("world: 2\nlaunch: {processes: [{rank: 1, world_size: 4}, {rank: 0, world_size: 2}]}\n");
+  const ExecutionResult r = run_once(scenario);
   REQUIRE(r.end == ExecutionEnd::MISMATCH);
   CHECK(r.mismatch->field == "world_size");
   CHECK(r.mismatch->rank_a == 0);
@@ -98,7 +100,8 @@ TEST_CASE("launch: a world size that disagrees with rank 0's is a mismatch of wo
 }
 
 TEST_CASE("launch: two processes with one rank are a mismatch of rank, before the missing rank") {
-  const ExecutionResult r = run_once(with_launch("world: 3\nlaunch: {processes: [{rank: 0}, {rank: 1}, {rank: 1}]}\n"));
+  const Scenario scenario = with_launch("world: 3\nlaunch: {processes: [{rank: 0}, {rank: 1}, {rank: 1}]}\n");
+  const ExecutionResult r = run_once(scenario);
   REQUIRE(r.end == ExecutionEnd::MISMATCH);
   CHECK(r.mismatch->field == "rank");
   CHECK(r.mismatch->rank_a == 1);
@@ -106,14 +109,15 @@ TEST_CASE("launch: two processes with one rank are a mismatch of rank, before th
 }
 
 TEST_CASE("launch: a different backend or init method than rank 0's is a mismatch") {
-  CHECK(run_once(with_launch("world: 2\nlaunch: {processes: [{rank: 0}, {rank: 1, backend: gloo}]}\n")).mismatch->field ==
-        "backend");
-  CHECK(run_once(with_launch("world: 2\nlaunch: {processes: [{rank: 0}, {rank: 1, init: \"file:///tmp/x\"}]}\n"))
-            .mismatch->field == "init_method");
+  const Scenario gloo = with_launch("world: 2\nlaunch: {processes: [{rank: 0}, {rank: 1, backend: gloo}]}\n");
+  CHECK(run_once(gloo).mismatch->field == "backend");
+  const Scenario file = with_launch("world: 2\nlaunch: {processes: [{rank: 0}, {rank: 1, init: \"file:///tmp/x\"}]}\n");
+  CHECK(run_once(file).mismatch->field == "init_method");
 }
 
 TEST_CASE("launch: processes that agree on a larger world wait for ranks that never start") {
-  const ExecutionResult r = run_once(with_launch("world: 2\nlaunch: {world_size: 4}\n"));
+  const Scenario scenario = with_launch("world: 2\nlaunch: {world_size: 4}\n");
+  const ExecutionResult r = run_once(scenario);
   REQUIRE(r.end == ExecutionEnd::STUCK);
   CHECK(r.stuck.size() == 2);
   CHECK(r.stuck[0].waiting_for.empty());  // ranks 2 and 3 are outside the scenario's world
