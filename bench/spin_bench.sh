@@ -6,7 +6,7 @@
 # lockstep/SPIN time ratio (lockstep dpor over SPIN with reduction; below 0.1 meets the issue's
 # target of 10x).
 #
-#   bench/spin_bench.sh [WORKLOAD_PREFIX]    e.g. `bench/spin_bench.sh ring` for the rings only
+#   bench/spin_bench.sh [WORKLOAD_PREFIX...]    e.g. `bench/spin_bench.sh ring` for the rings only
 #
 # LOCKSTEP=path overrides build/release/bin/lockstep (the checker timed); EXPORTER=path the
 # lockstep binary that writes the models (default: LOCKSTEP; it needs the `export` verb).
@@ -19,7 +19,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 lockstep=${LOCKSTEP:-$root/build/release/bin/lockstep}
 limit=${LIMIT_S:-60}
 mem=${MEM_MIB:-2048}
-only=${1:-}
+only=("$@")
 exporter=${EXPORTER:-$lockstep}
 [ -x "$lockstep" ] || { echo "spin_bench: no $lockstep (cmake --preset release && cmake --build --preset release -j2)" >&2; exit 2; }
 command -v spin >/dev/null || { echo "spin_bench: spin not found (scripts/setup installs it)" >&2; exit 2; }
@@ -102,12 +102,17 @@ row() { printf '%-34s %-13s %-15s %14s %9s %9s %10s\n' "$@"; }
 
 for w in "${workloads[@]}"; do
   name=$(basename "$w" .yaml)
-  [ -n "$only" ] && [[ "$name" != "$only"* ]] && continue
+  if [ ${#only[@]} -gt 0 ]; then
+    keep=0
+    for prefix in "${only[@]}"; do [[ "$name" == "$prefix"* ]] && keep=1; done
+    [ "$keep" = 1 ] || continue
+  fi
   dpor_s=""
   for strategy in dpor dfs; do
     measure "$dir/ls" "$lockstep" check "$w" --strategy "$strategy" --json "$dir/ls.json" --quiet \
       --time-budget "$limit" --max-memory "$mem" --max-executions 100000000
-    read -r secs kib status < "$dir/ls.time"
+    read -r secs kib status < "$dir/ls.time" || true
+    secs=${secs:-0}; kib=${kib:-0}
     verdict=$(python3 -c 'import json,sys
 try:
   r=json.load(open(sys.argv[1] + ".json")); print(r["verdict"] if r.get("exhaustive", True) or r["verdict"]!="ok" else "inconclusive", r["stats"]["executions"])
@@ -130,11 +135,12 @@ except Exception: print("error -")' "$dir/ls" 2>/dev/null || echo "error -")
       row "$name" "spin-$variant" "build failed" "-" "-" "-" ""; continue; }
     compile=$(echo "$(date +%s.%N) - $cstart" | bc -l)
     measure "$dir/pan.out" "$dir/pan" -m1000000 -w24
-    read -r secs kib status < "$dir/pan.out.time"
-    states=$(grep -m1 "states, stored" "$dir/pan.out" | awk '{print $1}')
+    read -r secs kib status < "$dir/pan.out.time" || true
+    secs=${secs:-0}; kib=${kib:-0}
+    states=$(grep -m1 "states, stored" "$dir/pan.out" | awk '{print $1}' || true)
     if grep -q "^pan:1: invalid end state" "$dir/pan.out"; then verdict=deadlock/hang
     elif grep -q "^pan:1: assertion violated" "$dir/pan.out"; then verdict=mismatch
-    elif grep -q "out of memory\|memory limit" "$dir/pan.out"; then verdict=out-of-memory
+    elif grep -q "out of memory\|memory limit\|MEMLIM" "$dir/pan.out"; then verdict=out-of-memory
     elif grep -q "max search depth too small" "$dir/pan.out"; then verdict=depth-bound
     elif [ "$status" = 124 ]; then verdict=timeout
     elif grep -q "errors: 0" "$dir/pan.out"; then verdict=ok

@@ -98,7 +98,7 @@ exit codes: 0 no bug, 1 bug found, 2 bad input or usage, 3 inconclusive
 )";
 
 // Verbs of SPEC §2 that later work adds.
-const std::vector<std::string> LATER_VERBS = {"export"};
+const std::vector<std::string> LATER_VERBS = {};
 
 struct UsageError {
   std::string message;

@@ -13,8 +13,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
+#include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -51,7 +54,7 @@ Ran shell(const std::string& command) {
 }
 
 bool have_tools() {
-  return shell("command -v spin && command -v gcc && command -v timeout").status == 0;
+  return shell("command -v spin && command -v gcc && command -v timeout && command -v xargs").status == 0;
 }
 
 std::string quoted(const fs::path& path) { return "'" + path.string() + "'"; }
@@ -130,11 +133,102 @@ std::vector<std::string> scenario_files() {
   return files;
 }
 
+// LOCKSTEP_SPIN_KEEP=1 keeps the models and pan binaries (in the temporary folder) for a look.
+void clean(const fs::path& dir) {
+  if (std::getenv("LOCKSTEP_SPIN_KEEP") == nullptr) fs::remove_all(dir);
+}
+
 fs::path work_dir(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / fmt::format("lockstep-spin-{}-{}", name, ::getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
+}
+
+// A scenario to compare, with its model for a batch.
+struct Case {
+  std::string name;  // a path, or "generated scenario N"
+  sim::Scenario scenario;
+  std::string text;  // generated: the YAML
+  LockstepSide ours;
+  std::string prefix;
+  exporter::PromelaModel model;
+};
+
+// A model alone, as the user exports it: SPIN's trail of the error lockstep disagrees on.
+std::string trail_alone(const fs::path& dir, const Case& c, bool stuck_differs) {
+  fs::create_directories(dir);
+  const exporter::PromelaExport alone = exporter::export_promela(c.scenario);
+  if (!alone.model) return "(not exported alone)";
+  std::ofstream(dir / "model.pml") << alone.model->text;
+  std::string log;
+  if (build_pan(dir, "model.pml", alone.model->vector_bytes, log).empty()) return log;
+  return (dir / "model.pml").string() + "\n" + spin_trail(dir, "model.pml", stuck_differs ? "-A" : "-E");
+}
+
+// SPIN on the cases, `per_batch` models to a pan binary (compiling pan.c is the fixed cost), the
+// batches built and run in parallel (xargs -P, one per core); every disagreement fails with both
+// traces. Counts what SPIN found.
+void compare_in_batches(const std::vector<Case>& cases, const fs::path& dir, size_t per_batch, int& stuck,
+                        int& mismatches) {
+  const size_t BATCH = per_batch;
+  std::string list;
+  std::vector<fs::path> batches;
+  for (size_t first = 0; first < cases.size(); first += BATCH) {
+    const size_t last = std::min(cases.size(), first + BATCH);
+    std::vector<exporter::PromelaModel> models;
+    int64_t vector_bytes = 0;
+    for (size_t i = first; i < last; ++i) {
+      models.push_back(cases[i].model);
+      vector_bytes += cases[i].model.vector_bytes;
+    }
+    const fs::path batch = dir / fmt::format("batch{}", first / BATCH);
+    fs::create_directories(batch);
+    std::ofstream(batch / "model.pml") << exporter::promela_batch(models);
+    std::ofstream(batch / "vectorsz") << std::max<int64_t>(vector_bytes, 1024);
+    batches.push_back(batch);
+    list += batch.string() + "\n";
+  }
+  std::ofstream(dir / "batches") << list;
+  const unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
+  // -c0: go on past errors, reporting each; -E: the watchdog reports stuck states instead.
+  const Ran ran = shell(fmt::format(
+      "xargs -P {} -I@ sh -c 'cd @ && spin -a model.pml > build.log 2>&1 && "
+      "gcc -O0 -w -DSAFETY -DNOFAIR -DVECTORSZ=$(cat vectorsz) -o pan pan.c >> build.log 2>&1 && "
+      "timeout 300 ./pan -c0 -E -w22 -m2000000 > pan.out 2>&1' < {}",
+      jobs, quoted(dir / "batches")));
+  INFO(ran.output);
+  for (size_t b = 0; b < batches.size(); ++b) {
+    std::ifstream in(batches[b] / "pan.out");
+    const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ifstream build(batches[b] / "build.log");
+    const std::string build_log((std::istreambuf_iterator<char>(build)), std::istreambuf_iterator<char>());
+    REQUIRE_MESSAGE(output.find("errors:") != std::string::npos, batches[b].string() << ":\n" << build_log << output);
+    CHECK(output.find("max search depth too small") == std::string::npos);
+    for (size_t i = b * BATCH; i < std::min(cases.size(), (b + 1) * BATCH); ++i) {
+      const Case& c = cases[i];
+      Kinds theirs;
+      theirs.stuck = output.find(fmt::format("({}fin==", c.prefix)) != std::string::npos;
+      theirs.mismatch = output.find(fmt::format("!({}mismatched)", c.prefix)) != std::string::npos;
+      stuck += theirs.stuck ? 1 : 0;
+      mismatches += theirs.mismatch ? 1 : 0;
+      if (theirs == c.ours.kinds) continue;
+      FAIL_CHECK(fmt::format("{}: lockstep says {}, SPIN says {}\n{}\nlockstep:\n{}SPIN: {}", c.name, describe(c.ours.kinds),
+                             describe(theirs), c.text, c.ours.trace,
+                             trail_alone(dir / fmt::format("case{}", i), c, theirs.stuck != c.ours.kinds.stuck)));
+    }
+  }
+}
+
+// The case of a scenario within the subset whose space lockstep covers, or nullopt.
+std::optional<Case> make_case(const sim::Scenario& scenario, std::string name, size_t index) {
+  exporter::PromelaOptions options;
+  options.prefix = fmt::format("m{}_", index);
+  options.stuck_as_assertion = true;
+  exporter::PromelaExport exported = exporter::export_promela(scenario, options);
+  if (!exported.model) return std::nullopt;
+  Case c{std::move(name), scenario, "", {}, options.prefix, std::move(*exported.model)};
+  return c;
 }
 
 }  // namespace
@@ -145,55 +239,74 @@ TEST_CASE("spin differential: every scenario in scenarios/ within the subset get
     return;
   }
   const fs::path dir = work_dir("corpus");
-  int compared = 0;
+  std::vector<Case> cases;
   std::vector<std::string> refused;
   std::vector<std::string> too_big;
   for (const std::string& path : scenario_files()) {
     sim::LoadResult loaded = path.ends_with(".jsonl") ? sim::load_trace_file(path, {}) : sim::load_scenario_file(path, {});
     REQUIRE_MESSAGE(loaded.ok(), path);
-    const exporter::PromelaExport exported = exporter::export_promela(*loaded.scenario);
-    if (!exported.model) {
+    std::optional<Case> c = make_case(*loaded.scenario, path, cases.size());
+    if (!c) {
       refused.push_back(fs::path(path).stem().string());
       continue;
     }
     // SPIN's state space grows with every interleaving of the ranks' processes: a model of more
     // than twelve runs past the test's budget (bench/spin_bench.sh measures that).
-    if (exported.model->processes > 12) {
+    if (c->model.processes > 12) {
       too_big.push_back(fs::path(path).stem().string());
       continue;
     }
-    const LockstepSide ours = check_with_lockstep(*loaded.scenario);
-    if (!ours.comparable) continue;
-    const std::string file = fs::path(path).stem().string() + ".pml";
-    std::ofstream(dir / file) << exported.model->text;
-    std::string log;
-    const std::string pan = build_pan(dir, file, exported.model->vector_bytes, log);
-    REQUIRE_MESSAGE(!pan.empty(), path << ": the exported model does not build:\n" << log);
-    // -A: assertions off (a mismatch drains the model), so an invalid end state is a stuck run;
-    // -E: invalid end states off, so an assertion violation is a mismatch.
-    const Ran stuck = shell(fmt::format("cd {} && timeout 60 ./pan -A -w22 -m2000000", quoted(dir)));
-    const Ran mismatch = shell(fmt::format("cd {} && timeout 60 ./pan -E -w22 -m2000000", quoted(dir)));
-    INFO(path);
-    REQUIRE_MESSAGE(stuck.output.find("errors:") != std::string::npos, stuck.output);
-    REQUIRE_MESSAGE(mismatch.output.find("errors:") != std::string::npos, mismatch.output);
-    CHECK_MESSAGE(stuck.output.find("max search depth too small") == std::string::npos, stuck.output);
-    Kinds theirs;
-    theirs.stuck = stuck.output.find(": invalid end state") != std::string::npos;
-    theirs.mismatch = mismatch.output.find(": assertion violated") != std::string::npos;
-    if (theirs != ours.kinds) {
-      const std::string flags = theirs.stuck != ours.kinds.stuck ? "-A" : "-E";
-      FAIL_CHECK(fmt::format("{}: lockstep says {}, SPIN says {}\nlockstep:\n{}SPIN ({}):\n{}", path, describe(ours.kinds),
-                             describe(theirs), ours.trace, (dir / file).string(), spin_trail(dir, file, flags)));
-    }
-    ++compared;
+    c->ours = check_with_lockstep(*loaded.scenario);
+    if (c->ours.comparable) cases.push_back(std::move(*c));
   }
+  int stuck = 0;
+  int mismatches = 0;
+  compare_in_batches(cases, dir, 9, stuck, mismatches);  // a few large state spaces: spread them
   std::string refused_list;
   for (const std::string& name : refused) refused_list += " " + name;
   std::string big_list;
   for (const std::string& name : too_big) big_list += " " + name;
-  MESSAGE("compared ", compared, " scenarios; outside the subset:", refused_list, "; over 12 processes:", big_list);
-  CHECK(compared >= 20);  // the corpus holds at least this many within the subset
-  fs::remove_all(dir);
+  MESSAGE("compared ", cases.size(), " scenarios (SPIN: ", stuck, " stuck, ", mismatches, " mismatched); outside the subset:",
+          refused_list, "; too large for the test:", big_list);
+  CHECK(cases.size() >= 20);  // the corpus holds at least this many within the subset
+  clean(dir);
+}
+
+TEST_CASE("spin differential: the model alone reports a stuck run as an invalid end state and a mismatch as an assertion") {
+  if (!have_tools()) {
+    MESSAGE("skipped: spin, gcc or timeout not found (scripts/setup installs spin)");
+    return;
+  }
+  const fs::path dir = work_dir("alone");
+  struct Expected {
+    const char* path;
+    Kinds kinds;
+  };
+  for (const Expected& e : {Expected{"scenarios/corpus/head-to-head-sends.yaml", {true, false}},
+                            Expected{"scenarios/corpus/allreduce-size-differs.yaml", {false, true}},
+                            Expected{"scenarios/corpus/rank-crash.yaml", {true, false}},
+                            Expected{"scenarios/examples/wildcard-gather.yaml", {false, false}}}) {
+    INFO(e.path);
+    sim::LoadResult loaded = sim::load_scenario_file(e.path, {});
+    REQUIRE(loaded.ok());
+    const exporter::PromelaExport exported = exporter::export_promela(*loaded.scenario);
+    REQUIRE(exported.model);
+    std::ofstream(dir / "model.pml") << exported.model->text;
+    std::string log;
+    REQUIRE_MESSAGE(!build_pan(dir, "model.pml", exported.model->vector_bytes, log).empty(), log);
+    // -A: assertions off (a mismatch drains the model), so an invalid end state is a stuck run;
+    // -E: invalid end states off, so an assertion violation is a mismatch.
+    const Ran a = shell(fmt::format("cd {} && timeout 60 ./pan -A -w20 -m1000000", quoted(dir)));
+    const Ran e_run = shell(fmt::format("cd {} && timeout 60 ./pan -E -w20 -m1000000", quoted(dir)));
+    REQUIRE_MESSAGE(a.output.find("errors:") != std::string::npos, a.output);
+    REQUIRE_MESSAGE(e_run.output.find("errors:") != std::string::npos, e_run.output);
+    Kinds theirs;
+    theirs.stuck = a.output.find(": invalid end state") != std::string::npos;
+    theirs.mismatch = e_run.output.find(": assertion violated") != std::string::npos;
+    CHECK_MESSAGE(theirs == e.kinds, a.output << e_run.output);
+    CHECK(check_with_lockstep(*loaded.scenario).kinds == e.kinds);
+  }
+  clean(dir);
 }
 
 TEST_CASE("spin differential: a few hundred generated scenarios get lockstep's verdict from SPIN") {
@@ -203,88 +316,30 @@ TEST_CASE("spin differential: a few hundred generated scenarios get lockstep's v
   }
   const char* runs_env = std::getenv("LOCKSTEP_SPIN_RUNS");
   const int runs = runs_env ? std::max(1, std::atoi(runs_env)) : 450;
-  constexpr size_t BATCH = 40;  // models per pan binary: compiling pan.c is the fixed cost
   const fs::path dir = work_dir("generated");
   checker::Rng rng(20260909);
-  struct Case {
-    std::string text;
-    LockstepSide ours;
-    std::string prefix;
-    exporter::PromelaModel model;
-  };
   std::vector<Case> cases;
   int refused = 0;
   for (int i = 0; i < runs; ++i) {
-    Case c;
-    c.text = testing::generate_scenario(rng);
-    sim::LoadResult loaded = sim::load_scenario_text(c.text, "generated.yaml", {});
-    REQUIRE_MESSAGE(loaded.ok(), c.text);
-    exporter::PromelaOptions options;
-    c.prefix = fmt::format("m{}_", i);
-    options.prefix = c.prefix;
-    options.stuck_as_assertion = true;
-    exporter::PromelaExport exported = exporter::export_promela(*loaded.scenario, options);
-    if (!exported.model) {
+    const std::string text = testing::generate_scenario(rng);
+    sim::LoadResult loaded = sim::load_scenario_text(text, "generated.yaml", {});
+    REQUIRE_MESSAGE(loaded.ok(), text);
+    std::optional<Case> c = make_case(*loaded.scenario, fmt::format("generated scenario {}", i), cases.size());
+    if (!c) {
       ++refused;  // comm_concurrency, async or a watchdog: outside the subset
       continue;
     }
-    c.ours = check_with_lockstep(*loaded.scenario);
-    if (!c.ours.comparable) continue;
-    c.model = std::move(*exported.model);
-    cases.push_back(std::move(c));
+    c->text = text;
+    c->ours = check_with_lockstep(*loaded.scenario);
+    if (c->ours.comparable) cases.push_back(std::move(*c));
   }
-  int compared = 0;
   int stuck = 0;
   int mismatches = 0;
-  for (size_t first = 0; first < cases.size(); first += BATCH) {
-    const size_t last = std::min(cases.size(), first + BATCH);
-    std::vector<exporter::PromelaModel> models;
-    int64_t vector_bytes = 0;
-    for (size_t i = first; i < last; ++i) {
-      models.push_back(cases[i].model);
-      vector_bytes += cases[i].model.vector_bytes;
-    }
-    const std::string file = fmt::format("batch{}.pml", first / BATCH);
-    std::ofstream(dir / file) << exporter::promela_batch(models);
-    std::string log;
-    const std::string pan = build_pan(dir, file, vector_bytes, log);
-    REQUIRE_MESSAGE(!pan.empty(), "a batch does not build:\n" << log);
-    // -c0: go on past errors, reporting each; -E: the watchdog reports stuck states instead.
-    const Ran ran = shell(fmt::format("cd {} && timeout 120 ./pan -c0 -E -w22 -m200000", quoted(dir)));
-    REQUIRE_MESSAGE(ran.output.find("errors:") != std::string::npos, ran.output);
-    CHECK(ran.output.find("max search depth too small") == std::string::npos);
-    for (size_t i = first; i < last; ++i) {
-      const Case& c = cases[i];
-      Kinds theirs;
-      theirs.stuck = ran.output.find(fmt::format("({}fin==", c.prefix)) != std::string::npos;
-      theirs.mismatch = ran.output.find(fmt::format("!({}mismatched)", c.prefix)) != std::string::npos;
-      stuck += theirs.stuck ? 1 : 0;
-      mismatches += theirs.mismatch ? 1 : 0;
-      ++compared;
-      if (theirs == c.ours.kinds) continue;
-      // The disagreement alone, as the user would export it, with SPIN's trail.
-      const fs::path one = dir / fmt::format("case{}", i);
-      fs::create_directories(one);
-      std::ofstream(one / "generated.yaml") << c.text;
-      const exporter::PromelaExport alone =
-          exporter::export_promela(*sim::load_scenario_text(c.text, "generated.yaml", {}).scenario);
-      std::string trail;
-      if (alone.model) {
-        std::ofstream(one / "model.pml") << alone.model->text;
-        std::string build_log;
-        if (!build_pan(one, "model.pml", alone.model->vector_bytes, build_log).empty()) {
-          trail = spin_trail(one, "model.pml", theirs.stuck != c.ours.kinds.stuck ? "-A" : "-E");
-        }
-      }
-      FAIL_CHECK(fmt::format("generated scenario {}: lockstep says {}, SPIN says {}\n{}\nlockstep:\n{}SPIN ({}):\n{}", i,
-                             describe(c.ours.kinds), describe(theirs), c.text, c.ours.trace,
-                             (one / "model.pml").string(), trail));
-    }
-  }
-  MESSAGE("compared ", compared, " generated scenarios (", refused, " outside the subset): SPIN found ", stuck,
+  compare_in_batches(cases, dir, 40, stuck, mismatches);
+  MESSAGE("compared ", cases.size(), " generated scenarios (", refused, " outside the subset): SPIN found ", stuck,
           " stuck and ", mismatches, " mismatched");
-  if (!runs_env) CHECK(compared >= 200);
-  fs::remove_all(dir);
+  if (!runs_env) CHECK(cases.size() >= 200);
+  clean(dir);
 }
 
 }  // namespace lockstep
