@@ -508,11 +508,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: lockstep-mpi-replay PLAN OUTDIR STALL_SECONDS (started by lockstep replay --mpi)\n");
     return 2;
   }
-  std::ifstream in(argv[1]);
-  std::stringstream text;
-  text << in.rdbuf();
   std::string error;
-  const std::optional<Plan> plan = parse_plan(text.str(), error);
+  const std::optional<Plan> plan = read_plan_file(argv[1], error);
   if (!plan) {
     std::fprintf(stderr, "lockstep-mpi-replay: %s: %s\n", argv[1], error.c_str());
     return 2;

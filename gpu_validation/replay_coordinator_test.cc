@@ -6,25 +6,14 @@
 
 #include "sim/engine.h"
 #include "sim/loader.h"
+#include "tests/testing.h"
 
 namespace lockstep::gpu {
 
 namespace {
 
-struct Timed {
-  sim::Scenario scenario;
-  sim::ExecutionResult result;
-};
-
-Timed timed_run(const std::string& path) {
-  sim::LoadResult loaded = sim::load_scenario_file(path, {});
-  REQUIRE(loaded.ok());
-  Timed t{std::move(*loaded.scenario), {}};
-  sim::Engine engine(t.scenario);
-  sim::TimedStrategy timed;
-  t.result = engine.run(timed);
-  return t;
-}
+using Timed = testing::TimedRun;
+using testing::timed_run;
 
 Frontier frontier(int32_t rank, FrontierStatus status, std::vector<FrontierOp> ops = {}) {
   Frontier f;

@@ -1,6 +1,7 @@
 #include "gpu_validation/replay_plan.h"
 
 #include <array>
+#include <fstream>
 #include <sstream>
 
 namespace lockstep::gpu {
@@ -95,6 +96,17 @@ std::string format_plan(const Plan& plan) {
     }
   }
   return out.str();
+}
+
+std::optional<Plan> read_plan_file(const std::string& path, std::string& error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = "cannot read the plan file";
+    return std::nullopt;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_plan(text.str(), error);
 }
 
 std::optional<Plan> parse_plan(const std::string& text, std::string& error) {

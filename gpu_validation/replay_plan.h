@@ -84,6 +84,8 @@ uint64_t seeded_value(int32_t rank, uint32_t seq, int64_t element, uint32_t dtyp
 // The text form ("lockstep-replay-plan 2" first); parse_plan returns nullopt with `error` set.
 std::string format_plan(const Plan& plan);
 std::optional<Plan> parse_plan(const std::string& text, std::string& error);
+// parse_plan of a file's contents (what each worker reads first).
+std::optional<Plan> read_plan_file(const std::string& path, std::string& error);
 
 // What a worker reports: a file per rank, written whole (temporary + rename) so the launcher
 // never reads half of one. MPI itself may be stuck, so reports never go through it.

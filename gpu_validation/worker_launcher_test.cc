@@ -19,6 +19,7 @@
 #include "gpu_validation/replay_session.h"
 #include "sim/engine.h"
 #include "sim/loader.h"
+#include "tests/testing.h"
 
 namespace lockstep::gpu {
 
@@ -67,20 +68,8 @@ struct Fake {
 
 bool gone(int64_t pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
 
-struct Timed {
-  sim::Scenario scenario;
-  sim::ExecutionResult result;
-};
-
-Timed timed_run(const std::string& path) {
-  sim::LoadResult loaded = sim::load_scenario_file(path, {});
-  REQUIRE(loaded.ok());
-  Timed t{std::move(*loaded.scenario), {}};
-  sim::Engine engine(t.scenario);
-  sim::TimedStrategy timed;
-  t.result = engine.run(timed);
-  return t;
-}
+using Timed = testing::TimedRun;
+using testing::timed_run;
 
 // A backend whose launcher runs the fake once per rank, as --nccl runs its worker.
 Backend fake_backend(const Fake& fake, double grace_s) {

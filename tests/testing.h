@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/engine.h"
 #include "sim/loader.h"
 #include "sim/scenario.h"
 #include "sim/trace_format.h"
@@ -36,6 +37,20 @@ inline sim::Scenario trace_from(std::string_view text, const std::string& path =
 // Loads a bundled scenario by its path from the source folder (as the tests run there).
 inline sim::Scenario scenario_file(const std::string& path) {
   return loaded_or_fail(sim::load_scenario_file(path, {}), path);
+}
+
+// A bundled scenario and its execution under the timed strategy (what `lockstep run` does).
+struct TimedRun {
+  sim::Scenario scenario;
+  sim::ExecutionResult result;
+};
+
+inline TimedRun timed_run(const std::string& path) {
+  TimedRun t{scenario_file(path), {}};
+  sim::Engine engine(t.scenario);
+  sim::TimedStrategy timed;
+  t.result = engine.run(timed);
+  return t;
 }
 
 // The fenced blocks of a markdown text in a language (```yaml, ```text), with the line of each
