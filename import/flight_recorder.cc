@@ -7,6 +7,7 @@
 #include <atomic>
 #include <thread>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -14,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "import/input_file.h"
 #include "import/json_pull.h"
 #include "import/pickle_reader.h"
 #include "sim/loader.h"
@@ -53,7 +55,6 @@ struct FrPg {
 
 struct FrDump {
   std::string path;
-  std::string text;      // the file (JSON: for positions)
   bool json = true;
   int32_t rank = -1;
   std::string version;
@@ -67,7 +68,7 @@ struct FrDump {
 
 std::optional<sim::DType> dtype_of_c10(std::string_view name, int64_t& bytes_per_element) {
   struct Known {
-    const char* name;
+    std::string_view name;
     sim::DType dtype;
     int64_t bytes;
   };
@@ -231,6 +232,12 @@ int64_t bytes_of(const std::vector<int64_t>& numels, const std::vector<int64_t>&
 // ---------------------------------------------------------------------------------------------
 // JSON dumps.
 
+// `field == name` with the length known at compile time (the compare is inlined).
+template <size_t N>
+bool is_key(std::string_view field, const char (&name)[N]) {
+  return field.size() == N - 1 && std::memcmp(field.data(), name, N - 1) == 0;
+}
+
 void read_sizes_json(JsonPull& json, std::vector<int64_t>& numels) {
   numels.clear();
   json.begin_array();
@@ -261,14 +268,35 @@ void read_dtypes_json(JsonPull& json, std::vector<int64_t>& element_bytes, std::
   }
 }
 
-FrDump parse_json_dump(std::string path, std::string text) {
+FrDump parse_json_dump(std::string path, std::string_view text) {
   FrDump dump;
   dump.path = std::move(path);
-  dump.text = std::move(text);
-  JsonPull json(dump.text, dump.path);
+  JsonPull json(text, dump.path);
   std::map<std::pair<std::string, std::string>, uint32_t> pg_index;
   std::vector<int64_t> in_numels, out_numels, in_bytes, out_bytes;
   std::map<std::string, FrOpName, std::less<>> names;  // profiling names seen, parsed
+  std::string_view last_name;                          // a key of names: the last one looked up
+  FrOpName last_parsed;
+  std::string pg_name, pg_desc;
+  // The index of (name, desc) in dump.entry_pgs: a dump has a few process groups, so a linear
+  // look-up; the map once there are many.
+  const auto pg_index_of = [&](const std::string& name, const std::string& desc) -> uint32_t {
+    if (dump.entry_pgs.size() <= 16) {
+      for (size_t i = 0; i < dump.entry_pgs.size(); ++i) {
+        if (dump.entry_pgs[i].first == name && dump.entry_pgs[i].second == desc) return static_cast<uint32_t>(i);
+      }
+      if (dump.entry_pgs.size() < 16) {
+        dump.entry_pgs.emplace_back(name, desc);
+        return static_cast<uint32_t>(dump.entry_pgs.size() - 1);
+      }
+      if (pg_index.empty()) {
+        for (size_t i = 0; i < dump.entry_pgs.size(); ++i) pg_index.emplace(dump.entry_pgs[i], static_cast<uint32_t>(i));
+      }
+    }
+    auto [it, added] = pg_index.emplace(std::pair{name, desc}, static_cast<uint32_t>(dump.entry_pgs.size()));
+    if (added) dump.entry_pgs.emplace_back(name, desc);
+    return it->second;
+  };
   bool has_version = false, has_pg_config = false;
   json.begin_object();
   std::string_view key;
@@ -329,78 +357,83 @@ FrDump parse_json_dump(std::string path, std::string text) {
         while (json.next_key(field)) {
           switch (field.empty() ? '\0' : field[0]) {
             case 'p':
-              if (field == "profiling_name") {
+              if (is_key(field, "profiling_name")) {
                 const sim::SourceLoc at = json.loc();
                 const std::string_view name_text = json.read_string();
-                auto it = names.find(name_text);
-                if (it == names.end()) {
-                  FrOpName parsed;
-                  const std::string problem = parse_profiling_name(name_text, parsed);
-                  if (!problem.empty()) throw ImportError(dump.path, at, fmt::format("entry {}: {}", entry.index, problem));
-                  it = names.emplace(std::string(name_text), parsed).first;
+                if (!last_name.empty() && name_text == last_name) {
+                  entry.name = last_parsed;
+                } else {
+                  auto it = names.find(name_text);
+                  if (it == names.end()) {
+                    FrOpName parsed;
+                    const std::string problem = parse_profiling_name(name_text, parsed);
+                    if (!problem.empty()) throw ImportError(dump.path, at, fmt::format("entry {}: {}", entry.index, problem));
+                    it = names.emplace(std::string(name_text), parsed).first;
+                  }
+                  entry.name = it->second;
+                  last_name = it->first;
+                  last_parsed = it->second;
                 }
-                entry.name = it->second;
                 has_name = true;
                 continue;
               }
-              if (field == "process_group") {
+              if (is_key(field, "process_group")) {
                 json.begin_array();
-                std::string name, desc;
-                if (json.next_item()) name = std::string(json.read_string());
-                if (json.next_item()) desc = std::string(json.read_string());
+                pg_name.clear();
+                pg_desc.clear();
+                if (json.next_item()) pg_name = json.read_string();
+                if (json.next_item()) pg_desc = json.read_string();
                 while (json.next_item()) json.skip_value();
-                auto [it, added] = pg_index.emplace(std::pair{name, desc}, static_cast<uint32_t>(dump.entry_pgs.size()));
-                if (added) dump.entry_pgs.emplace_back(name, desc);
-                entry.pg = it->second;
+                entry.pg = pg_index_of(pg_name, pg_desc);
                 has_pg = true;
                 continue;
               }
-              if (field == "p2p_seq_id") {
+              if (is_key(field, "p2p_seq_id")) {
                 entry.p2p_seq = json.read_integer();
                 continue;
               }
               break;
             case 'c':
-              if (field == "collective_seq_id") {
+              if (is_key(field, "collective_seq_id")) {
                 entry.collective_seq = json.read_integer();
                 has_seq = true;
                 continue;
               }
               break;
             case 'r':
-              if (field == "record_id") {
+              if (is_key(field, "record_id")) {
                 entry.record_id = json.read_integer();
                 continue;
               }
               break;
             case 'i':
-              if (field == "input_sizes") {
+              if (is_key(field, "input_sizes")) {
                 read_sizes_json(json, in_numels);
                 has_in_sizes = true;
                 continue;
               }
-              if (field == "input_dtypes") {
+              if (is_key(field, "input_dtypes")) {
                 read_dtypes_json(json, in_bytes, in_dtype);
                 continue;
               }
-              if (field == "is_p2p") {
+              if (is_key(field, "is_p2p")) {
                 entry.is_p2p = json.read_bool() ? 1 : 0;
                 continue;
               }
               break;
             case 'o':
-              if (field == "output_sizes") {
+              if (is_key(field, "output_sizes")) {
                 read_sizes_json(json, out_numels);
                 has_out_sizes = true;
                 continue;
               }
-              if (field == "output_dtypes") {
+              if (is_key(field, "output_dtypes")) {
                 read_dtypes_json(json, out_bytes, out_dtype);
                 continue;
               }
               break;
             case 's':
-              if (field == "state") {
+              if (is_key(field, "state")) {
                 const sim::SourceLoc at = json.loc();
                 const std::string_view state = json.read_string();
                 const std::optional<FrState> parsed = state_of(state);
@@ -491,7 +524,7 @@ void dtypes_of_pickle(const std::string& path, const PickleValue* value, const s
   }
 }
 
-FrDump parse_pickle_dump(std::string path, const std::string& data) {
+FrDump parse_pickle_dump(std::string path, std::string_view data) {
   FrDump dump;
   dump.path = std::move(path);
   dump.json = false;
@@ -829,16 +862,17 @@ class Builder {
     const std::optional<sim::DType> dtype = output_side ? (e.out_dtype ? e.out_dtype : e.in_dtype) : (e.in_dtype ? e.in_dtype : e.out_dtype);
     if (dtype) op.dtype = *dtype;
     if (op.kind == sim::OpKind::SEND || op.kind == sim::OpKind::RECV) {
-      const std::string profiling_name = op.kind == sim::OpKind::SEND
-                                             ? fmt::format("nccl:send {}->{}", e.name.local_self, e.name.local_peer)
-                                             : fmt::format("nccl:recv {}<-{}", e.name.local_self, e.name.local_peer);
+      const auto profiling_name = [&] {
+        return op.kind == sim::OpKind::SEND ? fmt::format("nccl:send {}->{}", e.name.local_self, e.name.local_peer)
+                                            : fmt::format("nccl:recv {}<-{}", e.name.local_self, e.name.local_peer);
+      };
       const auto size = static_cast<int32_t>(pg.ranks.size());
       if (e.name.local_self >= size || e.name.local_peer >= size) {
-        fail_entry(dump, e, fmt::format("'{}' names a rank outside process group '{}' of {} ranks", profiling_name, pg.name, size));
+        fail_entry(dump, e, fmt::format("'{}' names a rank outside process group '{}' of {} ranks", profiling_name(), pg.name, size));
       }
       if (pg.ranks[static_cast<size_t>(e.name.local_self)] != dump.rank) {
         fail_entry(dump, e, fmt::format("'{}': group rank {} of process group '{}' is rank {}, not this dump's rank {}",
-                                        profiling_name, e.name.local_self, pg.name,
+                                        profiling_name(), e.name.local_self, pg.name,
                                         pg.ranks[static_cast<size_t>(e.name.local_self)], dump.rank));
       }
       op.peer = pg.ranks[static_cast<size_t>(e.name.local_peer)];
@@ -872,11 +906,11 @@ class Builder {
   std::vector<std::pair<uint32_t, const FrPg*>> cache_;
 };
 
-FrDump parse_dump(const std::string& path, std::string data) {
+FrDump parse_dump(const std::string& path, std::string_view data) {
   size_t i = 0;
   while (i < data.size() && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t')) ++i;
   if (!data.empty() && static_cast<uint8_t>(data[0]) == 0x80) return parse_pickle_dump(path, data);
-  if (i < data.size() && data[i] == '{') return parse_json_dump(path, std::move(data));
+  if (i < data.size() && data[i] == '{') return parse_json_dump(path, data);
   if (data.empty()) throw ImportError(path, {}, "the file is empty");
   throw ImportError(path, {}, "neither a JSON nor a pickle Flight Recorder dump (JSON starts with '{', pickle with byte 0x80)");
 }
@@ -932,13 +966,10 @@ RecordedTrace import_flight_recorder(const std::vector<std::string>& paths) {
   auto work = [&] {
     for (size_t i = next++; i < paths.size(); i = next++) {
       try {
-        std::string problem;
-        std::optional<std::string> text = sim::read_text_file(paths[i], int64_t{1} << 34, problem);
-        if (!text) throw ImportError(paths[i], {}, "cannot read file: " + problem);
-        FrDump dump = parse_dump(paths[i], std::move(*text));
+        InputFile file;
+        if (!file.open(paths[i], int64_t{1} << 34)) throw ImportError(paths[i], {}, "cannot read file: " + file.error());
+        FrDump dump = parse_dump(paths[i], file.text());
         dump.rank = rank_of_dump_name(paths[i]);
-        dump.text.clear();  // positions were only needed while parsing
-        dump.text.shrink_to_fit();
         dumps[i] = std::move(dump);
       } catch (const ImportError& error) {
         errors[i] = error;

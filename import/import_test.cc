@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -209,6 +210,58 @@ TEST_CASE("the trace writer writes an NCCL group of several ops as async ops on 
         "{\"rank\": 1, \"op\": \"wait\", \"handle\": \"g1.0\"}\n"
         "{\"rank\": 1, \"op\": \"wait\", \"handle\": \"g1.1\"}\n"
         "{\"rank\": 1, \"op\": \"allreduce\", \"size\": 4, \"dtype\": \"fp32\"}\n");
+}
+
+TEST_CASE("the fast trace writer writes what sim::write_trace writes, for every op kind and field an importer sets") {
+  RecordedTrace trace;
+  trace.scenario = "all \"kinds\"";
+  trace.description = "every kind";
+  trace.world = 3;
+  trace.ranks.resize(3);
+  trace.add_group("world", {0, 1, 2});
+  trace.add_group("pair", {0, 1});
+  const uint32_t tag = trace.intern("act.s0.mb1");
+  const uint32_t handle = trace.intern("h1");
+  const sim::OpKind kinds[] = {sim::OpKind::ALLREDUCE, sim::OpKind::ALLGATHER, sim::OpKind::REDUCE_SCATTER,
+                               sim::OpKind::BROADCAST, sim::OpKind::REDUCE,    sim::OpKind::ALL_TO_ALL,
+                               sim::OpKind::GATHER,    sim::OpKind::SCATTER,   sim::OpKind::BARRIER,
+                               sim::OpKind::SEND,      sim::OpKind::RECV,      sim::OpKind::COMPUTE,
+                               sim::OpKind::SLEEP,     sim::OpKind::WAIT};
+  uint32_t nccl_group = 0;
+  for (const sim::OpKind kind : kinds) {
+    for (uint32_t group = 0; group < 2; ++group) {
+      for (const sim::DType dtype : {sim::DType::BF16, sim::DType::FP8_E5M2, sim::DType::INT8}) {
+        for (const uint32_t t : {uint32_t{0}, tag}) {
+          for (const uint32_t h : {uint32_t{0}, handle}) {
+            RecordedOp op{kind, dtype, group, 1, 4096, 0, h, t};
+            if (kind == sim::OpKind::WAIT && h == 0) op.handle = handle;
+            trace.ranks[0].push_back(op);
+            if (kind == sim::OpKind::COMPUTE || kind == sim::OpKind::SLEEP || kind == sim::OpKind::WAIT) continue;
+            // The same op twice in an NCCL group on rank 1, and alone in a one-op group on rank 2.
+            op.nccl_group = ++nccl_group;
+            trace.ranks[1].push_back(op);
+            trace.ranks[1].push_back(op);
+            op.nccl_group = ++nccl_group;
+            trace.ranks[2].push_back(op);
+          }
+        }
+      }
+    }
+  }
+  const auto written = [&](bool reference) {
+    std::FILE* file = std::tmpfile();
+    REQUIRE(file != nullptr);
+    const std::string problem = reference ? write_recorded_trace_reference(trace, file) : write_recorded_trace(trace, file);
+    CHECK(problem.empty());
+    std::string text(static_cast<size_t>(std::ftell(file)), '\0');
+    std::rewind(file);
+    CHECK(std::fread(text.data(), 1, text.size(), file) == text.size());
+    std::fclose(file);
+    return text;
+  };
+  const std::string fast = written(false);
+  CHECK(fast.size() > 10000);
+  CHECK(fast == written(true));
 }
 
 TEST_CASE("flight recorder dump names give their rank") {

@@ -41,7 +41,7 @@ std::string JsonPull::describe(size_t offset) const {
   return fmt::format("byte 0x{:02x}", c);
 }
 
-void JsonPull::skip_space() {
+void JsonPull::skip_space_slow() {
   while (pos_ < text_.size()) {
     const char c = text_[pos_];
     if (c == '\n') {
@@ -54,11 +54,12 @@ void JsonPull::skip_space() {
   }
 }
 
-void JsonPull::expect(char c, const char* what) {
+void JsonPull::fail_expected(const char* what) {
   skip_space();
-  if (pos_ >= text_.size() || text_[pos_] != c) fail_at(pos_, fmt::format("expected {}, got {}", what, describe(pos_)));
-  ++pos_;
+  fail_at(pos_, fmt::format("expected {}, got {}", what, describe(pos_)));
 }
+
+void JsonPull::fail_depth() { fail_at(pos_, fmt::format("values nest deeper than {} levels", MAX_DEPTH)); }
 
 JsonType JsonPull::peek() {
   skip_space();
@@ -77,68 +78,11 @@ JsonType JsonPull::peek() {
   fail_at(pos_, fmt::format("expected a value, got {}", describe(pos_)));
 }
 
-void JsonPull::begin_object() {
-  skip_space();
-  if (++depth_ > MAX_DEPTH) fail_at(pos_, fmt::format("values nest deeper than {} levels", MAX_DEPTH));
-  expect('{', "an object");
-  first_ = true;
-}
-
-bool JsonPull::next_key(std::string_view& key) {
-  skip_space();
-  if (pos_ < text_.size() && text_[pos_] == '}') {
-    ++pos_;
-    --depth_;
-    first_ = false;
-    return false;
-  }
-  if (!first_) expect(',', "',' or '}'");
-  first_ = false;
-  skip_space();
-  if (pos_ >= text_.size() || text_[pos_] != '"') fail_at(pos_, fmt::format("expected a key, got {}", describe(pos_)));
-  key = read_string();
-  expect(':', "':'");
-  return true;
-}
-
-void JsonPull::begin_array() {
-  skip_space();
-  if (++depth_ > MAX_DEPTH) fail_at(pos_, fmt::format("values nest deeper than {} levels", MAX_DEPTH));
-  expect('[', "an array");
-  first_ = true;
-}
-
-bool JsonPull::next_item() {
-  skip_space();
-  if (pos_ < text_.size() && text_[pos_] == ']') {
-    ++pos_;
-    --depth_;
-    first_ = false;
-    return false;
-  }
-  if (!first_) expect(',', "',' or ']'");
-  first_ = false;
-  return true;
-}
-
-std::string_view JsonPull::read_string() {
-  skip_space();
+std::string_view JsonPull::read_string_slow(size_t open) {
+  pos_ = open;
   if (pos_ >= text_.size() || text_[pos_] != '"') fail_at(pos_, fmt::format("expected a string, got {}", describe(pos_)));
-  const size_t open = pos_++;
+  ++pos_;
   const size_t start = pos_;
-  // Fast path: no escape and no control character before the closing quote.
-  const char* base = text_.data();
-  const void* quote = std::memchr(base + start, '"', text_.size() - start);
-  if (quote != nullptr) {
-    const size_t end = static_cast<size_t>(static_cast<const char*>(quote) - base);
-    bool plain = std::memchr(base + start, '\\', end - start) == nullptr;
-    for (size_t i = start; plain && i < end; ++i) plain = static_cast<unsigned char>(base[i]) >= 0x20;
-    if (plain) {
-      pos_ = end + 1;
-      first_ = false;
-      return text_.substr(start, end - start);
-    }
-  }
   while (pos_ < text_.size()) {
     const char c = text_[pos_];
     if (c == '\\') break;
@@ -218,9 +162,8 @@ std::string_view JsonPull::read_string() {
   fail_at(open, "string not closed (truncated?)");
 }
 
-int64_t JsonPull::read_integer() {
-  skip_space();
-  const size_t start = pos_;
+int64_t JsonPull::read_integer_slow(size_t start) {
+  pos_ = start;
   const bool negative = pos_ < text_.size() && text_[pos_] == '-';
   if (negative) ++pos_;
   uint64_t magnitude = 0;
@@ -286,7 +229,7 @@ void JsonPull::read_null() {
   first_ = false;
 }
 
-void JsonPull::skip_value() {
+void JsonPull::skip_value_slow() {
   switch (peek()) {
     case JsonType::NUL: read_null(); return;
     case JsonType::BOOL: read_bool(); return;

@@ -1,7 +1,9 @@
 #include "import/nccl_log.h"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -9,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "import/input_file.h"
 #include "import/line_reader.h"
 
 namespace lockstep::import {
@@ -40,6 +43,7 @@ struct CollLine {
   int32_t root = 0;      // comm-local root, or the peer of Send/Recv
   uint64_t op_count = 0;
   uint32_t nccl_group = 0;
+  uint32_t init = UINT32_MAX;  // the last Init COMPLETE of (device, comm) before it; none: UINT32_MAX
 };
 
 struct Device {
@@ -56,6 +60,10 @@ struct ThreadGroup {
 struct LogThread {
   uint32_t device = 0;
   ThreadGroup group;
+  // The communicator of this thread's last call and its init, while no init line came since.
+  uint64_t cached_comm = 0;
+  uint32_t cached_init = UINT32_MAX;
+  uint64_t cached_epoch = UINT64_MAX;
 };
 
 // Heterogeneous lookup: find by string_view without making a string per line.
@@ -63,6 +71,29 @@ struct TextHash {
   using is_transparent = void;
   size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
 };
+
+// `text == word` with the length known at compile time (the compare is inlined).
+template <size_t N>
+bool is_word(std::string_view text, const char (&word)[N]) {
+  return text.size() == N - 1 && std::memcmp(text.data(), word, N - 1) == 0;
+}
+
+// The offset of `needle` in `text`, or npos: memchr for its first byte (which should be rare in
+// the text), then a compare of known length.
+template <size_t N>
+size_t find_text(std::string_view text, const char (&needle)[N]) {
+  constexpr size_t LENGTH = N - 1;
+  const char* const begin = text.data();
+  const char* const last = begin + text.size();
+  const char* at = begin;
+  while (static_cast<size_t>(last - at) >= LENGTH) {
+    at = static_cast<const char*>(std::memchr(at, needle[0], static_cast<size_t>(last - at) - LENGTH + 1));
+    if (at == nullptr) return std::string_view::npos;
+    if (std::memcmp(at + 1, needle + 1, LENGTH - 1) == 0) return static_cast<size_t>(at - begin);
+    ++at;
+  }
+  return std::string_view::npos;
+}
 
 bool parse_u64(std::string_view text, uint64_t& value, int base = 10) {
   if (base == 16 && text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) text.remove_prefix(2);
@@ -75,6 +106,26 @@ bool parse_i32(std::string_view text, int32_t& value) {
   return ec == std::errc() && ptr == text.data() + text.size() && !text.empty();
 }
 
+// The offset of the first space at or after `i` (size: none), eight bytes at a time.
+size_t next_space(std::string_view text, size_t i) {
+  const char* p = text.data();
+  const size_t n = text.size();
+  if constexpr (std::endian::native == std::endian::little) {
+    constexpr uint64_t ONES = 0x0101010101010101ULL;
+    constexpr uint64_t HIGHS = 0x8080808080808080ULL;
+    while (i + 8 <= n) {
+      uint64_t word = 0;
+      std::memcpy(&word, p + i, 8);
+      const uint64_t x = word ^ (ONES * ' ');
+      const uint64_t mask = (x - ONES) & ~x & HIGHS;  // the lowest flagged byte is exact
+      if (mask != 0) return i + static_cast<size_t>(std::countr_zero(mask)) / 8;
+      i += 8;
+    }
+  }
+  while (i < n && p[i] != ' ') ++i;
+  return i;
+}
+
 // Splits on spaces.
 void tokens_of(std::string_view text, std::vector<std::string_view>& out) {
   out.clear();
@@ -82,7 +133,7 @@ void tokens_of(std::string_view text, std::vector<std::string_view>& out) {
   while (i < text.size()) {
     while (i < text.size() && text[i] == ' ') ++i;
     const size_t start = i;
-    while (i < text.size() && text[i] != ' ') ++i;
+    i = next_space(text, i);
     if (i > start) out.push_back(text.substr(start, i - start));
   }
 }
@@ -140,17 +191,31 @@ class LogReader {
   }
 
   void read_file(uint32_t f, const std::string& path) {
-    LineReader reader(path);
-    if (!reader.ok()) throw ImportError(path, {}, "cannot read file: " + reader.error());
+    InputFile file;
+    if (!file.open(path, INT64_MAX)) throw ImportError(path, {}, "cannot read file: " + file.error());
+    const std::string_view text = file.text();
+    // Most lines are calls: room for them up front (untouched room costs no memory).
+    colls_.reserve(colls_.size() + text.size() / 128);
     std::string_view line;
     std::vector<std::string_view> tokens;
-    while (reader.next(line)) {
+    size_t next = 0;
+    uint32_t number = 0;
+    while (next < text.size()) {
+      // The next line without its "\n" (and "\r"), at most LineReader::MAX_LINE_BYTES long.
+      const void* nl = std::memchr(text.data() + next, '\n', text.size() - next);
+      const size_t line_end = nl != nullptr ? static_cast<size_t>(static_cast<const char*>(nl) - text.data()) : text.size();
+      if (line_end - next > LineReader::MAX_LINE_BYTES) {
+        throw ImportError(path, {number + 1, 1}, "cannot read file: a line longer than 16 MiB");
+      }
+      line = text.substr(next, line_end - next);
+      next = line_end + 1;
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      ++number;
       ++lines_;
-      const uint32_t number = reader.line_number();
-      size_t marker = line.find(" NCCL INFO ");
+      size_t marker = find_text(line, " NCCL INFO ");
       size_t marker_len = 11;
       if (marker == std::string_view::npos) {
-        marker = line.find(" NCCL TRACE ");
+        marker = find_text(line, " NCCL TRACE ");
         marker_len = 12;
         if (marker == std::string_view::npos) continue;
       }
@@ -159,10 +224,11 @@ class LogReader {
       const std::string_view prefix = line.substr(0, marker);
       const size_t open = prefix.rfind(" [") != std::string_view::npos ? prefix.rfind(" [") + 1
                                                                        : (prefix.rfind('[') == 0 ? 0 : std::string_view::npos);
-      const bool is_coll = message.find(": opCount ") != std::string_view::npos;
-      const bool is_init = message.find("Init COMPLETE") != std::string_view::npos;
-      const bool is_group_start = message.find("ncclGroupStart()") != std::string_view::npos;
-      const bool is_group_end = message.find("ncclGroupEnd()") != std::string_view::npos;
+      const bool is_coll = find_text(message, ": opCount ") != std::string_view::npos;
+      const bool is_init = find_text(message, "Init COMPLETE") != std::string_view::npos;
+      const bool is_group = find_text(message, "Group") != std::string_view::npos;  // 'G' is rare; 'n' is not
+      const bool is_group_start = is_group && find_text(message, "ncclGroupStart()") != std::string_view::npos;
+      const bool is_group_end = is_group && find_text(message, "ncclGroupEnd()") != std::string_view::npos;
       if (!is_coll && !is_init && !is_group_start && !is_group_end) continue;
       const size_t close = open == std::string_view::npos ? std::string_view::npos : prefix.find(']', open);
       if (open == std::string_view::npos || close == std::string_view::npos) {
@@ -217,6 +283,8 @@ class LogReader {
           fail(path, number, message_col, "an 'Init COMPLETE' line without 'comm ADDRESS rank R nranks N'");
         }
         if (init.nranks > (1 << 20)) fail(path, number, message_col, "a communicator of more than 1048576 ranks");
+        last_init_[{init.device, init.comm}] = static_cast<uint32_t>(inits_.size());
+        ++init_epoch_;
         inits_.push_back(std::move(init));
         continue;
       }
@@ -241,11 +309,11 @@ class LogReader {
         const std::string_view key = tokens[i];
         const std::string_view value = tokens[i + 1];
         bool ok = true;
-        if (key == "opCount") ok = parse_u64(value, coll.op_count, 16);
-        else if (key == "count") ok = has_count = parse_u64(value, count);
-        else if (key == "datatype") ok = parse_i32(value, dtype);
-        else if (key == "root") ok = parse_i32(value, coll.root);
-        else if (key == "comm") ok = has_comm = parse_u64(value, coll.comm, 16);
+        if (is_word(key, "opCount")) ok = parse_u64(value, coll.op_count, 16);
+        else if (is_word(key, "count")) ok = has_count = parse_u64(value, count);
+        else if (is_word(key, "datatype")) ok = parse_i32(value, dtype);
+        else if (is_word(key, "root")) ok = parse_i32(value, coll.root);
+        else if (is_word(key, "comm")) ok = has_comm = parse_u64(value, coll.comm, 16);
         else continue;
         if (!ok) {
           fail(path, number, static_cast<size_t>(value.data() - line.data()), fmt::format("invalid value '{}' for '{}'", value, key));
@@ -260,9 +328,16 @@ class LogReader {
       coll.dtype = type->first;
       if (count > static_cast<uint64_t>(INT64_MAX / 16)) fail(path, number, message_col, "count out of range");
       coll.bytes = static_cast<int64_t>(count) * type->second;
+      // Lines are read in (file, line) order: the last init read is the last one before it.
+      if (thread.cached_epoch != init_epoch_ || thread.cached_comm != coll.comm) {
+        const auto init = last_init_.find({device, coll.comm});
+        thread.cached_init = init != last_init_.end() ? init->second : UINT32_MAX;
+        thread.cached_comm = coll.comm;
+        thread.cached_epoch = init_epoch_;
+      }
+      coll.init = thread.cached_init;
       colls_.push_back(coll);
     }
-    if (!reader.error().empty()) throw ImportError(path, {reader.line_number() + 1, 1}, "cannot read file: " + reader.error());
   }
 
   RecordedTrace build(const std::vector<std::string>& paths) {
@@ -349,21 +424,23 @@ class LogReader {
         comm.group = 0;
       }
     }
-    // Inits per (device, address), in line order: an op uses the last one before it.
-    std::map<std::pair<uint32_t, uint64_t>, std::vector<size_t>> inits_of;
-    for (size_t i = 0; i < inits_.size(); ++i) inits_of[{inits_[i].device, inits_[i].comm}].push_back(i);
-    std::stable_sort(colls_.begin(), colls_.end(), [](const CollLine& a, const CollLine& b) { return a.at < b.at; });
-    std::map<std::pair<int32_t, uint32_t>, uint64_t> last_op_count;
+    // colls_ are in (file, line) order, as read. The last opCount per (rank, communicator):
+    // a slot per distinct (device, communicator) of the inits.
+    std::vector<uint32_t> slot_of_init(inits_.size());
+    std::map<std::pair<uint32_t, size_t>, uint32_t> slots;
+    for (size_t i = 0; i < inits_.size(); ++i) {
+      slot_of_init[i] = slots.emplace(std::pair{inits_[i].device, comm_of_init[i]}, static_cast<uint32_t>(slots.size())).first->second;
+    }
+    std::vector<uint64_t> last_op_count(slots.size(), 0);
+    std::vector<size_t> ops_of_device(devices_.size(), 0);
+    for (const CollLine& coll : colls_) ++ops_of_device[coll.device];
+    for (size_t d = 0; d < devices_.size(); ++d) {
+      if (global[d] >= 0) trace.ranks[static_cast<size_t>(global[d])].reserve(ops_of_device[d]);
+    }
     size_t out_of_order = 0;
     for (const CollLine& coll : colls_) {
-      const auto it = inits_of.find({coll.device, coll.comm});
-      size_t init = SIZE_MAX;
-      if (it != inits_of.end()) {
-        for (size_t i : it->second) {
-          if (inits_[i].at < coll.at) init = i;
-        }
-      }
-      if (init == SIZE_MAX) {
+      const size_t init = coll.init;
+      if (init == UINT32_MAX) {
         throw ImportError(paths[coll.at.file], {coll.at.line, 1}, fmt::format(
             "{} uses communicator 0x{:x} before any 'Init COMPLETE' line of it", devices_[coll.device].name, coll.comm));
       }
@@ -384,7 +461,7 @@ class LogReader {
         }
         op.peer = comm.members[static_cast<size_t>(coll.root)];
       }
-      uint64_t& last = last_op_count[{rank, comm.group}];
+      uint64_t& last = last_op_count[slot_of_init[init]];
       if (coll.op_count < last) ++out_of_order;
       last = coll.op_count;
       trace.ranks[static_cast<size_t>(rank)].push_back(op);
@@ -414,6 +491,8 @@ class LogReader {
   std::unordered_map<std::string, LogThread, TextHash, std::equal_to<>> threads_;
   uint32_t next_group_ = 0;
   std::vector<InitLine> inits_;
+  std::map<std::pair<uint32_t, uint64_t>, uint32_t> last_init_;  // (device, comm address) -> the last init
+  uint64_t init_epoch_ = 0;                                        // init lines read so far
   std::vector<CollLine> colls_;
   uint64_t lines_ = 0;
 };

@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -94,7 +96,124 @@ std::vector<sim::Stmt> body_of(const RecordedTrace& trace, sim::NamePool& pool, 
 
 }  // namespace
 
-std::string write_recorded_trace(const RecordedTrace& trace, std::FILE* out) {
+namespace {
+
+// The writer's JSON string: the escapes sim::write_trace uses.
+void append_json_string(std::string_view text, std::string& out) {
+  static constexpr std::string_view HEX = "0123456789abcdef";
+  out += '"';
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (byte < 0x20) {
+      out += "\\u00";
+      out += HEX[byte >> 4];
+      out += HEX[byte & 0xF];
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+void append_integer(int64_t value, std::string& out) {
+  char buffer[24];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  out.append(buffer, result.ptr);
+}
+
+// Whether the fast writer below knows the op's line (every op an importer makes).
+bool fast_kind(sim::OpKind kind) {
+  static_assert(static_cast<int>(sim::OpKind::CRASH) + 1 == static_cast<int>(sim::OpKind::INIT));
+  return sim::is_collective(kind) || sim::is_p2p(kind) || kind == sim::OpKind::COMPUTE || kind == sim::OpKind::SLEEP ||
+         kind == sim::OpKind::WAIT;
+}
+
+// One op line as sim::write_trace writes stmt_of(op) (with `stream` and `handle` as the names
+// body_of gives a member of an NCCL group; empty: the op's own). Pinned to sim::write_trace by
+// import_test.cc over every kind and field.
+// The fixed parts of op lines, escaped once.
+struct LineParts {
+  explicit LineParts(const RecordedTrace& trace) {
+    for (const RecordedGroup& group : trace.groups) {
+      std::string part = ", \"group\": ";
+      append_json_string(group.name, part);
+      groups.push_back(std::move(part));
+    }
+    for (size_t k = 0; k <= static_cast<size_t>(sim::OpKind::CRASH); ++k) {
+      std::string part = ", \"op\": ";
+      append_json_string(sim::op_kind_name(static_cast<sim::OpKind>(k)), part);
+      ops.push_back(std::move(part));
+    }
+    for (size_t d = 0; d <= static_cast<size_t>(sim::DType::FP8_E5M2); ++d) {
+      std::string part = ", \"dtype\": ";
+      append_json_string(sim::dtype_name(static_cast<sim::DType>(d)), part);
+      dtypes.push_back(std::move(part));
+    }
+  }
+  std::vector<std::string> groups, ops, dtypes;
+};
+
+void append_op_line(const RecordedTrace& trace, const LineParts& parts, int32_t rank, const RecordedOp& op,
+                    std::string_view stream, std::string_view handle, std::string& out) {
+  out += std::string_view("{\"rank\": ");
+  append_integer(rank, out);
+  out += parts.ops[static_cast<size_t>(op.kind)];
+  if (handle.empty() && op.handle != 0) handle = trace.names[op.handle];
+  if (op.kind == sim::OpKind::COMPUTE || op.kind == sim::OpKind::SLEEP) {
+    out += std::string_view(", \"duration_ns\": ");
+    append_integer(op.size, out);
+  } else if (op.kind == sim::OpKind::WAIT) {
+    if (!handle.empty()) {
+      out += std::string_view(", \"handle\": ");
+      append_json_string(handle, out);
+    }
+  } else {
+    if (op.group != 0) out += parts.groups[op.group];
+    if (sim::has_root(op.kind)) {
+      out += std::string_view(", \"root\": ");
+      append_integer(op.peer, out);
+    }
+    if (sim::is_p2p(op.kind)) {
+      out += op.kind == sim::OpKind::SEND ? std::string_view(", \"to\": ") : std::string_view(", \"from\": ");
+      append_integer(op.peer, out);
+    }
+    if (op.kind != sim::OpKind::BARRIER) {
+      out += std::string_view(", \"size\": ");
+      append_integer(op.size, out);
+    }
+    if (op.dtype != sim::DType::BF16) out += parts.dtypes[static_cast<size_t>(op.dtype)];
+    if (op.tag != 0 && !trace.names[op.tag].empty()) {
+      out += std::string_view(", \"tag\": ");
+      append_json_string(trace.names[op.tag], out);
+    }
+    if (!stream.empty()) {
+      out += std::string_view(", \"stream\": ");
+      append_json_string(stream, out);
+    }
+    if (!handle.empty()) {
+      out += std::string_view(", \"async\": ");
+      append_json_string(handle, out);
+    }
+  }
+  out += std::string_view("}\n");
+}
+
+std::string flush(std::string& buffer, std::FILE* out) {
+  if (!buffer.empty() && std::fwrite(buffer.data(), 1, buffer.size(), out) != buffer.size()) return std::strerror(errno);
+  buffer.clear();
+  return "";
+}
+
+}  // namespace
+
+std::string write_recorded_trace_reference(const RecordedTrace& trace, std::FILE* out) {
   if (trace.world < 1) return "the trace has no ranks";
   if (trace.ranks.size() != static_cast<size_t>(trace.world)) return "the trace does not list every rank";
   sim::Scenario base;
@@ -128,6 +247,74 @@ std::string write_recorded_trace(const RecordedTrace& trace, std::FILE* out) {
     if (std::fwrite(text.data() + first_line, 1, size, out) != size) return std::strerror(errno);
   }
   return "";
+}
+
+std::string write_recorded_trace(const RecordedTrace& trace, std::FILE* out) {
+  if (trace.world < 1) return "the trace has no ranks";
+  if (trace.ranks.size() != static_cast<size_t>(trace.world)) return "the trace does not list every rank";
+  for (const std::vector<RecordedOp>& ops : trace.ranks) {
+    for (const RecordedOp& op : ops) {
+      if (!fast_kind(op.kind) || op.group >= trace.groups.size() || op.handle >= trace.names.size() ||
+          op.tag >= trace.names.size()) {
+        return write_recorded_trace_reference(trace, out);
+      }
+    }
+  }
+  // The header through sim::write_trace (it also checks the groups); the op lines directly.
+  sim::Scenario base;
+  base.name = trace.scenario;
+  base.description = trace.description;
+  base.source_url = trace.source;
+  base.world = trace.world;
+  base.semantics = trace.semantics;
+  for (const RecordedGroup& group : trace.groups) {
+    base.groups.push_back(sim::make_group(group.name, {}, group.ranks, trace.world));
+  }
+  base.programs.emplace_back();
+  base.rank_program.assign(static_cast<size_t>(trace.world), 0);
+  const std::string problem = sim::trace_write_problem(base);
+  if (!problem.empty()) return problem;
+  std::string buffer = sim::write_trace(base);
+  constexpr size_t FLUSH_BYTES = size_t{1} << 20;
+  buffer.reserve(FLUSH_BYTES + 4096);
+  const LineParts parts(trace);
+  std::string stream;
+  std::vector<std::string> handles;
+  for (int32_t rank = 0; rank < trace.world; ++rank) {
+    const std::vector<RecordedOp>& ops = trace.ranks[static_cast<size_t>(rank)];
+    uint32_t groups = 0;  // this rank's NCCL groups so far (as body_of names them)
+    for (size_t i = 0; i < ops.size();) {
+      size_t end = i + 1;
+      if (ops[i].nccl_group != 0) {
+        while (end < ops.size() && ops[end].nccl_group == ops[i].nccl_group) ++end;
+      }
+      if (end - i == 1) {
+        append_op_line(trace, parts, rank, ops[i], {}, {}, buffer);
+      } else {
+        // An NCCL group: async ops on streams of their own, then a wait for each.
+        ++groups;
+        handles.clear();
+        for (size_t k = i; k < end; ++k) {
+          stream = fmt::format("nccl_group.{}", k - i);
+          handles.push_back(fmt::format("g{}.{}", groups, k - i));
+          append_op_line(trace, parts, rank, ops[k], stream, handles.back(), buffer);
+        }
+        for (const std::string& name : handles) {
+          buffer += std::string_view("{\"rank\": ");
+          append_integer(rank, buffer);
+          buffer += std::string_view(", \"op\": \"wait\", \"handle\": ");
+          append_json_string(name, buffer);
+          buffer += std::string_view("}\n");
+        }
+      }
+      i = end;
+      if (buffer.size() >= FLUSH_BYTES) {
+        const std::string failed = flush(buffer, out);
+        if (!failed.empty()) return failed;
+      }
+    }
+  }
+  return flush(buffer, out);
 }
 
 std::string write_trace_file(const RecordedTrace& trace, const std::string& path) {
@@ -193,18 +380,53 @@ std::vector<std::string> schedule_partings(const RecordedTrace& trace) {
   for (uint32_t g = 0; g < groups; ++g) {
     for (int32_t rank : trace.groups[g].ranks) collectives[g][rank];
   }
+  // Look-ups cached per rank (its groups) and per pair (the last one): millions of ops.
+  std::unordered_map<uint32_t, std::vector<const RecordedOp*>*> rank_groups;
+  using PairOps = std::pair<std::vector<const RecordedOp*>, std::vector<const RecordedOp*>>;
+  std::tuple<uint32_t, int32_t, int32_t> last_key[2] = {{UINT32_MAX, -1, -1}, {UINT32_MAX, -1, -1}};
+  PairOps* last_pair[2] = {nullptr, nullptr};  // [0] the last send's pair, [1] the last receive's
+  const auto pair_of = [&](uint32_t g, int32_t from, int32_t to, bool recv) -> PairOps& {
+    const std::tuple<uint32_t, int32_t, int32_t> key{g, from, to};
+    if (last_pair[recv] == nullptr || key != last_key[recv]) {
+      last_key[recv] = key;
+      last_pair[recv] = &p2p[key];
+    }
+    return *last_pair[recv];
+  };
   for (int32_t rank = 0; rank < trace.world; ++rank) {
+    rank_groups.clear();
     for (const RecordedOp& op : trace.ranks[static_cast<size_t>(rank)]) {
-      if (sim::is_collective(op.kind)) collectives[op.group][rank].push_back(&op);
-      else if (op.kind == sim::OpKind::SEND) p2p[{op.group, rank, op.peer}].first.push_back(&op);
-      else if (op.kind == sim::OpKind::RECV) p2p[{op.group, op.peer, rank}].second.push_back(&op);
+      if (sim::is_collective(op.kind)) {
+        std::vector<const RecordedOp*>*& slot = rank_groups[op.group];
+        if (slot == nullptr) slot = &collectives[op.group][rank];
+        slot->push_back(&op);
+      } else if (op.kind == sim::OpKind::SEND) {
+        pair_of(op.group, rank, op.peer, false).first.push_back(&op);
+      } else if (op.kind == sim::OpKind::RECV) {
+        pair_of(op.group, op.peer, rank, true).second.push_back(&op);
+      }
     }
   }
   for (uint32_t g = 0; g < groups; ++g) {
     const auto& members = collectives[g];
-    size_t longest = 0;
-    for (const auto& [rank, ops] : members) longest = std::max(longest, ops.size());
+    size_t longest = 0, shortest = SIZE_MAX;
+    for (const auto& [rank, ops] : members) {
+      longest = std::max(longest, ops.size());
+      shortest = std::min(shortest, ops.size());
+    }
     for (size_t k = 0; k < longest; ++k) {
+      if (k < shortest) {
+        // The common case first: every member issued the same k-th collective.
+        const Signature first = signature_of(*members.begin()->second[k]);
+        bool alike = true;
+        for (const auto& [rank, ops] : members) {
+          if (signature_of(*ops[k]) != first) {
+            alike = false;
+            break;
+          }
+        }
+        if (alike) continue;
+      }
       // Ranks by what they issued as their k-th collective on g (none: not issued).
       std::map<Signature, std::vector<int32_t>> issued;
       std::vector<int32_t> missing;

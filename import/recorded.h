@@ -66,6 +66,10 @@ struct RecordedTrace {
 // the trace cannot be written (a programmer error in an importer).
 std::string write_recorded_trace(const RecordedTrace& trace, std::FILE* out);
 
+// The same through sim::write_trace statement by statement (slower; what write_recorded_trace
+// must equal byte for byte, and what it falls back to for ops it does not write itself).
+std::string write_recorded_trace_reference(const RecordedTrace& trace, std::FILE* out);
+
 // Writes the trace to a temporary file next to `path` and renames it over `path` on success; on
 // any failure nothing is left behind. Returns "" or the operating error.
 std::string write_trace_file(const RecordedTrace& trace, const std::string& path);

@@ -1,0 +1,36 @@
+// An input file's bytes without copying them: a regular file is mapped read-only, anything else
+// (a pipe, /dev/stdin) is read into memory. The importers parse the view in place.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace lockstep::import {
+
+class InputFile {
+ public:
+  InputFile() = default;
+  ~InputFile();
+  InputFile(InputFile&& other) noexcept;
+  InputFile& operator=(InputFile&& other) noexcept;
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  // Opens `path`; false (and error() says why) when it cannot be read or holds more than
+  // `max_bytes`.
+  bool open(const std::string& path, int64_t max_bytes);
+  std::string_view text() const { return text_; }
+  const std::string& error() const { return error_; }
+  // Gives the bytes back (the view becomes empty).
+  void close();
+
+ private:
+  void* map_ = nullptr;
+  size_t map_size_ = 0;
+  std::string owned_;
+  std::string_view text_;
+  std::string error_;
+};
+
+}  // namespace lockstep::import
