@@ -219,6 +219,16 @@ MinimizeResult Minimizer::run() {
     result.refused = fmt::format("--minimize applies to recorded schedules only, and {} is not one ({})", sc_.path, problem);
     return result;
   }
+  // Op ids are top-level statements and trace lines (below): NCCL groups are not cut yet.
+  for (const sim::RankProgram& program : sc_.programs) {
+    for (const sim::ThreadDef& thread : program) {
+      for (const sim::Stmt& stmt : thread.body) {
+        if (stmt.kind != sim::StmtKind::NCCL_GROUP) continue;
+        result.refused = fmt::format("--minimize does not cut schedules with NCCL groups yet ({})", sc_.location(stmt.loc));
+        return result;
+      }
+    }
+  }
   // Op ids in the order a trace lists the ops: rank, thread, position.
   first_id_.resize(static_cast<size_t>(sc_.world));
   std::set<int32_t> ranks_with_ops;

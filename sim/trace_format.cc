@@ -501,6 +501,22 @@ const OpSpec* find_op(std::string_view name) {
   return nullptr;
 }
 
+// The NCCL group markers (ncclGroupStart / ncclGroupEnd): lines that are no operation of their
+// own but open and close an NCCL_GROUP statement. They take no arguments.
+constexpr std::string_view GROUP_START = "group_start";
+constexpr std::string_view GROUP_END = "group_end";
+constexpr OpSpec GROUP_START_SPEC = {GROUP_START, OpKind::COMPUTE, 0, 0};
+constexpr OpSpec GROUP_END_SPEC = {GROUP_END, OpKind::COMPUTE, 0, 0};
+
+// Every name an op line's "op" may have.
+std::vector<std::string> op_line_names() {
+  std::vector<std::string> names;
+  for (const OpSpec& spec : OP_SPECS) names.emplace_back(spec.name);
+  names.emplace_back(GROUP_START);
+  names.emplace_back(GROUP_END);
+  return names;
+}
+
 const OpSpec& spec_of(OpKind kind) {
   for (const OpSpec& spec : OP_SPECS) {
     if (spec.kind == kind) return spec;
@@ -533,10 +549,19 @@ struct CreatedGroup {
   uint32_t line = 0;
 };
 
+// An NCCL group a thread has open: group_start lines minus group_end lines (nesting counts
+// once, as in NCCL), the NCCL_GROUP statement the ops go into, and where it was opened.
+struct OpenGroup {
+  uint32_t depth = 0;
+  uint32_t stmt = 0;  // index into the thread's body
+  SourceLoc loc;      // the outermost group_start's operation name
+};
+
 // What the loader keeps per rank that has lines.
 struct RankState {
   int32_t rank = 0;
   RankProgram program;
+  std::vector<OpenGroup> open;  // per thread of `program`
   uint32_t last_thread = 0;
   std::vector<CreatedGroup> created;  // sorted by group
   std::map<std::string, std::vector<uint32_t>, std::less<>> handles;  // threads issuing each
@@ -556,6 +581,7 @@ struct PendingUse {
   uint32_t state = 0;   // index into ranks_
   uint32_t thread = 0;
   size_t stmt = 0;      // index into the thread's body
+  size_t inner = SIZE_MAX;  // index into body[stmt].body when the op is in an NCCL group
   std::string name;     // the group's name
   SourceLoc loc;        // of the group's name
   bool unknown = false; // the name was unknown on its line: members are checked at the end
@@ -974,6 +1000,12 @@ class TraceLoader {
 
   // ----- operation lines
 
+  struct LineKeys {
+    std::array<const JsonMember*, KEY_COUNT> member{};
+    std::vector<const JsonMember*> unknown;
+    const JsonMember* get(Key key) const { return member[static_cast<size_t>(key)]; }
+  };
+
   // One operation line; false when loading must stop (a bound was hit).
   bool load_op_line(std::string_view text) {
     if (!reader_.read_object(text, members_)) {
@@ -991,28 +1023,97 @@ class TraceLoader {
     const std::optional<int32_t> rank = line_rank(keys);
     if (spec == nullptr) return true;
     if (!check_args(*spec, keys)) return true;
+    if (spec == &GROUP_START_SPEC || spec == &GROUP_END_SPEC) {
+      if (rank.has_value() && place(*rank, keys)) load_group_mark(*spec, keys);
+      return true;
+    }
     const bool placed = rank.has_value() && place(*rank, keys);
     placed_ = placed;
-    Stmt& stmt = placed ? ranks_[current_state_].program[current_thread_].body.emplace_back()
-                        : (scratch_ = Stmt{});
+    if (placed && !check_in_nccl_group(*spec, keys)) return true;
+    Stmt& stmt = placed ? current_body().emplace_back() : (scratch_ = Stmt{});
     stmt.kind = StmtKind::OP;
     stmt.op = spec->kind;
     stmt.loc = at(*keys.member[static_cast<size_t>(Key::OP)]);
     pending_name_.clear();
     const bool ok = load_args(keys, stmt, rank.value_or(-1)) && placed;
     if (!ok) {
-      if (placed) ranks_[current_state_].program[current_thread_].body.pop_back();
+      if (placed) current_body().pop_back();
       return true;
     }
     if (!pending_name_.empty()) commit_pending();
     return true;
   }
 
-  struct LineKeys {
-    std::array<const JsonMember*, KEY_COUNT> member{};
-    std::vector<const JsonMember*> unknown;
-    const JsonMember* get(Key key) const { return member[static_cast<size_t>(key)]; }
-  };
+  // ----- NCCL groups
+
+  OpenGroup& open_group() { return ranks_[current_state_].open[current_thread_]; }
+
+  // Where the current line's op goes: the thread's body, or its open NCCL group's.
+  std::vector<Stmt>& current_body() {
+    std::vector<Stmt>& body = ranks_[current_state_].program[current_thread_].body;
+    const OpenGroup& group = open_group();
+    return group.depth > 0 ? body[group.stmt].body : body;
+  }
+
+  // Only communication goes into an NCCL group (as in the YAML `group:`).
+  bool check_in_nccl_group(const OpSpec& spec, const LineKeys& keys) {
+    const OpenGroup& group = open_group();
+    if (group.depth == 0) return true;
+    const std::string where = " (group_start at line " + std::to_string(group.loc.line) + ")";
+    if (!is_collective(spec.kind) && !is_p2p(spec.kind)) {
+      error(at(keys.get(Key::OP)->value), "only communication operations may appear in an NCCL "
+                                          "group" + where + ", got " + quoted(spec.name));
+      return false;
+    }
+    // The engine issues a group as one unit that the main stream waits for: it has no handles.
+    if (const JsonMember* async = keys.get(Key::ASYNC)) {
+      error(at(async->value), "'async' is not allowed in an NCCL group" + where +
+                                  ": the main stream waits for the whole group");
+      return false;
+    }
+    return true;
+  }
+
+  // group_start opens the thread's NCCL group (a nested one only counts), group_end closes it.
+  void load_group_mark(const OpSpec& spec, const LineKeys& keys) {
+    OpenGroup& group = open_group();
+    if (&spec == &GROUP_START_SPEC) {
+      if (group.depth++ > 0) return;
+      std::vector<Stmt>& body = ranks_[current_state_].program[current_thread_].body;
+      group.stmt = static_cast<uint32_t>(body.size());
+      group.loc = at(keys.get(Key::OP)->value);
+      Stmt& stmt = body.emplace_back();
+      stmt.kind = StmtKind::NCCL_GROUP;
+      stmt.loc = at(*keys.get(Key::OP));
+      return;
+    }
+    if (group.depth == 0) {
+      error(at(keys.get(Key::OP)->value), "group_end without a group_start on rank " +
+                                             std::to_string(ranks_[current_state_].rank) +
+                                             thread_words(current_thread_));
+      return;
+    }
+    --group.depth;
+  }
+
+  // ", thread 'NAME'" for a thread other than main, else "".
+  std::string thread_words(uint32_t thread) const {
+    const std::string& name = ranks_[current_state_].program[thread].name;
+    return name == "main" ? std::string() : ", thread " + quoted(name);
+  }
+
+  // Every group still open at the end of the file is an error at its group_start.
+  void check_groups_closed() {
+    for (uint32_t s = 0; s < ranks_.size(); ++s) {
+      current_state_ = s;
+      const RankState& rs = ranks_[s];
+      for (uint32_t t = 0; t < rs.open.size(); ++t) {
+        if (rs.open[t].depth == 0) continue;
+        error(rs.open[t].loc, "group_start on rank " + std::to_string(rs.rank) + thread_words(t) +
+                                  " has no matching group_end");
+      }
+    }
+  }
 
   // Sorts the line's members by key; reports duplicates. False when there was one.
   bool sort_keys(LineKeys& keys) {
@@ -1043,8 +1144,9 @@ class TraceLoader {
     }
     if (!expect_kind(op->value, JsonKind::STRING, "an operation name")) return nullptr;
     if (const OpSpec* spec = find_op(op->value.text)) return spec;
-    std::vector<std::string> names;
-    for (const OpSpec& spec : OP_SPECS) names.emplace_back(spec.name);
+    if (op->value.text == GROUP_START) return &GROUP_START_SPEC;
+    if (op->value.text == GROUP_END) return &GROUP_END_SPEC;
+    const std::vector<std::string> names = op_line_names();
     error(at(op->value), unknown_message("operation", op->value.text, "", names, names));
     return nullptr;
   }
@@ -1121,6 +1223,7 @@ class TraceLoader {
     current_thread_ = static_cast<uint32_t>(found - rs.program.begin());
     if (found == rs.program.end()) {
       rs.program.push_back(ThreadDef{std::string(name), at(*keys.get(Key::OP)), {}});
+      rs.open.emplace_back();
       // A rank's first thread gets the average share of the file's lines up front: growing
       // a million statements by doubling cost a tenth of the load (copies and page faults).
       if (rs.program.size() == 1) rs.program.back().body.reserve(expected_ops_per_rank());
@@ -1293,9 +1396,12 @@ class TraceLoader {
   }
 
   void commit_pending() {
-    const std::vector<ThreadDef>& program = ranks_[current_state_].program;
-    pending_.push_back({current_state_, current_thread_, program[current_thread_].body.size() - 1,
-                        std::move(pending_name_), pending_loc_, pending_unknown_});
+    const std::vector<Stmt>& body = ranks_[current_state_].program[current_thread_].body;
+    const OpenGroup& group = open_group();
+    const size_t stmt = group.depth > 0 ? group.stmt : body.size() - 1;
+    const size_t inner = group.depth > 0 ? body[group.stmt].body.size() - 1 : SIZE_MAX;
+    pending_.push_back({current_state_, current_thread_, stmt, inner, std::move(pending_name_),
+                        pending_loc_, pending_unknown_});
     pending_name_.clear();
   }
 
@@ -1388,6 +1494,7 @@ class TraceLoader {
   // ----- the end of the file
 
   void finish() {
+    check_groups_closed();
     for (PendingUse& use : pending_) resolve(use);
     for (const PendingWait& wait : pending_waits_) check_wait(wait);
     RankProgram empty;
@@ -1413,7 +1520,8 @@ class TraceLoader {
 
   void resolve(PendingUse& use) {
     RankState& rs = ranks_[use.state];
-    Stmt& stmt = rs.program[use.thread].body[use.stmt];
+    Stmt& outer = rs.program[use.thread].body[use.stmt];
+    Stmt& stmt = use.inner == SIZE_MAX ? outer : outer.body[use.inner];
     line_ = stmt.loc.line;
     const auto found = group_index_.find(use.name);
     if (found == group_index_.end()) {
@@ -1623,11 +1731,8 @@ void write_header(const Scenario& s, std::string& out) {
   out += "}\n";
 }
 
-void write_op(const Scenario& s, int32_t rank, const ThreadDef& thread, const Stmt& stmt,
-              std::string& out) {
-  const KeySet args = spec_of(stmt.op).args;
-  const auto takes = [&](Key key) { return (args & bit(key)) != 0; };
-  bool first = true;
+// `{"rank": R, "thread": T, "op": ` (the thread left out when it is main).
+void write_line_start(int32_t rank, const ThreadDef& thread, bool& first, std::string& out) {
   write_key("rank", first, out);
   write_integer(rank, out);
   if (thread.name != "main") {
@@ -1635,6 +1740,24 @@ void write_op(const Scenario& s, int32_t rank, const ThreadDef& thread, const St
     write_string(thread.name, out);
   }
   write_key("op", first, out);
+}
+
+void write_op(const Scenario& s, int32_t rank, const ThreadDef& thread, const Stmt& stmt,
+              std::string& out) {
+  bool first = true;
+  write_line_start(rank, thread, first, out);
+  if (stmt.kind == StmtKind::NCCL_GROUP) {
+    write_string(GROUP_START, out);
+    out += "}\n";
+    for (const Stmt& op : stmt.body) write_op(s, rank, thread, op, out);
+    first = true;
+    write_line_start(rank, thread, first, out);
+    write_string(GROUP_END, out);
+    out += "}\n";
+    return;
+  }
+  const KeySet args = spec_of(stmt.op).args;
+  const auto takes = [&](Key key) { return (args & bit(key)) != 0; };
   write_string(op_kind_name(stmt.op), out);
   if (takes(Key::GROUP) && stmt.group != 0) {
     write_key("group", first, out);
@@ -1677,10 +1800,19 @@ void write_op(const Scenario& s, int32_t rank, const ThreadDef& thread, const St
   out += "}\n";
 }
 
-std::string body_problem(const Scenario& s, const std::vector<Stmt>& body) {
+std::string body_problem(const Scenario& s, const std::vector<Stmt>& body, bool in_group = false) {
   for (const Stmt& stmt : body) {
     const std::string where = s.location(stmt.loc) + ": ";
+    if (stmt.kind == StmtKind::NCCL_GROUP && !in_group) {
+      std::string problem = body_problem(s, stmt.body, true);
+      if (!problem.empty()) return problem;
+      continue;
+    }
     if (stmt.kind != StmtKind::OP) return where + "a statement other than an operation";
+    if (in_group && !is_collective(stmt.op) && !is_p2p(stmt.op)) {
+      return where + "an operation other than communication in an NCCL group";
+    }
+    if (in_group && !stmt.handle.empty()) return where + "an async operation in an NCCL group";
     for (const Expr* expr : {&stmt.size, &stmt.peer, &stmt.extra().root, &stmt.duration}) {
       if (!expr->is_constant()) return where + "an expression that is not a constant";
     }
