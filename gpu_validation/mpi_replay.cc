@@ -2,7 +2,10 @@
 // (docs/replay.md), started by mpirun, one process per rank.
 //
 // It runs its rank's ops of the plan (gpu_validation/replay_plan.h) with nonblocking MPI on real
-// buffers: an op is posted once the ops it depends on completed (lockstep's streams, synchronous
+// buffers. Under granted order (the default) it issues an op only once the coordinator granted
+// its step of the global issue order and the ops its host blocks on completed, and reports each
+// issue back (grant_channel.h); under free order as soon as its host would. An issued op is
+// posted once the ops it depends on completed (lockstep's streams, synchronous
 // ops, host blocking, NCCL groups, as replay_coordinator.cc derives them), in issue order per
 // communicator, and completed by polling MPI_Test. Inputs are seeded so that every result is
 // exactly predictable, and every completed op's data is checked. The watchdog is the polling loop
@@ -25,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "gpu_validation/grant_channel.h"
 #include "gpu_validation/replay_plan.h"
 #include "gpu_validation/watchdog.h"
 
@@ -76,6 +80,7 @@ struct Buffer {
 };
 
 struct OpState {
+  bool issued = false;  // the host issued it (granted, and what it blocks on completed)
   bool posted = false;
   bool done = false;
   bool failed = false;  // a problem is recorded: its data is not checked
@@ -86,8 +91,9 @@ struct OpState {
 
 class Worker {
  public:
-  Worker(const Plan& plan, int32_t rank, std::string dir, double stall_s)
-      : plan_(plan), rank_(rank), ops_(plan.ranks[static_cast<size_t>(rank)]), dir_(std::move(dir)), stall_s_(stall_s) {
+  Worker(const Plan& plan, int32_t rank, std::string dir, double stall_s, GrantClient& grants)
+      : plan_(plan), rank_(rank), ops_(plan.ranks[static_cast<size_t>(rank)]), dir_(std::move(dir)), stall_s_(stall_s),
+        grants_(grants) {
     state_.resize(ops_.size());
     frontier_.rank = rank;
     frontier_.pid = static_cast<int64_t>(::getpid());
@@ -120,7 +126,8 @@ class Worker {
     PollBackoff backoff(50, 2000);  // a stuck rank polls every 2 ms: next to no CPU
     size_t completed = 0;
     while (completed < ops_.size()) {
-      bool progress = post_ready();
+      bool progress = issue_granted();
+      progress = post_ready() || progress;
       if (stopped_) return idle();
       // Each MPI_Test also moves data (OpenMPI progresses transfers inside it): a burst of
       // them per poll keeps large transfers moving while the loop sleeps between polls.
@@ -156,14 +163,15 @@ class Worker {
         }
       }
       frontier_.completed = static_cast<uint32_t>(completed);
+      outstanding = outstanding || next_issue_ < ops_.size();  // waiting for a grant or a host block
       const double now = std::chrono::duration<double>(Clock::now() - start).count();
       switch (watchdog.observe(now, progress, outstanding)) {
         case StallWatchdog::Action::REPORT_STUCK: report_stuck(); break;
         case StallWatchdog::Action::REPORT_RUNNING: report(FrontierStatus::RUNNING); break;
         case StallWatchdog::Action::NONE: break;
       }
-      const uint32_t pause_us = backoff.next_us(progress);
-      if (pause_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+      // Sleeps until the next poll, or until a grant arrives.
+      if (grants_.wait(backoff.next_us(progress))) backoff.next_us(true);
     }
     report(failures_.empty() ? FrontierStatus::COMPLETED : FrontierStatus::FAILED, failures_);
     // Eager sends nobody received: their data would sit in the receiver's buffer; let them go.
@@ -186,6 +194,25 @@ class Worker {
     if (slot_of(i)) --in_flight_;
   }
 
+  // Issues the rank's next ops while their steps are granted and what their host blocks on
+  // completed; reports the last one issued to the coordinator.
+  bool issue_granted() {
+    bool any = false;
+    uint32_t last = 0;
+    while (next_issue_ < ops_.size() && !stopped_) {
+      const PlanOp& op = ops_[next_issue_];
+      if (!grants_.granted(op.step)) break;
+      bool open = true;
+      for (const uint32_t g : op.gates) open = open && state_[g].done;
+      if (!open) break;
+      state_[next_issue_++].issued = true;
+      last = op.step;
+      any = true;
+    }
+    if (any) grants_.issued(last);
+    return any;
+  }
+
   bool slot_of(size_t i) const { return plan_.comm_concurrency > 0 && holds_slot(ops_, i); }
 
   // Eager sends complete when posted; their requests are tested here for MPI's sake only.
@@ -203,7 +230,7 @@ class Worker {
     bool progress = false;
     std::vector<char> coll_blocked(plan_.groups.size(), 0), p2p_blocked(plan_.groups.size(), 0);
     bool new_group_blocked = false;
-    for (size_t i = 0; i < ops_.size() && !stopped_; ++i) {
+    for (size_t i = 0; i < next_issue_ && !stopped_; ++i) {
       const PlanOp& op = ops_[i];
       if (state_[i].posted) continue;
       bool ready = true;
@@ -454,7 +481,11 @@ class Worker {
     for (size_t i = 0; i < ops_.size(); ++i) {
       if (state_[i].posted && !state_[i].done) ops.push_back(frontier_op(i));
     }
+    if (next_issue_ < ops_.size()) {
+      frontier_.next = FrontierNext{ops_[next_issue_].step, grants_.granted(ops_[next_issue_].step), frontier_op(next_issue_)};
+    }
     report(failures_.empty() ? FrontierStatus::STUCK : FrontierStatus::FAILED, ops);
+    frontier_.next.reset();
   }
 
   void report(FrontierStatus status, const std::vector<FrontierOp>& ops = {}) {
@@ -486,6 +517,8 @@ class Worker {
   const std::vector<PlanOp>& ops_;
   std::string dir_;
   double stall_s_;
+  GrantClient& grants_;
+  size_t next_issue_ = 0;  // the first op not issued
   std::vector<OpState> state_;
   std::vector<MPI_Comm> comms_;
   std::vector<std::vector<int32_t>> members_;
@@ -522,7 +555,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "lockstep-mpi-replay: the plan has %d ranks, mpirun started %d\n", plan->world, size);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
-  Worker worker(*plan, rank, argv[2], std::atof(argv[3]));
+  // Granted order: connect to the coordinator (lockstep replay) before the first op.
+  GrantClient grants;
+  if (plan->order == IssueOrder::GRANTED && !grants.connect(argv[2], rank, 60, error)) {
+    std::fprintf(stderr, "lockstep-mpi-replay: rank %d: %s\n", rank, error.c_str());
+    Frontier f;
+    f.rank = rank;
+    f.pid = static_cast<int64_t>(::getpid());
+    f.status = FrontierStatus::FAILED;
+    f.ops.push_back(FrontierOp{0, "setup", "world", 0, -1, "issue grants: " + error});
+    const std::string path = std::string(argv[2]) + "/frontier." + std::to_string(rank);
+    std::ofstream(path + ".tmp") << format_frontier(f);
+    std::rename((path + ".tmp").c_str(), path.c_str());
+    MPI_Finalize();
+    return 1;
+  }
+  Worker worker(*plan, rank, argv[2], std::atof(argv[3]), grants);
   worker.create_comms();
   worker.run();
   MPI_Finalize();

@@ -2,8 +2,13 @@
 // (docs/replay.md), one process per rank: started by lockstep itself on this machine
 // (LOCKSTEP_RANK, LOCKSTEP_WORLD, LOCKSTEP_LOCAL_RANK, LOCKSTEP_LOCAL_SIZE), or by mpirun or
 // srun across nodes (their OMPI_COMM_WORLD_* or SLURM_* variables). OUTDIR must be shared by
-// every rank: the NCCL unique id travels through it (rank 0 writes OUTDIR/nccl-id), and so do
-// the frontiers. No MPI: reports never go through anything that may be stuck.
+// every rank: the frontiers go through it. The NCCL unique id goes by MPI_Bcast when an MPI
+// launcher started the ranks and the worker was built with MPI (as nccl-tests does), else
+// through OUTDIR/nccl-id (id_exchange.h). MPI does nothing else: reports never go through
+// anything that may be stuck.
+//
+// Under granted order (the default) an op is issued only once the coordinator granted its step
+// of the global issue order (grant_channel.h), and each issue is reported back.
 //
 // The rank's ops run as the host would issue them: in issue order, each on the CUDA stream of
 // its lockstep stream (ops of one stream are ordered by CUDA; a dependency on another stream is
@@ -40,8 +45,13 @@
 #include <thread>
 #include <vector>
 
+#include "gpu_validation/grant_channel.h"
+#include "gpu_validation/id_exchange.h"
 #include "gpu_validation/replay_plan.h"
 #include "gpu_validation/watchdog.h"
+#ifdef LOCKSTEP_NCCL_WITH_MPI
+#include "gpu_validation/id_exchange_mpi.h"
+#endif
 
 namespace lockstep::gpu {
 namespace {
@@ -107,8 +117,9 @@ struct OpState {
 
 class NcclWorker {
  public:
-  NcclWorker(const Plan& plan, int32_t rank, std::string dir, double stall_s)
-      : plan_(plan), rank_(rank), ops_(plan.ranks[static_cast<size_t>(rank)]), dir_(std::move(dir)), stall_s_(stall_s) {
+  NcclWorker(const Plan& plan, int32_t rank, std::string dir, double stall_s, GrantClient& grants)
+      : plan_(plan), rank_(rank), ops_(plan.ranks[static_cast<size_t>(rank)]), dir_(std::move(dir)), stall_s_(stall_s),
+        grants_(grants) {
     state_.resize(ops_.size());
     frontier_.rank = rank;
     frontier_.pid = static_cast<int64_t>(::getpid());
@@ -123,7 +134,7 @@ class NcclWorker {
     return 1;
   }
 
-  bool init(int local_rank, int local_size, std::string& problem) {
+  bool init(int local_rank, int local_size, IdExchange exchange, std::string& problem) {
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
       problem = "no CUDA device visible (the NCCL replay needs a GPU)";
@@ -138,28 +149,28 @@ class NcclWorker {
       ::setenv("NCCL_NET", "Socket", 0);
     }
     if (!cuda(cudaSetDevice(local_rank % devices), "cudaSetDevice", problem)) return false;
-    // The unique id through the shared folder.
+    // The unique id: rank 0's, by MPI_Bcast under an MPI launcher, else through the folder.
     ncclUniqueId id;
-    const std::string id_path = dir_ + "/nccl-id";
+    IdBlob blob{};
+    static_assert(sizeof id.internal == sizeof blob);
     if (rank_ == 0) {
       if (!nccl(ncclGetUniqueId(&id), "ncclGetUniqueId", problem)) return false;
-      {
-        std::ofstream out(id_path + ".tmp", std::ios::binary);
-        out.write(id.internal, sizeof id.internal);
-      }
-      std::rename((id_path + ".tmp").c_str(), id_path.c_str());
-    } else {
-      const Clock::time_point start = Clock::now();
-      while (!exists(id_path)) {
-        if (std::chrono::duration<double>(Clock::now() - start).count() > 60) {
-          problem = "rank 0 never wrote the NCCL unique id to " + id_path;
-          return false;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      std::ifstream in(id_path, std::ios::binary);
-      in.read(id.internal, sizeof id.internal);
+      std::memcpy(blob.data(), id.internal, blob.size());
     }
+#ifdef LOCKSTEP_NCCL_WITH_MPI
+    const bool by_mpi = exchange == IdExchange::MPI;
+#else
+    const bool by_mpi = false;
+    (void)exchange;
+#endif
+    if (by_mpi) {
+#ifdef LOCKSTEP_NCCL_WITH_MPI
+      if (!exchange_id_by_mpi(blob, problem)) return false;
+#endif
+    } else if (!exchange_id_by_file(dir_, rank_, blob, 60, problem)) {
+      return false;
+    }
+    std::memcpy(id.internal, blob.data(), blob.size());
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     if (!nccl(ncclCommInitRankConfig(&world_, plan_.world, id, rank_, &config), "ncclCommInitRankConfig", problem) ||
@@ -210,12 +221,18 @@ class NcclWorker {
     while (!stop_.load()) {
       heartbeat_.store(seconds_since(start));
       bool progress = false;
-      // Launch in issue order while the host would not block.
-      while (next < ops_.size() && !stopped_ && host_ready(next)) {
+      // Launch in issue order while the steps are granted and the host would not block.
+      bool launched_any = false;
+      uint32_t last_step = 0;
+      while (next < ops_.size() && !stopped_ && grants_.granted(ops_[next].step) && host_ready(next)) {
         launch(next);
         next = launched_through(next);
+        last_step = ops_[next - 1].step;
+        next_issue_.store(next);
+        launched_any = true;
         progress = true;
       }
+      if (launched_any) grants_.issued(last_step);
       bool outstanding = false;
       for (size_t i = 0; i < ops_.size(); ++i) {
         OpState& s = state_[i];
@@ -243,6 +260,7 @@ class NcclWorker {
         report(failures_.empty() ? FrontierStatus::COMPLETED : FrontierStatus::FAILED, failures_);
         break;
       }
+      outstanding = outstanding || next < ops_.size();  // waiting for a grant or a host block
       switch (watchdog.observe(seconds_since(start), progress, outstanding)) {
         case StallWatchdog::Action::REPORT_STUCK: report_stuck(); break;
         case StallWatchdog::Action::REPORT_RUNNING: report(FrontierStatus::RUNNING); break;
@@ -252,8 +270,8 @@ class NcclWorker {
         last_stop_check = Clock::now();
         if (exists(dir_ + "/stop")) stop_.store(true);
       }
-      const uint32_t pause_us = backoff.next_us(progress);
-      if (pause_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+      // Sleeps until the next poll, or until a grant arrives.
+      if (grants_.wait(backoff.next_us(progress))) backoff.next_us(true);
     }
     // Completed: wait for the launcher's stop only if some rank is stuck; a finished rank may
     // also just leave (ncclCommDestroy waits for peers' pending work, so abort instead).
@@ -298,14 +316,13 @@ class NcclWorker {
     }
   }
 
-  static bool host_blocking(const PlanOp& op) {
-    return op.kind == PlanKind::BARRIER || op.kind == PlanKind::NEW_GROUP || (op.kind == PlanKind::LOCAL && op.name == "sync");
-  }
-
-  // Whether the host issues op i now: every dependency on a blocking op has completed.
+  // Whether the host issues op i now: every op it blocks on (a barrier, sync or new_group of its
+  // thread) has completed, and every dependency was launched (always so in issue order).
   bool host_ready(size_t i) const {
+    for (uint32_t g : ops_[i].gates) {
+      if (!state_[g].done) return false;
+    }
     for (uint32_t d : ops_[i].deps) {
-      if (host_blocking(ops_[d]) && !state_[d].done) return false;
       if (!state_[d].launched) return false;
     }
     return true;
@@ -599,20 +616,28 @@ class NcclWorker {
 
   void report_stuck() {
     std::vector<FrontierOp> ops;
+    std::optional<FrontierNext> next;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       ops = outstanding_ops();
+      const size_t n = next_issue_.load();
+      if (n < ops_.size()) {
+        const PlanOp& op = ops_[n];
+        next = FrontierNext{op.step, grants_.granted(op.step),
+                            FrontierOp{op.index, op.name, plan_.groups[op.group].name, op.seq, op.peer, {}}};
+      }
     }
-    report(failures_.empty() ? FrontierStatus::STUCK : FrontierStatus::FAILED, ops);
+    report(failures_.empty() ? FrontierStatus::STUCK : FrontierStatus::FAILED, ops, next);
   }
 
-  void report(FrontierStatus status, const std::vector<FrontierOp>& ops = {}) {
+  void report(FrontierStatus status, const std::vector<FrontierOp>& ops = {}, std::optional<FrontierNext> next = {}) {
     std::lock_guard<std::mutex> lock(report_mutex_);
     Frontier f;
     {
       std::lock_guard<std::mutex> state_lock(mutex_);
       frontier_.status = status;
       frontier_.ops = ops;
+      frontier_.next = std::move(next);
       f = frontier_;
     }
     const std::string path = dir_ + "/frontier." + std::to_string(rank_);
@@ -676,6 +701,8 @@ class NcclWorker {
   const std::vector<PlanOp>& ops_;
   std::string dir_;
   double stall_s_;
+  GrantClient& grants_;
+  std::atomic<size_t> next_issue_{0};  // the first op not issued (the guard thread reads it)
   std::vector<OpState> state_;
   ncclComm_t world_ = nullptr;
   std::vector<ncclComm_t> comms_;
@@ -708,18 +735,38 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "lockstep-nccl-replay: %s: %s\n", argv[1], error.c_str());
     return 2;
   }
-  const int rank = env_int({"LOCKSTEP_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, -1);
-  const int world = env_int({"LOCKSTEP_WORLD", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, -1);
-  const int local_rank = env_int({"LOCKSTEP_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}, rank);
-  const int local_size = env_int({"LOCKSTEP_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, 1);
+  int rank = env_int({"LOCKSTEP_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}, -1);
+  int world = env_int({"LOCKSTEP_WORLD", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, -1);
+  const IdExchange exchange = id_exchange_method([](const char* name) { return std::getenv(name); });
+  if (exchange == IdExchange::MPI) {
+#ifdef LOCKSTEP_NCCL_WITH_MPI
+    // Started by an MPI launcher: MPI says who is who, and carries the unique id.
+    std::string problem;
+    if (!mpi_start(&argc, &argv, rank, world, problem)) {
+      std::fprintf(stderr, "lockstep-nccl-replay: %s\n", problem.c_str());
+      return 2;
+    }
+#else
+    std::fprintf(stderr, "lockstep-nccl-replay: built without MPI: the NCCL unique id goes through %s/nccl-id\n", argv[2]);
+#endif
+  }
+  const int local_rank = env_int({"LOCKSTEP_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}, rank);
+  const int local_size = env_int({"LOCKSTEP_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}, 1);
   if (rank < 0 || world != plan->world || rank >= world) {
     std::fprintf(stderr, "lockstep-nccl-replay: rank %d of %d, but the plan has %d ranks (set by lockstep, mpirun or srun)\n",
                  rank, world, plan->world);
     return 2;
   }
-  NcclWorker worker(*plan, rank, argv[2], std::atof(argv[3]));
+  GrantClient grants;
+  NcclWorker worker(*plan, rank, argv[2], std::atof(argv[3]), grants);
   std::string problem;
-  if (!worker.init(local_rank, local_size, problem)) return worker.setup_failed(problem);
+  if (plan->order == IssueOrder::GRANTED && !grants.connect(argv[2], rank, 60, problem)) {
+    return worker.setup_failed("issue grants: " + problem);
+  }
+  if (!worker.init(local_rank, local_size, exchange, problem)) return worker.setup_failed(problem);
   worker.run();
+#ifdef LOCKSTEP_NCCL_WITH_MPI
+  if (exchange == IdExchange::MPI) mpi_stop();
+#endif
   return 0;
 }

@@ -4,6 +4,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -106,6 +107,8 @@ std::vector<PlanOp> plan_rank(const std::vector<sim::OpRecord>& records, const s
     op.eager = in.kind == OpKind::SEND && sem.p2p == sim::P2pMode::EAGER && in.size_bytes <= sem.eager_limit_bytes;
     // Threads of a rank share its streams; each blocks only itself (barrier, sync, new_group).
     std::vector<uint32_t>& host = host_of[rec.thread];
+    op.gates = host;  // what the host waits for before it issues this op
+    normalize(op.gates);
     const bool async = stmt != nullptr && !stmt->handle.empty() && (sim::is_collective(in.kind) || sim::is_p2p(in.kind));
 
     const auto member = stmt != nullptr ? nccl_groups.find(stmt) : nccl_groups.end();
@@ -277,8 +280,177 @@ PlanResult build_plan(const sim::Scenario& scenario, const sim::ExecutionResult&
     plan.ranks.push_back(plan_rank(records, sem, nccl_groups, next_batch));
     if (sem.comm_concurrency > 0) number_starts(records, plan.ranks.back());
   }
+  order_issues(plan, result);
   out.plan = std::move(plan);
   return out;
+}
+
+size_t order_issues(Plan& plan, const sim::ExecutionResult& result) {
+  // A graph of events: per op its issue (I), its posting (P: issued and every dependency done)
+  // and its completion (F: posted, and every partner posted), plus one node per collective that
+  // stands for "every member posted". Steps are the issue events in a topological order, the
+  // earliest issue time first.
+  std::vector<size_t> base;
+  size_t total = 0;
+  for (const std::vector<PlanOp>& ops : plan.ranks) {
+    base.push_back(total);
+    total += ops.size();
+  }
+  const size_t op_nodes = 3 * total;
+  std::vector<std::vector<uint32_t>> out(op_nodes);
+  std::vector<uint32_t> in(op_nodes, 0);
+  auto issue = [&](size_t r, size_t i) { return static_cast<uint32_t>(3 * (base[r] + i)); };
+  auto posted = [&](size_t r, size_t i) { return issue(r, i) + 1; };
+  auto done = [&](size_t r, size_t i) { return issue(r, i) + 2; };
+  auto edge = [&](uint32_t from, uint32_t to) {
+    out[from].push_back(to);
+    ++in[to];
+  };
+  auto new_node = [&] {
+    out.emplace_back();
+    in.push_back(0);
+    return static_cast<uint32_t>(out.size() - 1);
+  };
+  using Member = std::pair<size_t, size_t>;  // rank, op
+  std::map<std::tuple<uint32_t, int32_t, uint32_t>, std::vector<Member>> collectives;  // group, comm, seq
+  std::map<uint32_t, std::vector<Member>> new_groups;                                  // seq
+  std::map<std::tuple<uint32_t, int32_t, int32_t>, std::vector<Member>> sends, recvs;  // group, from, to
+  for (size_t r = 0; r < plan.ranks.size(); ++r) {
+    const std::vector<PlanOp>& ops = plan.ranks[r];
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const PlanOp& op = ops[i];
+      if (i > 0) edge(issue(r, i - 1), issue(r, i));
+      edge(issue(r, i), posted(r, i));
+      for (const uint32_t d : op.deps) edge(done(r, d), posted(r, i));
+      edge(posted(r, i), done(r, i));
+      for (const uint32_t g : op.gates) edge(done(r, g), issue(r, i));
+      const auto rank = static_cast<int32_t>(r);
+      if (op.kind == PlanKind::NEW_GROUP) {
+        new_groups[op.seq].push_back({r, i});
+      } else if (op.kind == PlanKind::SEND) {
+        sends[{op.group, rank, op.peer}].push_back({r, i});
+      } else if (op.kind == PlanKind::RECV) {
+        recvs[{op.group, op.peer >= 0 ? op.peer : op.match, rank}].push_back({r, i});
+      } else if (plan_kind_communicates(op.kind)) {
+        collectives[{op.group, plan.groups[op.group].comm_of_rank[r], op.seq}].push_back({r, i});
+      }
+    }
+  }
+  // A collective completes once every member posted its op; one that lacks a member never does.
+  auto rendezvous = [&](const std::vector<Member>& members, size_t expected) {
+    const uint32_t all = new_node();
+    for (const auto& [r, i] : members) {
+      edge(posted(r, i), all);
+      edge(all, done(r, i));
+    }
+    if (members.size() < expected) ++in[all];  // never
+  };
+  for (const auto& [key, members] : collectives) {
+    const auto& [group, comm, seq] = key;
+    const auto expected = static_cast<size_t>(
+        std::count(plan.groups[group].comm_of_rank.begin(), plan.groups[group].comm_of_rank.end(), comm));
+    rendezvous(members, expected);
+  }
+  for (const auto& [seq, members] : new_groups) rendezvous(members, plan.ranks.size());
+  // Point to point: the k-th send from a rank to another pairs with the k-th receive of it
+  // there (MPI's and NCCL's order per pair). A synchronous send completes once its receive was
+  // posted, an eager one without it; a receive once its send was posted.
+  for (const auto& [key, list] : sends) {
+    const auto& [group, from, to] = key;
+    const auto found = recvs.find({group, from, to});
+    for (size_t k = 0; k < list.size(); ++k) {
+      const auto& [r, i] = list[k];
+      if (plan.ranks[r][i].eager) continue;
+      if (found != recvs.end() && k < found->second.size()) {
+        edge(posted(found->second[k].first, found->second[k].second), done(r, i));
+      } else {
+        ++in[done(r, i)];  // never received
+      }
+    }
+  }
+  for (const auto& [key, list] : recvs) {
+    const auto& [group, from, to] = key;
+    const auto found = sends.find({group, from, to});
+    for (size_t k = 0; k < list.size(); ++k) {
+      const auto& [r, i] = list[k];
+      if (std::get<1>(key) < 0) continue;  // an unmatched wildcard: any sender
+      if (found != sends.end() && k < found->second.size()) {
+        edge(posted(found->second[k].first, found->second[k].second), done(r, i));
+      } else {
+        ++in[done(r, i)];  // nothing sent
+      }
+    }
+  }
+
+  // Kahn's algorithm: the other events as soon as they are ready, the ready issue events by
+  // (issue time, rank, index).
+  using Key = std::tuple<int64_t, size_t, size_t>;
+  auto key_of = [&](size_t r, size_t i) {
+    const int64_t at = r < result.ops.size() && i < result.ops[r].size() ? result.ops[r][i].issue_ns : 0;
+    return Key{at, r, i};
+  };
+  std::set<Key> ready;
+  std::vector<uint32_t> work;
+  std::vector<char> taken(total, 0);
+  std::vector<size_t> next_of(plan.ranks.size(), 0);  // per rank: its first op without a step
+  auto on_ready = [&](uint32_t node) {
+    if (node < op_nodes && node % 3 == 0) {
+      const size_t flat = node / 3;
+      const size_t r = static_cast<size_t>(std::upper_bound(base.begin(), base.end(), flat) - base.begin()) - 1;
+      if (!taken[flat]) ready.insert(key_of(r, flat - base[r]));
+    } else {
+      work.push_back(node);
+    }
+  };
+  for (uint32_t n = 0; n < in.size(); ++n) {
+    if (in[n] == 0) on_ready(n);
+  }
+  auto release = [&](uint32_t node) {
+    for (const uint32_t to : out[node]) {
+      if (in[to] > 0 && --in[to] == 0) on_ready(to);
+    }
+  };
+  auto drain = [&] {
+    while (!work.empty()) {
+      const uint32_t n = work.back();
+      work.pop_back();
+      release(n);
+    }
+  };
+  uint32_t step = 0;
+  size_t forced = 0;
+  auto take = [&](size_t r, size_t i) {
+    ready.erase(key_of(r, i));
+    taken[base[r] + i] = 1;
+    plan.ranks[r][i].step = step++;
+    next_of[r] = i + 1;
+    release(issue(r, i));
+  };
+  while (step < total) {
+    drain();
+    size_t r = 0, i = 0;
+    if (!ready.empty()) {
+      std::tie(std::ignore, r, i) = *ready.begin();
+    } else {
+      // Nothing is ready: a wait the recorded ops cannot satisfy. The rank whose next op comes
+      // first in time goes on.
+      std::optional<Key> best;
+      for (size_t k = 0; k < plan.ranks.size(); ++k) {
+        if (next_of[k] < plan.ranks[k].size() && (!best || key_of(k, next_of[k]) < *best)) best = key_of(k, next_of[k]);
+      }
+      if (!best) break;
+      std::tie(std::ignore, r, i) = *best;
+      ++forced;
+    }
+    take(r, i);
+    // The rest of its NCCL group: issued with it.
+    const int32_t batch = plan.ranks[r][i].batch;
+    while (batch >= 0 && i + 1 < plan.ranks[r].size() && plan.ranks[r][i + 1].batch == batch) {
+      drain();
+      take(r, ++i);
+    }
+  }
+  return forced;
 }
 
 sim::Scenario solo_scenario(const sim::Scenario& scenario) {
@@ -502,12 +674,57 @@ void locate_mismatch(Prediction& p, const Plan& plan) {
   }
 }
 
+namespace {
+
+std::string describe_next(int32_t rank, const FrontierNext& next) {
+  return fmt::format("rank {} op {} ({})", rank, next.op.index, describe(next.op));
+}
+
+// Why the global issue order stopped at step `grants.issued`: who holds that step's grant and
+// why it never issued it, and who waits for theirs. Empty when every step was issued.
+std::string stall_account(const GrantStats& grants, const std::vector<std::optional<Frontier>>& frontiers) {
+  if (grants.issued >= grants.steps) return {};
+  std::string holder;
+  const int32_t r = grants.holder;
+  const Frontier* f = r >= 0 && static_cast<size_t>(r) < frontiers.size() && frontiers[static_cast<size_t>(r)]
+                          ? &*frontiers[static_cast<size_t>(r)]
+                          : nullptr;
+  std::string state;
+  if (f == nullptr || f->status == FrontierStatus::RUNNING) {
+    state = "which never reported";
+  } else if (f->status == FrontierStatus::EXITED || f->status == FrontierStatus::CRASHED) {
+    state = std::string("which ") + (f->status == FrontierStatus::EXITED ? "exited" : "crashed");
+  } else {
+    std::string in;
+    for (const FrontierOp& op : f->ops) {
+      in += fmt::format("{}{} (op {}){}", in.empty() ? "" : ", ", describe(op), op.index,
+                        op.problem.empty() ? "" : " failed: " + op.problem);
+    }
+    state = in.empty() ? std::string("with nothing outstanding") : "stuck in " + in;
+  }
+  std::string what = f != nullptr && f->next && f->next->step == grants.issued
+                         ? fmt::format("op {} ({})", f->next->op.index, describe(f->next->op))
+                         : std::string("its op");
+  std::string text = fmt::format("the issue order stopped at step {} of {}: rank {}, {}, never issued {}", grants.issued,
+                                 grants.steps, r, state, what);
+  for (size_t k = 0; k < frontiers.size(); ++k) {
+    const auto rank = static_cast<int32_t>(k);
+    if (rank == r || !frontiers[k] || !frontiers[k]->next || frontiers[k]->next->granted) continue;
+    text += fmt::format("; rank {} waits for its grant of op {} ({})", rank, frontiers[k]->next->op.index,
+                        describe(frontiers[k]->next->op));
+  }
+  return text;
+}
+
+}  // namespace
+
 ReplayOutcome compare_frontiers(const Prediction& prediction, const std::vector<std::optional<Frontier>>& frontiers,
-                                const std::string& backend) {
+                                const std::string& backend, const GrantStats* grants) {
   ReplayOutcome out;
   const std::string predicted_kind = prediction.kind ? std::string(sim::verdict_name(*prediction.kind)) : "ok";
   std::vector<int32_t> silent, completed, exited;
   std::vector<std::pair<int32_t, FrontierOp>> stuck, failed;
+  std::vector<std::pair<int32_t, FrontierNext>> unissued;  // ranks that did not issue every op
   for (size_t r = 0; r < frontiers.size(); ++r) {
     const auto rank = static_cast<int32_t>(r);
     if (!frontiers[r] || frontiers[r]->status == FrontierStatus::RUNNING) {
@@ -526,10 +743,16 @@ ReplayOutcome compare_frontiers(const Prediction& prediction, const std::vector<
         break;
       case FrontierStatus::RUNNING: break;
     }
+    if (f.next && (f.status == FrontierStatus::STUCK || f.status == FrontierStatus::FAILED)) unissued.emplace_back(rank, *f.next);
   }
   for (const auto& [rank, op] : stuck) out.details.push_back(fmt::format("stuck: {}", describe_observed(rank, op)));
   for (const auto& [rank, op] : failed) {
     out.details.push_back(fmt::format("failed: {}: {}", describe_observed(rank, op), op.problem));
+  }
+  for (const auto& [rank, next] : unissued) {
+    out.details.push_back(next.granted ? fmt::format("not issued: {}, step {}: its host waits for an op it blocks on",
+                                                     describe_next(rank, next), next.step)
+                                       : fmt::format("waits for its grant: {}, step {}", describe_next(rank, next), next.step));
   }
   if (!silent.empty()) {
     out.details.push_back(fmt::format("rank{} {} never reported (killed at the wall-clock limit, or the worker died)",
@@ -537,6 +760,11 @@ ReplayOutcome compare_frontiers(const Prediction& prediction, const std::vector<
   }
   if (!completed.empty()) out.details.push_back(fmt::format("completed: rank{} {}", completed.size() == 1 ? "" : "s", join_ranks(completed)));
   if (!exited.empty()) out.details.push_back(fmt::format("exited or crashed: rank{} {}", exited.size() == 1 ? "" : "s", join_ranks(exited)));
+  // Ranks that all finished issued everything they had (a worker that does not report its
+  // issues, as a test's fake, may leave the coordinator's count behind).
+  const bool all_finished = completed.size() + exited.size() == frontiers.size();
+  const std::string stall = grants != nullptr && !all_finished ? stall_account(*grants, frontiers) : std::string();
+  if (!stall.empty()) out.details.push_back(stall);
 
   if (!silent.empty()) {
     out.headline = fmt::format("UNDECIDED ({}): rank{} {} never reported a frontier", backend, silent.size() == 1 ? "" : "s",
@@ -552,7 +780,7 @@ ReplayOutcome compare_frontiers(const Prediction& prediction, const std::vector<
     return prediction.mismatch_collective && op.group == prediction.mismatch_group && op.seq == prediction.mismatch_seq &&
            op.kind != "send" && op.kind != "recv";
   };
-  if (failed.empty() && stuck.empty()) {
+  if (failed.empty() && stuck.empty() && unissued.empty()) {
     out.verdict = ReplayVerdict::NOT_REPRODUCED;
     out.headline = fmt::format("NOT REPRODUCED ({}): every rank completed, data correct", backend);
     if (prediction.kind) out.headline += fmt::format(" (the model predicted a {}: {})", predicted_kind, prediction.summary);
@@ -560,16 +788,18 @@ ReplayOutcome compare_frontiers(const Prediction& prediction, const std::vector<
   }
   if (prediction.kind == sim::Verdict::MISMATCH) {
     // Confirmed: some rank failed or hung at a mismatched op, and no rank failed or hung before
-    // its own op in the mismatch (what comes after it, or on ranks with no part in it, is the
-    // mismatch's aftermath: ranks out of step wait for each other).
+    // its own op in the mismatch, or never issued it (what comes after it, or on ranks with no
+    // part in it, is the mismatch's aftermath: ranks out of step wait for each other).
     bool some_at = false, none_before = true;
     const std::pair<int32_t, FrontierOp>* offender = nullptr;
+    auto index_of = [&](int32_t rank) {
+      return static_cast<size_t>(rank) < prediction.mismatch_index.size() ? prediction.mismatch_index[static_cast<size_t>(rank)]
+                                                                          : int64_t{-1};
+    };
     auto judge = [&](const std::pair<int32_t, FrontierOp>& anomaly) {
       const auto& [rank, op] = anomaly;
       some_at = some_at || at_mismatch(rank, op);
-      const int64_t m = static_cast<size_t>(rank) < prediction.mismatch_index.size()
-                            ? prediction.mismatch_index[static_cast<size_t>(rank)]
-                            : -1;
+      const int64_t m = index_of(rank);
       if (m >= 0 && op.index < m && none_before) {
         none_before = false;
         offender = &anomaly;
@@ -577,19 +807,34 @@ ReplayOutcome compare_frontiers(const Prediction& prediction, const std::vector<
     };
     for (const auto& anomaly : failed) judge(anomaly);
     for (const auto& anomaly : stuck) judge(anomaly);
-    const auto& first = failed.empty() ? stuck.front() : failed.front();
-    if (some_at && none_before) {
+    const std::pair<int32_t, FrontierNext>* never = nullptr;  // a rank that never issued its op in the mismatch
+    for (const auto& u : unissued) {
+      const int64_t m = index_of(u.first);
+      if (never == nullptr && m >= 0 && u.second.op.index <= m) never = &u;
+    }
+    if (some_at && none_before && never == nullptr) {
+      const auto& first = failed.empty() ? stuck.front() : failed.front();
       out.verdict = ReplayVerdict::CONFIRMED;
       out.headline = fmt::format("CONFIRMED ({}): mismatch: {} {} at the predicted op, as predicted ({})", backend,
                                  describe_observed(first.first, first.second),
                                  failed.empty() ? "hung" : "failed (" + first.second.problem + ")", prediction.summary);
       return out;
     }
+    if (offender == nullptr && never != nullptr) {
+      const auto& [rank, next] = *never;
+      out.headline = fmt::format("UNDECIDED ({}): the model predicted a mismatch ({}), but rank {} never issued its op in "
+                                 "the mismatch (op {}): it stopped before op {} ({}){}",
+                                 backend, prediction.summary, rank, index_of(rank), next.op.index, describe(next.op),
+                                 stall.empty() ? std::string() : "; " + stall);
+      return out;
+    }
+    const auto& first = failed.empty() ? (stuck.empty() ? std::pair<int32_t, FrontierOp>{} : stuck.front()) : failed.front();
     const auto& shown = offender != nullptr ? *offender : first;
     out.headline = fmt::format("UNDECIDED ({}): the model predicted a mismatch ({}), but {} {} {}", backend,
                                prediction.summary, describe_observed(shown.first, shown.second),
                                shown.second.problem.empty() ? "hung" : "failed",
                                offender != nullptr ? "before its own op in the mismatch" : "elsewhere");
+    if (!stall.empty()) out.headline += "; " + stall;
     return out;
   }
   if (!failed.empty()) {
@@ -598,7 +843,9 @@ ReplayOutcome compare_frontiers(const Prediction& prediction, const std::vector<
                                op.problem, prediction.kind ? predicted_kind + ": " + prediction.summary : "completion");
     return out;
   }
-  // Hangs: the set of ops the ranks are stuck in against the prediction's.
+  // Hangs: the set of ops the ranks are stuck in against the prediction's, with every op the
+  // model issued issued (under granted order a step that never was means the hardware held
+  // back something the model completed).
   std::set<std::pair<int32_t, uint32_t>> observed, predicted;
   for (const auto& [rank, op] : stuck) observed.insert({rank, op.index});
   for (const PredictedOp& p : prediction.stuck) predicted.insert({p.rank, p.index});
@@ -606,7 +853,8 @@ ReplayOutcome compare_frontiers(const Prediction& prediction, const std::vector<
   for (const PredictedOp& q : prediction.queued) queued.insert({q.rank, q.index});
   bool covered = std::includes(observed.begin(), observed.end(), predicted.begin(), predicted.end());
   for (const auto& key : observed) covered = covered && (predicted.count(key) || queued.count(key));
-  if (prediction.kind && (prediction.kind == sim::Verdict::DEADLOCK || prediction.kind == sim::Verdict::HANG) && covered) {
+  if (prediction.kind && (prediction.kind == sim::Verdict::DEADLOCK || prediction.kind == sim::Verdict::HANG) && covered &&
+      unissued.empty()) {
     out.verdict = ReplayVerdict::CONFIRMED;
     std::string where;
     for (const auto& [rank, op] : stuck) {
@@ -622,7 +870,16 @@ ReplayOutcome compare_frontiers(const Prediction& prediction, const std::vector<
   }
   std::string where;
   for (const auto& [rank, op] : stuck) where += (where.empty() ? "" : "; ") + describe_observed(rank, op);
-  out.headline = fmt::format("UNDECIDED ({}): hung elsewhere: {}; the model predicted {}", backend, where,
+  std::string account = stall;
+  if (account.empty()) {
+    for (const auto& [rank, next] : unissued) {
+      account += fmt::format("{}{} never issued op {} ({}): its host waits for an op it blocks on", account.empty() ? "" : "; ",
+                             fmt::format("rank {}", rank), next.op.index, describe(next.op));
+    }
+  }
+  out.headline = fmt::format("UNDECIDED ({}): hung elsewhere: {}{}; the model predicted {}", backend,
+                             where.empty() ? std::string("nothing outstanding") : where,
+                             account.empty() ? std::string() : "; " + account,
                              prediction.kind ? predicted_kind + ": " + prediction.summary : "completion");
   for (const PredictedOp& p : prediction.stuck) {
     if (!observed.count({p.rank, p.index})) out.details.push_back("predicted, not observed: " + describe_predicted(p));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "checker/analysis.h"
+#include "gpu_validation/grant_channel.h"
 #include "gpu_validation/replay_plan.h"
 #include "sim/engine.h"
 #include "sim/scenario.h"
@@ -28,6 +29,16 @@ struct PlanResult {
 // every issued op in issue order, with the ops each must wait for before it is posted.
 // `backend` names the backend in the cannot-express text ("mpi").
 PlanResult build_plan(const sim::Scenario& scenario, const sim::ExecutionResult& result, const std::string& backend);
+
+// Numbers every op of `plan` with its step of the global issue order (PlanOp::step), from
+// `result`, the execution the plan was built from (its ops, rank by rank, are the plan's): by
+// virtual issue time, but never before what the op's issue waited for in the model -- a host
+// blocked on a barrier, sync or new_group issues nothing until it completed, and its completion
+// needed its partners' ops issued (and what they waited for) -- then by rank and issue index.
+// The ops of an NCCL group take consecutive steps. When the recorded ops alone cannot satisfy an
+// op's wait (a replay past a mismatch, from the solo run), that rank's next op is taken where
+// its time puts it. Returns how many ops were placed so.
+size_t order_issues(Plan& plan, const sim::ExecutionResult& result);
 
 // The model stops at the first mismatch, so the ranks that had not reached it have no ops
 // recorded past that point; a replay needs their whole sequences. This copy of `scenario` puts
@@ -106,8 +117,11 @@ struct ReplayOutcome {
 };
 
 // Compares the workers' frontiers (per rank; nullopt: the rank reported nothing) with the
-// prediction. `backend` names the backend in the text ("mpi").
+// prediction. `backend` names the backend in the text ("mpi"). `grants`: how far the global
+// issue order got (nullptr under free order); a hang is confirmed only when every op the model
+// issued was issued, and a step that never was is explained (who holds its grant and where that
+// rank is stuck, who waits for theirs).
 ReplayOutcome compare_frontiers(const Prediction& prediction, const std::vector<std::optional<Frontier>>& frontiers,
-                                const std::string& backend);
+                                const std::string& backend, const GrantStats* grants = nullptr);
 
 }  // namespace lockstep::gpu

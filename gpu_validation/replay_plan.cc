@@ -76,7 +76,8 @@ bool plan_kind_communicates(PlanKind kind) {
 
 std::string format_plan(const Plan& plan) {
   std::ostringstream out;
-  out << "lockstep-replay-plan 2\n" << "world " << plan.world << "\n";
+  out << "lockstep-replay-plan 3\n" << "world " << plan.world << "\n";
+  out << "order " << (plan.order == IssueOrder::FREE ? "free" : "granted") << "\n";
   if (plan.comm_concurrency > 0) out << "comm_concurrency " << plan.comm_concurrency << "\n";
   for (const PlanGroup& g : plan.groups) {
     out << "group " << g.name;
@@ -86,12 +87,14 @@ std::string format_plan(const Plan& plan) {
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     out << "rank " << r << " " << plan.ranks[r].size() << "\n";
     for (const PlanOp& op : plan.ranks[r]) {
-      out << "op " << op.index << " " << plan_kind_name(op.kind) << " " << op.name << " " << op.group << " "
+      out << "op " << op.index << " " << op.step << " " << plan_kind_name(op.kind) << " " << op.name << " " << op.group << " "
           << op.size_bytes << " " << op.dtype << " " << op.dtype_bytes << " " << op.peer << " " << op.root << " "
           << op.seq << " " << op.new_group << " " << op.batch << " " << op.tag << " " << (op.eager ? 1 : 0) << " "
           << static_cast<int64_t>(op.start == UINT32_MAX ? -1 : static_cast<int64_t>(op.start)) << " " << op.match << " "
           << (op.stream.empty() ? "main" : op.stream) << " " << op.deps.size();
       for (uint32_t d : op.deps) out << " " << d;
+      out << " " << op.gates.size();
+      for (uint32_t g : op.gates) out << " " << g;
       out << "\n";
     }
   }
@@ -118,8 +121,8 @@ std::optional<Plan> parse_plan(const std::string& text, std::string& error) {
     error = "plan line " + std::to_string(line_no) + ": " + what;
     return std::nullopt;
   };
-  if (!std::getline(in, line) || line != "lockstep-replay-plan 2") {
-    error = "not a lockstep replay plan (version 2)";
+  if (!std::getline(in, line) || line != "lockstep-replay-plan 3") {
+    error = "not a lockstep replay plan (version 3)";
     return std::nullopt;
   }
   ++line_no;
@@ -131,6 +134,9 @@ std::optional<Plan> parse_plan(const std::string& text, std::string& error) {
     if (w[0] == "world" && w.size() == 2) {
       if (!to_int(w[1], plan.world) || plan.world <= 0) return fail("bad world");
       plan.ranks.resize(static_cast<size_t>(plan.world));
+    } else if (w[0] == "order" && w.size() == 2) {
+      if (w[1] != "granted" && w[1] != "free") return fail("bad order " + w[1]);
+      plan.order = w[1] == "free" ? IssueOrder::FREE : IssueOrder::GRANTED;
     } else if (w[0] == "comm_concurrency" && w.size() == 2) {
       if (!to_i64(w[1], plan.comm_concurrency) || plan.comm_concurrency < 0) return fail("bad comm_concurrency");
     } else if (w[0] == "group" && w.size() >= 2) {
@@ -147,29 +153,37 @@ std::optional<Plan> parse_plan(const std::string& text, std::string& error) {
       size_t r = 0;
       if (!to_int(w[1], r) || r >= plan.ranks.size()) return fail("bad rank");
       ops = &plan.ranks[r];
-    } else if (w[0] == "op" && w.size() >= 19 && ops != nullptr) {
+    } else if (w[0] == "op" && w.size() >= 21 && ops != nullptr) {
+      // op INDEX STEP KIND NAME GROUP SIZE DTYPE WIDTH PEER ROOT SEQ NEW_GROUP BATCH TAG EAGER START
+      //    MATCH STREAM NDEPS DEPS... NGATES GATES...
       PlanOp op;
-      const std::optional<PlanKind> kind = parse_plan_kind(w[2]);
-      if (!kind) return fail("unknown op kind " + w[2]);
+      const std::optional<PlanKind> kind = parse_plan_kind(w[3]);
+      if (!kind) return fail("unknown op kind " + w[3]);
       op.kind = *kind;
-      op.name = w[3];
-      size_t deps = 0;
+      op.name = w[4];
+      size_t deps = 0, gates = 0;
       int64_t eager = 0, start = 0;
-      if (!to_int(w[1], op.index) || !to_int(w[4], op.group) || !to_i64(w[5], op.size_bytes) || !to_int(w[6], op.dtype) ||
-          !to_int(w[7], op.dtype_bytes) || !to_int(w[8], op.peer) || !to_int(w[9], op.root) || !to_int(w[10], op.seq) ||
-          !to_int(w[11], op.new_group) || !to_int(w[12], op.batch) || !to_int(w[13], op.tag) || !to_i64(w[14], eager) ||
-          !to_i64(w[15], start) || !to_int(w[16], op.match) || !to_int(w[18], deps) || w.size() != 19 + deps ||
+      if (!to_int(w[1], op.index) || !to_int(w[2], op.step) || !to_int(w[5], op.group) || !to_i64(w[6], op.size_bytes) ||
+          !to_int(w[7], op.dtype) || !to_int(w[8], op.dtype_bytes) || !to_int(w[9], op.peer) || !to_int(w[10], op.root) ||
+          !to_int(w[11], op.seq) || !to_int(w[12], op.new_group) || !to_int(w[13], op.batch) || !to_int(w[14], op.tag) ||
+          !to_i64(w[15], eager) || !to_i64(w[16], start) || !to_int(w[17], op.match) || !to_int(w[19], deps) ||
+          deps > w.size() || w.size() < 21 + deps || !to_int(w[20 + deps], gates) || w.size() != 21 + deps + gates ||
           op.size_bytes < 0 || (op.dtype_bytes != 1 && op.dtype_bytes != 2 && op.dtype_bytes != 4 && op.dtype_bytes != 8)) {
         return fail("bad op");
       }
-      op.stream = w[17];
+      op.stream = w[18];
       op.eager = eager != 0;
       op.start = start < 0 ? UINT32_MAX : static_cast<uint32_t>(start);
       if (op.group >= plan.groups.size() || op.new_group >= plan.groups.size()) return fail("op names an unknown group");
       for (size_t i = 0; i < deps; ++i) {
         uint32_t d = 0;
-        if (!to_int(w[19 + i], d) || d >= ops->size()) return fail("bad dependency");
+        if (!to_int(w[20 + i], d) || d >= ops->size()) return fail("bad dependency");
         op.deps.push_back(d);
+      }
+      for (size_t i = 0; i < gates; ++i) {
+        uint32_t g = 0;
+        if (!to_int(w[21 + deps + i], g) || g >= ops->size()) return fail("bad gate");
+        op.gates.push_back(g);
       }
       ops->push_back(std::move(op));
     } else {
@@ -180,7 +194,32 @@ std::optional<Plan> parse_plan(const std::string& text, std::string& error) {
     error = "plan without a world";
     return std::nullopt;
   }
+  if (plan.order == IssueOrder::GRANTED && step_owners(plan).empty()) {
+    size_t total = 0;
+    for (const std::vector<PlanOp>& rank_ops : plan.ranks) total += rank_ops.size();
+    if (total > 0) {
+      error = "the ops' steps are not one global issue order";
+      return std::nullopt;
+    }
+  }
   return plan;
+}
+
+std::vector<int32_t> step_owners(const Plan& plan) {
+  size_t total = 0;
+  for (const std::vector<PlanOp>& ops : plan.ranks) total += ops.size();
+  std::vector<int32_t> owner(total, -1);
+  for (size_t r = 0; r < plan.ranks.size(); ++r) {
+    uint32_t previous = 0;
+    for (size_t i = 0; i < plan.ranks[r].size(); ++i) {
+      const uint32_t step = plan.ranks[r][i].step;
+      // Each step once, and a rank's steps rising with its issue order.
+      if (step >= total || owner[step] >= 0 || (i > 0 && step <= previous)) return {};
+      owner[step] = static_cast<int32_t>(r);
+      previous = step;
+    }
+  }
+  return owner;
 }
 
 std::string_view frontier_status_name(FrontierStatus status) { return STATUS_NAMES[static_cast<size_t>(status)]; }
@@ -192,6 +231,11 @@ std::string format_frontier(const Frontier& f) {
       << "pid " << f.pid << "\n"
       << "status " << frontier_status_name(f.status) << "\n"
       << "completed " << f.completed << " " << f.total << "\n";
+  if (f.next) {
+    const FrontierOp& op = f.next->op;
+    out << "next " << f.next->step << " " << (f.next->granted ? 1 : 0) << " " << op.index << " " << op.kind << " "
+        << op.group << " " << op.seq << " " << op.peer << "\n";
+  }
   for (const FrontierOp& op : f.ops) {
     out << "op " << op.index << " " << op.kind << " " << op.group << " " << op.seq << " " << op.peer;
     if (!op.problem.empty()) out << " " << op.problem;
@@ -223,6 +267,17 @@ std::optional<Frontier> parse_frontier(const std::string& text) {
       if (!known) return std::nullopt;
     } else if (w[0] == "completed" && w.size() == 3) {
       if (!to_int(w[1], f.completed) || !to_int(w[2], f.total)) return std::nullopt;
+    } else if (w[0] == "next" && w.size() == 8) {
+      FrontierNext next;
+      int64_t granted = 0;
+      if (!to_int(w[1], next.step) || !to_i64(w[2], granted) || !to_int(w[3], next.op.index) || !to_int(w[6], next.op.seq) ||
+          !to_int(w[7], next.op.peer)) {
+        return std::nullopt;
+      }
+      next.granted = granted != 0;
+      next.op.kind = w[4];
+      next.op.group = w[5];
+      f.next = std::move(next);
     } else if (w[0] == "op" && w.size() >= 6) {
       FrontierOp op;
       if (!to_int(w[1], op.index) || !to_int(w[4], op.seq) || !to_int(w[5], op.peer)) return std::nullopt;

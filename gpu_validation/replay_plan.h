@@ -2,8 +2,9 @@
 // the frontier each worker reports back. Plain data and a line-oriented text format, with no
 // dependency on the simulator, so that a worker (MPI today, NCCL later) links only this.
 //
-// The launcher (lockstep replay --mpi) derives the plan from an execution the engine recorded
-// (replay_builder.h); every worker reads the whole plan and runs its rank's ops.
+// The launcher (lockstep replay --mpi|--nccl) derives the plan from an execution the engine
+// recorded (replay_coordinator.h); every worker reads the whole plan and runs its rank's ops, each
+// issued only once the coordinator granted its step of the global issue order (grant_channel.h).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,9 @@ bool plan_kind_communicates(PlanKind kind);  // collectives, p2p and new_group
 // One op of a rank, in its issue order.
 struct PlanOp {
   uint32_t index = 0;        // the op's index in the rank's issue order (as in the counterexample)
+  // The op's place in the recorded execution's global issue order (0-based, over every rank):
+  // under granted order the worker issues it only once the coordinator granted this step.
+  uint32_t step = 0;
   PlanKind kind = PlanKind::LOCAL;
   std::string name;          // the lockstep op name ("compute", "sync", "allreduce", ...)
   uint32_t group = 0;        // index into Plan::groups
@@ -55,6 +59,10 @@ struct PlanOp {
   // stream's previous work, the compute stream's work for a synchronous op, the op a host
   // blocked on (barrier, sync, new_group), ...
   std::vector<uint32_t> deps;
+  // Among deps, the ops the host blocks on before it issues this one (barrier, sync, new_group on
+  // its thread): the op is issued only once they completed. The others only hold back its posting
+  // (the kernel's start), not its issue.
+  std::vector<uint32_t> gates;
 };
 
 struct PlanGroup {
@@ -62,9 +70,15 @@ struct PlanGroup {
   std::vector<int32_t> comm_of_rank;  // per world rank: which communicator of the group, -1 = none
 };
 
+// How the workers issue their ops (`lockstep replay --order`): GRANTED, in the recorded execution's
+// global issue order, each step granted by the coordinator once the previous one was issued; FREE,
+// each rank on its own as soon as its host would (the order of the first versions).
+enum class IssueOrder : uint8_t { GRANTED, FREE };
+
 struct Plan {
   int32_t world = 0;
   int64_t comm_concurrency = 0;  // 0: unlimited; else at most this many communication ops in flight per rank
+  IssueOrder order = IssueOrder::GRANTED;
   std::vector<PlanGroup> groups;
   std::vector<std::vector<PlanOp>> ranks;  // per rank
 };
@@ -81,7 +95,11 @@ uint32_t tag_hash(std::string_view tag);
 // result is exactly predictable.
 uint64_t seeded_value(int32_t rank, uint32_t seq, int64_t element, uint32_t dtype, uint32_t tag, uint64_t limit);
 
-// The text form ("lockstep-replay-plan 2" first); parse_plan returns nullopt with `error` set.
+// The owner rank of every step of the global issue order (PlanOp::step), what the coordinator
+// grants from; empty when some op's step is out of range or taken twice.
+std::vector<int32_t> step_owners(const Plan& plan);
+
+// The text form ("lockstep-replay-plan 3" first); parse_plan returns nullopt with `error` set.
 std::string format_plan(const Plan& plan);
 std::optional<Plan> parse_plan(const std::string& text, std::string& error);
 // parse_plan of a file's contents (what each worker reads first).
@@ -108,6 +126,13 @@ struct FrontierOp {
   std::string problem;  // FAILED: what went wrong on this op ("MPI_ERR_TRUNCATE: ...", "wrong data: ...")
 };
 
+// The first op a rank has not issued yet, and the step of the global issue order it waits for.
+struct FrontierNext {
+  uint32_t step = 0;
+  bool granted = false;  // the coordinator granted the step: the host waits for an op it blocks on
+  FrontierOp op;
+};
+
 struct Frontier {
   int32_t rank = -1;
   int64_t pid = 0;
@@ -115,6 +140,7 @@ struct Frontier {
   uint32_t completed = 0;         // ops completed
   uint32_t total = 0;             // ops in the plan
   std::vector<FrontierOp> ops;    // STUCK: the posted ops that never completed; FAILED: the failed op
+  std::optional<FrontierNext> next;  // STUCK, FAILED: the first op not issued (none: every op was)
 };
 
 std::string format_frontier(const Frontier& frontier);

@@ -111,6 +111,8 @@ ReplayReport replay_on_hardware(const sim::Scenario& scenario, const sim::Execut
   if (full.solo) {  // the real communicators, not the solo run's
     for (size_t g = 0; g < plan.plan->groups.size(); ++g) plan.plan->groups[g].comm_of_rank = scenario.groups[g].comm_of_rank;
   }
+  if (full.solo) order_issues(*plan.plan, *full.result);  // with the real communicators' partners
+  plan.plan->order = options.order;
   locate_mismatch(prediction, *plan.plan);
   note_queued(prediction, scenario, result);
   const size_t compacted = options.compact_bytes > 0 ? compact_sizes(*plan.plan, options.compact_bytes) : 0;
@@ -145,12 +147,15 @@ ReplayReport replay_on_hardware(const sim::Scenario& scenario, const sim::Execut
   spec.world = scenario.world;
   spec.wall_s = options.wall_s > 0 ? options.wall_s : 30 + 4 * options.stall_s;
   spec.grace_s = backend.grace_s;
+  spec.granted = options.order == IssueOrder::GRANTED;
+  if (spec.granted) spec.step_owner = step_owners(*plan.plan);
   const LaunchResult launched = launch_workers(spec);
   if (!launched.error.empty()) {
     fs::remove_all(dir, ec);
     return undecided(fmt::format("cannot start {}: {}", launcher->command.front(), launched.error));
   }
-  const ReplayOutcome outcome = compare_frontiers(prediction, launched.frontiers, backend.name);
+  const ReplayOutcome outcome =
+      compare_frontiers(prediction, launched.frontiers, backend.name, launched.grants ? &*launched.grants : nullptr);
   out += outcome.headline + "\n";
   if (compacted > 0) out += fmt::format("  (sizes above {} B compacted, order kept: LOCKSTEP_REPLAY_COMPACT)\n", options.compact_bytes);
   if (full.cut) out += "  (replayed up to the mismatch: the ranks' ops past it cannot be derived without their partners)\n";
@@ -161,7 +166,17 @@ ReplayReport replay_on_hardware(const sim::Scenario& scenario, const sim::Execut
                        fs::path(launcher->command.front()).filename().string(), launched.launcher_status,
                        launched.log_tail);
   }
-  if (!options.quiet) out += fmt::format("  {} ranks, {:.1f} s\n", scenario.world, launched.seconds);
+  if (!options.quiet) {
+    out += fmt::format("  {} ranks, {:.1f} s", scenario.world, launched.seconds);
+    if (launched.grants) {
+      const GrantStats& g = *launched.grants;
+      out += fmt::format(", issue order granted: {} of {} steps in {} grants (round trip median {:.2f} ms, max {:.2f} ms)",
+                         g.issued, g.steps, g.grants, g.median_ms, g.max_ms);
+    } else {
+      out += ", issue order free";
+    }
+    out += "\n";
+  }
   if (options.keep_dir) {
     out += fmt::format("  plan, frontiers and launch.log kept in {}\n", dir);
   } else {

@@ -40,6 +40,7 @@ struct ReplayOptions {
   double wall_s = 0;    // the whole run; 0: 30 + 4 * stall_s
   bool keep_dir = false;  // keep the plan, frontiers and log (LOCKSTEP_REPLAY_KEEP)
   int64_t compact_bytes = 0;  // > 0: compact_sizes with this cap (LOCKSTEP_REPLAY_COMPACT)
+  IssueOrder order = IssueOrder::GRANTED;  // --order granted|free
   bool quiet = false;
 };
 

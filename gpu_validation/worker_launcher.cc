@@ -181,6 +181,28 @@ LaunchResult launch_workers(const LaunchSpec& spec) {
     return result;
   }
 
+  // Granted order: the grant server listens before any worker starts.
+  std::optional<GrantServer> grants;
+  if (spec.granted) {
+    grants.emplace(spec.step_owner, spec.world);
+    std::string why;
+    if (!grants->start(spec.dir, why)) {
+      result.error = why;
+      return result;
+    }
+  }
+  // Waits between looks at the frontiers, serving grants meanwhile.
+  auto pause = [&](int ms) {
+    if (grants) {
+      const Clock::time_point until = Clock::now() + std::chrono::milliseconds(ms);
+      for (Clock::time_point now = Clock::now(); now < until; now = Clock::now()) {
+        grants->pump(static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) + 1);
+      }
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    }
+  };
+
   Children children;
   const size_t count = spec.launcher.per_rank ? static_cast<size_t>(spec.world) : 1;
   pid_t group = 0;
@@ -215,7 +237,7 @@ LaunchResult launch_workers(const LaunchSpec& spec) {
         result.wall_timeout = true;
         break;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      pause(20);
     }
   }
   // Every rank finished: let the processes end on their own for a moment. Some did not: ask
@@ -240,6 +262,7 @@ LaunchResult launch_workers(const LaunchSpec& spec) {
     }
   }
   if (group > 0) ::kill(-group, SIGKILL);  // anything left in the group
+  if (grants) result.grants = grants->stats();
   const std::string text = read_whole(log);
   result.log_tail = text.size() > 2000 ? text.substr(text.size() - 2000) : text;
   result.seconds = since(start);

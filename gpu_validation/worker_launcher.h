@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu_validation/grant_channel.h"
 #include "gpu_validation/replay_plan.h"
 
 namespace lockstep::gpu {
@@ -40,6 +41,10 @@ struct LaunchSpec {
   // Once every rank reported and some did not complete, DIR/stop is written and the workers get
   // this long to abort their communicators and exit by themselves before they are killed.
   double grace_s = 0;
+  // Granted issue order: the owner rank of every step (step_owners(plan)); the launcher runs the
+  // GrantServer (DIR/grant-address) while the workers run. Empty: free order.
+  std::vector<int32_t> step_owner;
+  bool granted = false;
 };
 
 struct LaunchResult {
@@ -51,6 +56,7 @@ struct LaunchResult {
   std::string error;             // could not start it at all
   std::string log_tail;          // the end of the launch output (its own errors)
   double seconds = 0;
+  std::optional<GrantStats> grants;  // granted order: how far the issue order got
 };
 
 LaunchResult launch_workers(const LaunchSpec& spec);
