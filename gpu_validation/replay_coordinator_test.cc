@@ -267,3 +267,141 @@ TEST_CASE("replay verdict: ops the model left queued may show as outstanding on 
 }
 
 }  // namespace lockstep::gpu
+
+namespace lockstep::gpu {
+
+namespace {
+
+// Rank 0 waits in a barrier, then sends; rank 1 computes, joins the barrier, then receives.
+constexpr const char* BARRIER_THEN_P2P = R"(scenario: barrier-then-p2p
+world: 2
+program:
+  - if: "rank == 0"
+    then:
+      - barrier: world
+      - send: {to: 1, size: 1MiB}
+    else:
+      - compute: 50ms
+      - barrier: world
+      - recv: {from: 0, size: 1MiB}
+)";
+
+std::vector<uint32_t> steps_of(const Plan& plan, size_t rank) {
+  std::vector<uint32_t> steps;
+  for (const PlanOp& op : plan.ranks[rank]) steps.push_back(op.step);
+  return steps;
+}
+
+}  // namespace
+
+TEST_CASE("issue order: a host blocked on a barrier issues nothing before every member issued the barrier") {
+  const sim::Scenario scenario = testing::scenario_from(BARRIER_THEN_P2P);
+  sim::Engine engine(scenario, {});
+  sim::TimedStrategy timed;
+  sim::ExecutionResult result = engine.run(timed);
+  PlanResult plan = build_plan(scenario, result, "mpi");
+  REQUIRE(plan.plan);
+  CHECK(plan.plan->ranks[0][1].gates == std::vector<uint32_t>{0});  // the send waits for the barrier
+  CHECK(plan.plan->ranks[1][1].gates.empty());                      // the barrier does not wait for the compute
+  // By time: rank 0's barrier, rank 1's compute and barrier at 0, then the send and the recv.
+  CHECK(steps_of(*plan.plan, 0) == std::vector<uint32_t>{0, 3});
+  CHECK(steps_of(*plan.plan, 1) == std::vector<uint32_t>{1, 2, 4});
+  // Without times (every op issued at 0), the order by rank alone would put rank 0's send
+  // before rank 1's barrier, which the send waits for: the wait keeps it after.
+  for (std::vector<sim::OpRecord>& ops : result.ops) {
+    for (sim::OpRecord& rec : ops) rec.issue_ns = 0;
+  }
+  CHECK(order_issues(*plan.plan, result) == 0);
+  CHECK(steps_of(*plan.plan, 0) == std::vector<uint32_t>{0, 3});
+  CHECK(steps_of(*plan.plan, 1) == std::vector<uint32_t>{1, 2, 4});
+  CHECK(step_owners(*plan.plan) == std::vector<int32_t>{0, 1, 1, 0, 1});
+}
+
+TEST_CASE("issue order: the ops of an NCCL group take consecutive steps, and every corpus plan is one order") {
+  const Timed fixed = timed_run("scenarios/corpus/head-to-head-sends-fixed.yaml");
+  const PlanResult plan = build_plan(fixed.scenario, fixed.result, "mpi");
+  REQUIRE(plan.plan);
+  for (const std::vector<PlanOp>& ops : plan.plan->ranks) {
+    REQUIRE(ops.size() == 3);
+    CHECK(ops[2].step == ops[1].step + 1);  // send and recv of one group
+  }
+  for (const char* name : {"scenarios/corpus/pipeline-1f1b-pp4-mb8.yaml", "scenarios/corpus/zero3-3d-step.yaml",
+                           "scenarios/corpus/new-group-fixed.yaml", "scenarios/examples/wildcard-gather.yaml"}) {
+    const Timed t = timed_run(name);
+    PlanResult p = build_plan(t.scenario, t.result, "mpi");
+    REQUIRE(p.plan);
+    INFO(name);
+    CHECK(order_issues(*p.plan, t.result) == 0);  // nothing had to be forced
+    CHECK_FALSE(step_owners(*p.plan).empty());
+    std::string error;
+    const std::optional<Plan> back = parse_plan(format_plan(*p.plan), error);
+    REQUIRE_MESSAGE(back, error);
+    CHECK(step_owners(*back) == step_owners(*p.plan));
+  }
+}
+
+TEST_CASE("replay verdict: a step never issued is explained, and no hang is confirmed past it") {
+  const Timed t = timed_run("scenarios/corpus/uneven-batches.yaml");
+  const Prediction p = predict(t.scenario, checker::analyze(t.scenario, t.result));
+  // Rank 1 stuck one all-reduce early holds the grant of its compute (op 4, step 9); rank 0
+  // waits for the grant of its op 4 (step 10).
+  Frontier r0 = frontier(0, FrontierStatus::STUCK);
+  r0.next = FrontierNext{10, false, {4, "compute", "world", 0, -1, ""}};
+  Frontier r1 = frontier(1, FrontierStatus::STUCK, {{3, "allreduce", "world", 2, -1, ""}});
+  r1.next = FrontierNext{9, true, {4, "compute", "world", 0, -1, ""}};
+  std::vector<std::optional<Frontier>> seen = {r0, r1, frontier(2, FrontierStatus::COMPLETED),
+                                               frontier(3, FrontierStatus::COMPLETED)};
+  GrantStats grants;
+  grants.steps = 22;
+  grants.issued = 9;
+  grants.holder = 1;
+  const ReplayOutcome out = compare_frontiers(p, seen, "mpi", &grants);
+  CHECK(out.verdict == ReplayVerdict::UNDECIDED);
+  CHECK(out.headline ==
+        "UNDECIDED (mpi): hung elsewhere: rank 1 allreduce #2 on world (op 3); the issue order stopped at step 9 of 22: "
+        "rank 1, stuck in allreduce #2 on world (op 3), never issued op 4 (compute on world); rank 0 waits for its grant "
+        "of op 4 (compute on world); the model predicted hang: " + p.summary);
+  CHECK(std::find(out.details.begin(), out.details.end(), "waits for its grant: rank 0 op 4 (compute on world), step 10") !=
+        out.details.end());
+  // The predicted ops stuck, but a rank never issued an op the model issued: not confirmed.
+  std::vector<std::optional<Frontier>> predicted;
+  for (int32_t r = 0; r < 3; ++r) predicted.push_back(frontier(r, FrontierStatus::STUCK, {{5, "allreduce", "world", 3, -1, ""}}));
+  Frontier waiting = frontier(3, FrontierStatus::STUCK);
+  waiting.next = FrontierNext{21, false, {3, "allreduce", "world", 2, -1, ""}};
+  predicted.push_back(waiting);
+  grants.issued = 21;
+  grants.holder = 3;
+  CHECK(compare_frontiers(p, predicted, "mpi", &grants).verdict == ReplayVerdict::UNDECIDED);
+  predicted[3] = frontier(3, FrontierStatus::COMPLETED);
+  grants.issued = 22;
+  grants.holder = -1;
+  CHECK(compare_frontiers(p, predicted, "mpi", &grants).verdict == ReplayVerdict::CONFIRMED);
+}
+
+TEST_CASE("replay verdict: a rank that never issued its op in a mismatch leaves it undecided") {
+  const Timed t = timed_run("scenarios/corpus/allreduce-size-differs.yaml");
+  Prediction p = predict(t.scenario, checker::analyze(t.scenario, t.result));
+  const FullSequences full = full_sequences(t.scenario, t.result, {}, {});
+  REQUIRE(full.solo != nullptr);
+  const PlanResult plan = build_plan(*full.solo, *full.result, "mpi");
+  REQUIRE(plan.plan);
+  locate_mismatch(p, *plan.plan);
+  Frontier r1 = frontier(1, FrontierStatus::STUCK, {{1, "reduce_scatter", "dp", 1, -1, ""}});
+  r1.next = FrontierNext{5, true, {2, "allreduce", "pp", 1, -1, ""}};
+  std::vector<std::optional<Frontier>> seen = {
+      frontier(0, FrontierStatus::FAILED, {{2, "allreduce", "pp", 1, -1, "MPI error: MPI_ERR_TRUNCATE: message truncated"}}),
+      r1, frontier(2, FrontierStatus::COMPLETED), frontier(3, FrontierStatus::COMPLETED)};
+  const ReplayOutcome out = compare_frontiers(p, seen, "mpi");
+  CHECK(out.verdict == ReplayVerdict::UNDECIDED);
+  CHECK(out.headline.find("but rank 1 reduce_scatter #1 on dp (op 1) hung before its own op in the mismatch") !=
+        std::string::npos);
+  seen[1] = frontier(1, FrontierStatus::STUCK);
+  r1.next = FrontierNext{5, false, {2, "allreduce", "pp", 1, -1, ""}};
+  seen[1]->next = r1.next;
+  const ReplayOutcome never = compare_frontiers(p, seen, "mpi");
+  CHECK(never.verdict == ReplayVerdict::UNDECIDED);
+  CHECK(never.headline.find("but rank 1 never issued its op in the mismatch (op 2): it stopped before op 2 (allreduce #1 on pp)") !=
+        std::string::npos);
+}
+
+}  // namespace lockstep::gpu

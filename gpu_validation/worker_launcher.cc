@@ -240,6 +240,10 @@ LaunchResult launch_workers(const LaunchSpec& spec) {
       pause(20);
     }
   }
+  // Issue reports sent before a frontier was written may still wait in the sockets.
+  if (grants) {
+    for (int i = 0; i < 5; ++i) grants->pump(2);
+  }
   // Every rank finished: let the processes end on their own for a moment. Some did not: ask
   // them to stop (DIR/stop: abort communicators, free memory, exit), then kill what is left.
   bool clean = children.poll();

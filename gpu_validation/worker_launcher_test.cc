@@ -33,12 +33,12 @@ struct Fake {
   fs::path dir;
   std::string script;
 
-  explicit Fake(const std::string& body) {
+  explicit Fake(const std::string& body, const std::string& shell = "/bin/sh") {
     std::string made = (fs::temp_directory_path() / "lockstep-fake-XXXXXX").string();
     REQUIRE(::mkdtemp(made.data()) != nullptr);
     dir = made;
     script = (dir / "fake-worker.sh").string();
-    std::ofstream(script) << "#!/bin/sh\n"
+    std::ofstream(script) << "#!" << shell << "\n"
                              "# fake-worker.sh PLAN DIR STALL (per rank: $LOCKSTEP_RANK)\n"
                              "RANK=${LOCKSTEP_RANK:-0}\nDIR=$2\n"
                              "frontier() {\n"
@@ -226,6 +226,71 @@ TEST_CASE("replay session: --nccl runs its worker once per rank on this machine,
   INFO(r.text);
   CHECK(r.exit_code == 0);
   CHECK(r.text.find("NOT REPRODUCED (nccl): every rank completed, data correct\n") != std::string::npos);
+}
+
+}  // namespace lockstep::gpu
+
+namespace lockstep::gpu {
+
+namespace {
+
+// A fake worker that speaks the grant protocol (bash: /dev/tcp): it connects to the address
+// in DIR/grant-address, says hello, and issues its steps (from the plan's op lines) as they are
+// granted. With STOP_RANK/STOP_AT set, that rank stops before its STOP_AT-th op, stuck in the
+// op before it; a rank that gets no grant for 3 s reports that it waits for one.
+constexpr const char* GRANTED_FAKE = R"(PLAN=$1
+port=$(awk '$1=="127.0.0.1"{print $2}' "$DIR/grant-address")
+exec 3<>/dev/tcp/127.0.0.1/$port || exit 7
+echo "hello $RANK" >&3
+end=0; n=0
+for s in $(awk -v r="$RANK" '$1=="rank"{cur=$2} $1=="op" && cur==r {print $3}' "$PLAN"); do
+  if [ "$RANK" = "$STOP_RANK" ] && [ "$n" = "$STOP_AT" ]; then
+    frontier stuck $n 9 "op $((n-1)) allreduce world 1 -1"$'\n'"next $s 1 $n compute world 0 -1"
+    exec sleep 1000
+  fi
+  while [ "$s" -ge "$end" ]; do
+    if ! read -r -t 3 word end <&3; then
+      frontier stuck $n 9 "next $s 0 $n allreduce world 2 -1"
+      exec sleep 1000
+    fi
+  done
+  echo "issued $s" >&3
+  n=$((n+1))
+done
+frontier completed $n $n
+exit 0)";
+
+}  // namespace
+
+TEST_CASE("replay session, granted order: fake workers issue every step as granted, or the verdict says where the order stopped") {
+  if (::access("/bin/bash", X_OK) != 0) {
+    MESSAGE("skipped: no /bin/bash for the fake worker's /dev/tcp");
+    return;
+  }
+  const Timed fixed = timed_run("scenarios/corpus/uneven-batches-join.yaml");
+  ReplayOptions options;
+  options.stall_s = 1;
+  const Fake fake(GRANTED_FAKE, "/bin/bash");
+  {
+    const ReplayReport r = replay_on_hardware(fixed.scenario, fixed.result, {}, {}, fake_backend(fake, 0.5), options);
+    INFO(r.text);
+    CHECK(r.exit_code == 0);
+    CHECK(r.text.find("NOT REPRODUCED (fake): every rank completed, data correct\n") != std::string::npos);
+    CHECK(r.text.find(", issue order granted: 23 of 23 steps in ") != std::string::npos);
+  }
+  {
+    ::setenv("STOP_RANK", "1", 1);
+    ::setenv("STOP_AT", "2", 1);
+    const ReplayReport r = replay_on_hardware(fixed.scenario, fixed.result, {}, {}, fake_backend(fake, 0.5), options);
+    ::unsetenv("STOP_RANK");
+    ::unsetenv("STOP_AT");
+    INFO(r.text);
+    CHECK(r.exit_code == 3);
+    CHECK(r.text.find("UNDECIDED (fake): hung elsewhere: rank 1 allreduce #1 on world (op 1); the issue order stopped at "
+                      "step 8 of 23: rank 1, stuck in allreduce #1 on world (op 1), never issued op 2 (compute on world); "
+                      "rank 2 waits for its grant of op 0 (allreduce #2 on world)") != std::string::npos);
+    CHECK(r.text.find(", issue order granted: 8 of 23 steps in ") != std::string::npos);
+  }
 }
 
 }  // namespace lockstep::gpu
