@@ -695,12 +695,17 @@ std::string stall_account(const GrantStats& grants, const std::vector<std::optio
   } else if (f->status == FrontierStatus::EXITED || f->status == FrontierStatus::CRASHED) {
     state = std::string("which ") + (f->status == FrontierStatus::EXITED ? "exited" : "crashed");
   } else {
-    std::string in;
+    std::string in, failed;
     for (const FrontierOp& op : f->ops) {
-      in += fmt::format("{}{} (op {}){}", in.empty() ? "" : ", ", describe(op), op.index,
-                        op.problem.empty() ? "" : " failed: " + op.problem);
+      if (op.problem.empty()) {
+        in += fmt::format("{}{} (op {})", in.empty() ? "" : ", ", describe(op), op.index);
+      } else {
+        failed += fmt::format("{}{} (op {}) failed ({})", failed.empty() ? "" : " and whose ", describe(op), op.index, op.problem);
+      }
     }
-    state = in.empty() ? std::string("with nothing outstanding") : "stuck in " + in;
+    if (!failed.empty()) state = "whose " + failed;
+    if (!in.empty()) state += (state.empty() ? "stuck in " : " and stuck in ") + in;
+    if (state.empty()) state = "with nothing outstanding";
   }
   std::string what = f != nullptr && f->next && f->next->step == grants.issued
                          ? fmt::format("op {} ({})", f->next->op.index, describe(f->next->op))

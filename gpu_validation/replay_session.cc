@@ -170,8 +170,8 @@ ReplayReport replay_on_hardware(const sim::Scenario& scenario, const sim::Execut
     out += fmt::format("  {} ranks, {:.1f} s", scenario.world, launched.seconds);
     if (launched.grants) {
       const GrantStats& g = *launched.grants;
-      out += fmt::format(", issue order granted: {} of {} steps in {} grants (round trip median {:.2f} ms, max {:.2f} ms)",
-                         g.issued, g.steps, g.grants, g.median_ms, g.max_ms);
+      out += fmt::format(", issue order granted: {} of {} steps in {} grant{} (round trip median {:.2f} ms, max {:.2f} ms)",
+                         g.issued, g.steps, g.grants, g.grants == 1 ? "" : "s", g.median_ms, g.max_ms);
     } else {
       out += ", issue order free";
     }
