@@ -184,7 +184,7 @@ TEST_CASE("nccl log and pipeline csv: malformed lines are refused with line and 
   refused("pipeline-csv", {csv.string()}, csv.string() + ":2:10: error: invalid action '1X0'");
 }
 
-TEST_CASE("the trace writer writes an NCCL group of several ops as async ops on their own streams and waits") {
+TEST_CASE("the trace writer writes an NCCL group of several ops between group_start and group_end") {
   RecordedTrace trace;
   trace.scenario = "g";
   trace.world = 2;
@@ -200,15 +200,15 @@ TEST_CASE("the trace writer writes an NCCL group of several ops as async ops on 
   REQUIRE(write_trace_file(trace, out.string()).empty());
   CHECK(read_file(out) ==
         "{\"lockstep_trace\": 1, \"scenario\": \"g\", \"world\": 2}\n"
-        "{\"rank\": 0, \"op\": \"send\", \"to\": 1, \"size\": 16, \"stream\": \"nccl_group.0\", \"async\": \"g1.0\"}\n"
-        "{\"rank\": 0, \"op\": \"recv\", \"from\": 1, \"size\": 16, \"stream\": \"nccl_group.1\", \"async\": \"g1.1\"}\n"
-        "{\"rank\": 0, \"op\": \"wait\", \"handle\": \"g1.0\"}\n"
-        "{\"rank\": 0, \"op\": \"wait\", \"handle\": \"g1.1\"}\n"
+        "{\"rank\": 0, \"op\": \"group_start\"}\n"
+        "{\"rank\": 0, \"op\": \"send\", \"to\": 1, \"size\": 16}\n"
+        "{\"rank\": 0, \"op\": \"recv\", \"from\": 1, \"size\": 16}\n"
+        "{\"rank\": 0, \"op\": \"group_end\"}\n"
         "{\"rank\": 0, \"op\": \"allreduce\", \"size\": 4, \"dtype\": \"fp32\"}\n"
-        "{\"rank\": 1, \"op\": \"send\", \"to\": 0, \"size\": 16, \"stream\": \"nccl_group.0\", \"async\": \"g1.0\"}\n"
-        "{\"rank\": 1, \"op\": \"recv\", \"from\": 0, \"size\": 16, \"stream\": \"nccl_group.1\", \"async\": \"g1.1\"}\n"
-        "{\"rank\": 1, \"op\": \"wait\", \"handle\": \"g1.0\"}\n"
-        "{\"rank\": 1, \"op\": \"wait\", \"handle\": \"g1.1\"}\n"
+        "{\"rank\": 1, \"op\": \"group_start\"}\n"
+        "{\"rank\": 1, \"op\": \"send\", \"to\": 0, \"size\": 16}\n"
+        "{\"rank\": 1, \"op\": \"recv\", \"from\": 0, \"size\": 16}\n"
+        "{\"rank\": 1, \"op\": \"group_end\"}\n"
         "{\"rank\": 1, \"op\": \"allreduce\", \"size\": 4, \"dtype\": \"fp32\"}\n");
 }
 
@@ -237,8 +237,10 @@ TEST_CASE("the fast trace writer writes what sim::write_trace writes, for every 
             if (kind == sim::OpKind::WAIT && h == 0) op.handle = handle;
             trace.ranks[0].push_back(op);
             if (kind == sim::OpKind::COMPUTE || kind == sim::OpKind::SLEEP || kind == sim::OpKind::WAIT) continue;
-            // The same op twice in an NCCL group on rank 1, and alone in a one-op group on rank 2.
+            // The same op twice in an NCCL group on rank 1 (without async: the trace format has
+            // none in a group), and alone in a one-op group on rank 2.
             op.nccl_group = ++nccl_group;
+            op.handle = 0;
             trace.ranks[1].push_back(op);
             trace.ranks[1].push_back(op);
             op.nccl_group = ++nccl_group;

@@ -56,11 +56,10 @@ sim::Stmt stmt_of(const RecordedTrace& trace, sim::NamePool& pool, const Recorde
   return stmt;
 }
 
-// One rank's statements: NCCL groups of several ops become async ops on streams of their own
-// and a wait for each.
+// One rank's statements: consecutive ops with the same nccl_group, more than one, become one
+// NCCL_GROUP statement (written as group_start, the ops, group_end).
 std::vector<sim::Stmt> body_of(const RecordedTrace& trace, sim::NamePool& pool, int32_t rank) {
   const std::vector<RecordedOp>& ops = trace.ranks[static_cast<size_t>(rank)];
-  uint32_t groups = 0;  // this rank's NCCL groups so far
   std::vector<sim::Stmt> body;
   body.reserve(ops.size());
   for (size_t i = 0; i < ops.size();) {
@@ -73,22 +72,10 @@ std::vector<sim::Stmt> body_of(const RecordedTrace& trace, sim::NamePool& pool, 
       i = end;
       continue;
     }
-    std::vector<sim::Name> handles;
-    ++groups;
-    for (size_t k = i; k < end; ++k) {
-      sim::Stmt stmt = stmt_of(trace, pool, ops[k]);
-      stmt.stream = pool.intern(fmt::format("nccl_group.{}", k - i));
-      stmt.handle = pool.intern(fmt::format("g{}.{}", groups, k - i));
-      handles.push_back(stmt.handle);
-      body.push_back(std::move(stmt));
-    }
-    for (const sim::Name& handle : handles) {
-      sim::Stmt wait;
-      wait.kind = sim::StmtKind::OP;
-      wait.op = sim::OpKind::WAIT;
-      wait.handle = handle;
-      body.push_back(std::move(wait));
-    }
+    sim::Stmt group;
+    group.kind = sim::StmtKind::NCCL_GROUP;
+    for (size_t k = i; k < end; ++k) group.body.push_back(stmt_of(trace, pool, ops[k]));
+    body.push_back(std::move(group));
     i = end;
   }
   return body;
@@ -135,9 +122,6 @@ bool fast_kind(sim::OpKind kind) {
          kind == sim::OpKind::WAIT;
 }
 
-// One op line as sim::write_trace writes stmt_of(op) (with `stream` and `handle` as the names
-// body_of gives a member of an NCCL group; empty: the op's own). Pinned to sim::write_trace by
-// import_test.cc over every kind and field.
 // The fixed parts of op lines, escaped once.
 struct LineParts {
   explicit LineParts(const RecordedTrace& trace) {
@@ -160,12 +144,14 @@ struct LineParts {
   std::vector<std::string> groups, ops, dtypes;
 };
 
+// One op line as sim::write_trace writes stmt_of(op). Pinned to sim::write_trace by
+// import_test.cc over every kind and field.
 void append_op_line(const RecordedTrace& trace, const LineParts& parts, int32_t rank, const RecordedOp& op,
-                    std::string_view stream, std::string_view handle, std::string& out) {
+                    std::string& out) {
+  const std::string_view handle = op.handle != 0 ? std::string_view(trace.names[op.handle]) : std::string_view();
   out += std::string_view("{\"rank\": ");
   append_integer(rank, out);
   out += parts.ops[static_cast<size_t>(op.kind)];
-  if (handle.empty() && op.handle != 0) handle = trace.names[op.handle];
   if (op.kind == sim::OpKind::COMPUTE || op.kind == sim::OpKind::SLEEP) {
     out += std::string_view(", \"duration_ns\": ");
     append_integer(op.size, out);
@@ -192,10 +178,6 @@ void append_op_line(const RecordedTrace& trace, const LineParts& parts, int32_t 
     if (op.tag != 0 && !trace.names[op.tag].empty()) {
       out += std::string_view(", \"tag\": ");
       append_json_string(trace.names[op.tag], out);
-    }
-    if (!stream.empty()) {
-      out += std::string_view(", \"stream\": ");
-      append_json_string(stream, out);
     }
     if (!handle.empty()) {
       out += std::string_view(", \"async\": ");
@@ -278,34 +260,24 @@ std::string write_recorded_trace(const RecordedTrace& trace, std::FILE* out) {
   constexpr size_t FLUSH_BYTES = size_t{1} << 20;
   buffer.reserve(FLUSH_BYTES + 4096);
   const LineParts parts(trace);
-  std::string stream;
-  std::vector<std::string> handles;
   for (int32_t rank = 0; rank < trace.world; ++rank) {
     const std::vector<RecordedOp>& ops = trace.ranks[static_cast<size_t>(rank)];
-    uint32_t groups = 0;  // this rank's NCCL groups so far (as body_of names them)
     for (size_t i = 0; i < ops.size();) {
       size_t end = i + 1;
       if (ops[i].nccl_group != 0) {
         while (end < ops.size() && ops[end].nccl_group == ops[i].nccl_group) ++end;
       }
       if (end - i == 1) {
-        append_op_line(trace, parts, rank, ops[i], {}, {}, buffer);
+        append_op_line(trace, parts, rank, ops[i], buffer);
       } else {
-        // An NCCL group: async ops on streams of their own, then a wait for each.
-        ++groups;
-        handles.clear();
-        for (size_t k = i; k < end; ++k) {
-          stream = fmt::format("nccl_group.{}", k - i);
-          handles.push_back(fmt::format("g{}.{}", groups, k - i));
-          append_op_line(trace, parts, rank, ops[k], stream, handles.back(), buffer);
-        }
-        for (const std::string& name : handles) {
-          buffer += std::string_view("{\"rank\": ");
-          append_integer(rank, buffer);
-          buffer += std::string_view(", \"op\": \"wait\", \"handle\": ");
-          append_json_string(name, buffer);
-          buffer += std::string_view("}\n");
-        }
+        // An NCCL group: its ops between group_start and group_end lines.
+        buffer += std::string_view("{\"rank\": ");
+        append_integer(rank, buffer);
+        buffer += std::string_view(", \"op\": \"group_start\"}\n");
+        for (size_t k = i; k < end; ++k) append_op_line(trace, parts, rank, ops[k], buffer);
+        buffer += std::string_view("{\"rank\": ");
+        append_integer(rank, buffer);
+        buffer += std::string_view(", \"op\": \"group_end\"}\n");
       }
       i = end;
       if (buffer.size() >= FLUSH_BYTES) {

@@ -60,10 +60,10 @@ struct RecordedTrace {
   uint32_t add_group(std::string name, std::vector<int32_t> ranks);
 };
 
-// Writes `trace` to `out` in the canonical trace format (sim::write_trace, rank by rank).
-// An NCCL group of more than one op is written as async ops on streams of their own followed by
-// a wait for each (the trace format has no group construct; docs/import.md). Returns "" or why
-// the trace cannot be written (a programmer error in an importer).
+// Writes `trace` to `out` in the canonical trace format (what sim::write_trace writes, rank by
+// rank). An NCCL group of more than one op is written as a group_start line, its ops, and a
+// group_end line (docs/import.md); a one-op group as the op. Returns "" or why the trace cannot
+// be written (a programmer error in an importer).
 std::string write_recorded_trace(const RecordedTrace& trace, std::FILE* out);
 
 // The same through sim::write_trace statement by statement (slower; what write_recorded_trace

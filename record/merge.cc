@@ -767,7 +767,6 @@ MergeResult merge_texts(const std::vector<std::pair<std::string, std::string>>& 
     sim::RankProgram& program = s.programs[static_cast<size_t>(r)];
     std::vector<uint64_t> tids;
     std::unordered_map<uint64_t, uint64_t> stream_names;
-    uint64_t handles = 0;
     // Per thread: the ops of the NCCL group being read, emitted at its end.
     struct Open {
       uint64_t group = 0;
@@ -783,27 +782,20 @@ MergeResult merge_texts(const std::vector<std::pair<std::string, std::string>>& 
       }
       return program[static_cast<size_t>(it - tids.begin())];
     };
+    // An NCCL group of several ops is one NCCL_GROUP statement (group_start ... group_end in the
+    // trace); a group of one op is that op.
     const auto close_group = [&](uint64_t tid) {
       Open& o = open[tid];
       if (o.stmts.empty()) return;
       sim::ThreadDef& thread = thread_of(tid);
-      ++handles;
-      std::vector<sim::Name> waits;
-      for (size_t i = 0; i < o.stmts.size(); ++i) {
-        sim::Stmt& stmt = o.stmts[i];
-        const std::string handle = fmt::format("group{}.{}", handles, i + 1);
-        stmt.stream = s.names->intern(fmt::format("{}/{}", stmt.stream.empty() ? std::string("comm")
-                                                                                : std::string(stmt.stream.str()),
-                                                  handle));
-        stmt.handle = s.names->intern(handle);
-        waits.push_back(stmt.handle);
-        thread.body.push_back(std::move(stmt));
-      }
-      for (const sim::Name& h : waits) {
-        sim::Stmt wait;
-        wait.op = sim::OpKind::WAIT;
-        wait.handle = h;
-        thread.body.push_back(std::move(wait));
+      if (o.stmts.size() == 1) {
+        thread.body.push_back(std::move(o.stmts.front()));
+      } else {
+        sim::Stmt group;
+        group.kind = sim::StmtKind::NCCL_GROUP;
+        group.loc = o.stmts.front().loc;
+        group.body = std::move(o.stmts);
+        thread.body.push_back(std::move(group));
       }
       o.stmts.clear();
       o.group = 0;

@@ -107,7 +107,7 @@ TEST_CASE("record merge: split ranks follow key then parent rank, groups are nam
   testing::trace_from(trace, "split.jsonl");
 }
 
-TEST_CASE("record merge: the ops of an NCCL group are asynchronous on streams of their own, awaited at its end") {
+TEST_CASE("record merge: the ops of an NCCL group are one group between group_start and group_end, nesting counted once") {
   std::vector<std::pair<std::string, std::string>> files;
   for (int rank = 0; rank < 2; ++rank) {
     const std::string comm = rank == 0 ? "0x10" : "0x20";
@@ -126,10 +126,10 @@ TEST_CASE("record merge: the ops of an NCCL group are asynchronous on streams of
   const std::string trace = sim::write_trace(*merged.scenario);
   CHECK(trace.substr(trace.find("\n") + 1, trace.find("{\"rank\": 1") - trace.find("\n") - 1) ==
         R"({"rank": 0, "op": "barrier", "tag": "ncclCommInitRank"}
-{"rank": 0, "op": "send", "to": 1, "size": 1024, "dtype": "fp32", "stream": "cuda:0/group1.1", "async": "group1.1"}
-{"rank": 0, "op": "recv", "from": 1, "size": 1024, "dtype": "fp32", "stream": "cuda:0/group1.2", "async": "group1.2"}
-{"rank": 0, "op": "wait", "handle": "group1.1"}
-{"rank": 0, "op": "wait", "handle": "group1.2"}
+{"rank": 0, "op": "group_start"}
+{"rank": 0, "op": "send", "to": 1, "size": 1024, "dtype": "fp32", "stream": "cuda:0"}
+{"rank": 0, "op": "recv", "from": 1, "size": 1024, "dtype": "fp32", "stream": "cuda:0"}
+{"rank": 0, "op": "group_end"}
 {"rank": 0, "op": "allreduce", "size": 1024, "dtype": "fp32", "stream": "cuda:0"}
 )");
   testing::trace_from(trace, "grouped.jsonl");
