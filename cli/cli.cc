@@ -93,6 +93,8 @@ run and replay --sim options (docs/logging.md):
 replay options:
   --timeout S            --mpi, --nccl: a rank with ops outstanding and no progress for S
                          seconds is stuck (default 10); see docs/replay.md
+  --order granted|free   --mpi, --nccl: issue the ops in the execution's global order, each
+                         step granted by lockstep (default), or each rank on its own
 
 exit codes: 0 no bug, 1 bug found, 2 bad input or usage, 3 inconclusive
 )";
@@ -116,6 +118,7 @@ struct Options {
   std::optional<std::string> dot_path;
   std::string backend = "sim";  // replay: sim, nccl, mpi
   double replay_timeout_s = 10;  // replay --mpi: the workers' watchdog
+  bool replay_free_order = false;  // replay --mpi|--nccl --order free
   bool quiet = false;
   bool check_expect = false;
   bool minimize = false;
@@ -219,6 +222,9 @@ Options parse_args(const std::vector<std::string>& args) {
       options.backend = arg.substr(2);
     } else if (auto timeout = options.verb == "replay" ? value_of(arg, "--timeout") : std::nullopt) {
       options.replay_timeout_s = parse_seconds("--timeout", *timeout);
+    } else if (auto order = options.verb == "replay" ? value_of(arg, "--order") : std::nullopt) {
+      if (*order != "granted" && *order != "free") throw UsageError{"--order is granted or free, not '" + *order + "'"};
+      options.replay_free_order = *order == "free";
     } else if (auto jobs = is_check ? value_of(arg, "--jobs") : std::nullopt) {
       const uint64_t n = parse_count("--jobs", *jobs);
       if (n == 0 || n > 256) throw UsageError{"--jobs must be between 1 and 256"};
@@ -658,6 +664,7 @@ int cmd_replay_hardware(const Options& options, std::ostream& out, std::ostream&
     replay.compact_bytes = 64 * 1024;  // docs/replay.md: quick replays (the CI pass)
   }
   replay.quiet = options.quiet;
+  replay.order = options.replay_free_order ? gpu::IssueOrder::FREE : gpu::IssueOrder::GRANTED;
   const gpu::ReplayReport report =
       gpu::replay_on_hardware(*scenario, result, choices, options.check.engine,
                               options.backend == "nccl" ? gpu::nccl_backend() : gpu::mpi_backend(), replay);
