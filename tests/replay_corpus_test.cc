@@ -5,6 +5,9 @@
 // is UNDECIDED with its reason. The table below pins every scenario's outcome, so a new scenario
 // (or a new "cannot express") shows up as a failure until it is added here.
 //
+// Every replay runs in the default granted issue order (docs/replay.md, "Issue order"): each
+// must have issued every step of its plan ("issue order granted: N of N steps").
+//
 // The replays run as separate processes, several at once (a stuck rank sleeps, so hangs
 // overlap well), each with a short watchdog. Skips, with a message, without mpirun or the worker.
 #include <doctest/doctest.h>
@@ -172,6 +175,17 @@ std::string line_of(const std::string& text, size_t n) {
   return line;
 }
 
+// Whether the replay's last line says the granted issue order got through every step.
+bool every_step_issued(const std::string& text) {
+  const std::string marker = ", issue order granted: ";
+  const size_t at = text.rfind(marker);
+  if (at == std::string::npos) return false;
+  std::istringstream in(text.substr(at + marker.size()));
+  uint64_t issued = 0, steps = 0;
+  std::string of;
+  return static_cast<bool>(in >> issued >> of >> steps) && of == "of" && issued == steps && steps > 0;
+}
+
 }  // namespace
 
 TEST_CASE("replay --mpi over every scenario: bugs confirmed at the predicted ops, correct ones complete with correct data") {
@@ -259,6 +273,7 @@ TEST_CASE("replay --mpi over every scenario: bugs confirmed at the predicted ops
     }
     const auto want = expected_outcomes().find(job.name);
     if (want == expected_outcomes().end()) continue;  // reported above
+    CHECK(every_step_issued(text));
     if (want->second == COMPLETED) {
       CHECK(job.code == 0);
       CHECK(verdict == COMPLETED);
