@@ -224,7 +224,9 @@ int64_t bytes_of(const std::vector<int64_t>& numels, const std::vector<int64_t>&
   int64_t total = 0;
   for (size_t i = 0; i < numels.size(); ++i) {
     const int64_t per = i < element_bytes.size() ? element_bytes[i] : (element_bytes.empty() ? 2 : element_bytes.back());
-    total += numels[i] * per;
+    // Saturating: a dump may claim any shape.
+    const int64_t bytes = numels[i] > INT64_MAX / per ? INT64_MAX : numels[i] * per;
+    total = bytes > INT64_MAX - total ? INT64_MAX : total + bytes;
   }
   return total;
 }
@@ -342,6 +344,9 @@ FrDump parse_json_dump(std::string path, std::string_view text) {
         dump.pg_config.push_back(std::move(pg));
       }
     } else if (key == "entries") {
+      // Room for the entries up front (an entry is a few hundred bytes of JSON; room never used
+      // costs no memory), so the vector does not grow by copying.
+      dump.entries.reserve(dump.entries.size() + text.size() / 256);
       json.begin_array();
       while (json.next_item()) {
         FrEntry entry;
@@ -668,11 +673,21 @@ class Builder {
     for (const FrDump& dump : dumps_) {
       world = std::max(world, dump.rank + 1);
       for (const FrPg& pg : dump.pg_config) {
-        std::set<int32_t> seen;
         for (int32_t r : pg.ranks) {
-          if (!seen.insert(r).second) throw ImportError(dump.path, {}, fmt::format("pg_config '{}' lists rank {} twice", pg.name, r));
-          world = std::max(world, r + 1);
+          if (r >= FR_MAX_RANKS) {
+            throw ImportError(dump.path, {}, fmt::format("pg_config '{}' names rank {}: at most {} ranks are read", pg.name, r, FR_MAX_RANKS));
+          }
         }
+        // The first rank listed twice, in list order.
+        std::vector<int32_t> sorted = pg.ranks;
+        std::sort(sorted.begin(), sorted.end());
+        if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+          std::set<int32_t> seen;
+          for (int32_t r : pg.ranks) {
+            if (!seen.insert(r).second) throw ImportError(dump.path, {}, fmt::format("pg_config '{}' lists rank {} twice", pg.name, r));
+          }
+        }
+        if (!sorted.empty()) world = std::max(world, sorted.back() + 1);
         if (pg.ranks.empty()) throw ImportError(dump.path, {}, fmt::format("pg_config '{}' has no ranks", pg.name));
       }
     }
@@ -788,6 +803,8 @@ class Builder {
     for (const FrDump& dump : dumps_) {
       std::vector<RecordedOp>& ops = trace_.ranks[static_cast<size_t>(dump.rank)];
       std::vector<const FrEntry*> kept;  // parallel to ops
+      ops.reserve(dump.entries.size());
+      kept.reserve(dump.entries.size());
       bool started = first_seq.empty();
       for (size_t i = 0; i < dump.entries.size(); ++i) {
         const FrEntry& e = dump.entries[i];
@@ -932,14 +949,24 @@ int32_t rank_of_dump_name(const std::string& path) {
   return std::stoi(name.substr(start));
 }
 
+namespace {
+
+void check_dump_name(const std::string& path) {
+  const int32_t rank = rank_of_dump_name(path);
+  if (rank < 0) {
+    throw ImportError(path, {}, "cannot tell the rank of this dump: its file name must end in the rank, as PyTorch "
+                                "writes them (e.g. nccl_trace_rank_3 or nccl_trace_rank_3.json)");
+  }
+  if (rank >= FR_MAX_RANKS) throw ImportError(path, {}, fmt::format("rank {} (from the file name): at most {} ranks are read", rank, FR_MAX_RANKS));
+}
+
+}  // namespace
+
 RecordedTrace import_flight_recorder_data(const std::vector<std::string>& paths, const std::vector<std::string>& data) {
   std::vector<FrDump> dumps;
   for (size_t i = 0; i < paths.size(); ++i) {
+    check_dump_name(paths[i]);
     const int32_t rank = rank_of_dump_name(paths[i]);
-    if (rank < 0) {
-      throw ImportError(paths[i], {}, "cannot tell the rank of this dump: its file name must end in the rank, as PyTorch "
-                                      "writes them (e.g. nccl_trace_rank_3 or nccl_trace_rank_3.json)");
-    }
     FrDump dump = parse_dump(paths[i], data[i]);
     dump.rank = rank;
     dumps.push_back(std::move(dump));
@@ -951,12 +978,7 @@ RecordedTrace import_flight_recorder_data(const std::vector<std::string>& paths,
 }
 
 RecordedTrace import_flight_recorder(const std::vector<std::string>& paths) {
-  for (const std::string& path : paths) {
-    if (rank_of_dump_name(path) < 0) {
-      throw ImportError(path, {}, "cannot tell the rank of this dump: its file name must end in the rank, as PyTorch "
-                                  "writes them (e.g. nccl_trace_rank_3 or nccl_trace_rank_3.json)");
-    }
-  }
+  for (const std::string& path : paths) check_dump_name(path);
   if (paths.empty()) throw ImportError("", {}, "no dumps given");
   // Dumps are independent: read them on a few threads, each into its own slot; the first error
   // in file order is reported, so the outcome does not depend on the threads.

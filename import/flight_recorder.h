@@ -3,6 +3,7 @@
 // recorded schedule. docs/import.md describes what is read and how.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@ namespace lockstep::import {
 // The oldest and newest dump versions read (major 2; minors 2 to 10).
 inline constexpr int FR_MIN_MINOR = 2;
 inline constexpr int FR_MAX_MINOR = 10;
+// Ranks 0 to FR_MAX_RANKS - 1 are read (the trace loader's bound on the world).
+inline constexpr int32_t FR_MAX_RANKS = int32_t{1} << 20;
 
 // The rank a dump belongs to, from the digits at the end of its file name (PyTorch names dumps
 // PREFIX<rank>, e.g. nccl_trace_rank_3; an extension such as .json or .pkl is ignored), or -1.

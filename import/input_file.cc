@@ -62,7 +62,7 @@ bool InputFile::open(const std::string& path, int64_t max_bytes) {
     }
     const auto size = static_cast<size_t>(info.st_size);
     if (size > 0) {
-      void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+      void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
       if (map != MAP_FAILED) {
         ::madvise(map, size, MADV_SEQUENTIAL);
         ::close(fd);

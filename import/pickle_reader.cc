@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <limits>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -200,10 +201,14 @@ class Reader {
   static constexpr size_t MAX_DEPTH = 4096;
   static constexpr size_t MAX_MEMO = size_t{1} << 26;
 
+  // Every value lives in the arena until the result goes; the pointers between values (the
+  // stack, the memo, items) own nothing, so a memo reference that makes a cycle (a list that
+  // holds itself) cannot leak.
   Value make(PickleValue::Type type) {
-    Value v = std::make_shared<PickleValue>();
+    arena_->push_back(std::make_unique<PickleValue>());
+    PickleValue* v = arena_->back().get();
     v->type = type;
-    return v;
+    return Value(Value(), v);
   }
   void push(Value v) { stack_.push_back(std::move(v)); }
   Value pop() {
@@ -271,19 +276,28 @@ class Reader {
   void memo_put(size_t at, uint64_t index) {
     if (stack_.empty()) fail(at, "memo of an empty stack");
     if (index >= MAX_MEMO) fail(at, "memo index out of range");
-    if (index >= memo_.size()) memo_.resize(static_cast<size_t>(index) + 1);
-    memo_[static_cast<size_t>(index)] = stack_.back();
+    // A map: an index is a few bytes of input, a slot per index up to it would not be.
+    memo_[index] = stack_.back();
   }
   void memo_get(size_t at, uint64_t index) {
-    if (index >= memo_.size() || !memo_[static_cast<size_t>(index)]) fail(at, fmt::format("memo entry {} was never stored", index));
-    push(memo_[static_cast<size_t>(index)]);
+    const auto found = memo_.find(index);
+    if (found == memo_.end()) fail(at, fmt::format("memo entry {} was never stored", index));
+    push(found->second);
   }
+
+ public:
+  // The owner of every value made (read_pickle's result keeps it).
+  std::shared_ptr<std::vector<std::unique_ptr<PickleValue>>> arena() const { return arena_; }
+
+ private:
 
   std::string_view data_;
   size_t pos_ = 0;
   std::vector<Value> stack_;
   std::vector<size_t> marks_;
-  std::vector<Value> memo_;
+  std::unordered_map<uint64_t, Value> memo_;
+  std::shared_ptr<std::vector<std::unique_ptr<PickleValue>>> arena_ =
+      std::make_shared<std::vector<std::unique_ptr<PickleValue>>>();
 };
 
 }  // namespace
@@ -292,7 +306,8 @@ PickleResult read_pickle(std::string_view data) {
   PickleResult result;
   try {
     Reader reader(data);
-    result.value = reader.run();
+    const Value root = reader.run();
+    result.value = std::shared_ptr<PickleValue>(reader.arena(), root.get());  // owns the arena
   } catch (const Failure& failure) {
     result.error = failure.message;
   } catch (const std::bad_alloc&) {

@@ -19,7 +19,9 @@ struct PickleValue {
   int64_t integer = 0;
   double number = 0;
   std::string text;  // STRING (and bytes)
-  std::vector<std::shared_ptr<PickleValue>> items;  // LIST, TUPLE; DICT: key, value, key, value...
+  // LIST, TUPLE; DICT: key, value, key, value... (pointers that own nothing: the result of
+  // read_pickle owns every value, so memo references may share values and even make cycles)
+  std::vector<std::shared_ptr<PickleValue>> items;
 
   // DICT: the value of a string key, or null.
   const PickleValue* get(std::string_view key) const;
@@ -30,7 +32,7 @@ struct PickleValue {
 const char* pickle_type_name(PickleValue::Type type);
 
 struct PickleResult {
-  std::shared_ptr<PickleValue> value;  // set on success
+  std::shared_ptr<PickleValue> value;  // set on success; keeps every value of the pickle alive
   std::string error;                   // else: why, naming the byte offset
 };
 
