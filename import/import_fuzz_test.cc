@@ -28,6 +28,7 @@ TEST_CASE("import fuzz regressions: every saved input is imported or refused cle
     INFO(input.string());
     CHECK(fuzz::import_fuzz_one(reinterpret_cast<const uint8_t*>(data.data()), data.size()) == "");
   }
+  fs::remove_all(fs::temp_directory_path() / ("lockstep-import-fuzz-" + std::to_string(::getpid())));
 }
 
 }  // namespace lockstep::import
