@@ -111,7 +111,8 @@ ReplayReport replay_on_hardware(const sim::Scenario& scenario, const sim::Execut
   if (full.solo) {  // the real communicators, not the solo run's
     for (size_t g = 0; g < plan.plan->groups.size(); ++g) plan.plan->groups[g].comm_of_rank = scenario.groups[g].comm_of_rank;
   }
-  if (full.solo) order_issues(*plan.plan, *full.result);  // with the real communicators' partners
+  // The global issue order, with the real communicators' partners (after a solo run too).
+  const size_t forced = order_issues(*plan.plan, *full.result);
   plan.plan->order = options.order;
   locate_mismatch(prediction, *plan.plan);
   note_queued(prediction, scenario, result);
@@ -158,6 +159,11 @@ ReplayReport replay_on_hardware(const sim::Scenario& scenario, const sim::Execut
       compare_frontiers(prediction, launched.frontiers, backend.name, launched.grants ? &*launched.grants : nullptr);
   out += outcome.headline + "\n";
   if (compacted > 0) out += fmt::format("  (sizes above {} B compacted, order kept: LOCKSTEP_REPLAY_COMPACT)\n", options.compact_bytes);
+  if (forced > 0 && options.order == IssueOrder::GRANTED) {
+    out += fmt::format("  ({} op{} placed in the issue order by time alone: what their host waited for is not among the "
+                       "recorded ops)\n",
+                       forced, forced == 1 ? "" : "s");
+  }
   if (full.cut) out += "  (replayed up to the mismatch: the ranks' ops past it cannot be derived without their partners)\n";
   for (const std::string& line : outcome.details) out += "  " + line + "\n";
   if (launched.wall_timeout) out += fmt::format("  stopped at the wall-clock limit of {:.0f} s\n", spec.wall_s);
