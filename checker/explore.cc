@@ -83,6 +83,7 @@ struct Slice {
   uint64_t events = 0;
   std::vector<uint64_t> hashes;  // one per execution, in order
   std::vector<uint64_t> events_after;  // events of the slice's executions so far, per execution
+  std::vector<uint64_t> pruned_after;  // pruned executions so far, per execution
   std::vector<Bug> bugs;         // first execution of each signature, `execution` local
   std::set<std::string> terminal_states;
   std::optional<sim::Diagnostic> error;
@@ -148,6 +149,7 @@ struct Search {
         ++out.pruned;
         out.hashes.push_back(hash);
         out.events_after.push_back(out.events);
+        out.pruned_after.push_back(out.pruned);
         if (!dfs->next()) {
           out.complete = true;
           break;
@@ -159,6 +161,7 @@ struct Search {
         else out.error = result.error;
         out.hashes.push_back(hash);
         out.events_after.push_back(out.events);
+        out.pruned_after.push_back(out.pruned);
         break;
       }
       // A completed execution has no bug (analyze would say so after copying the ranks' status).
@@ -176,6 +179,11 @@ struct Search {
       }
       out.hashes.push_back(hash);
       out.events_after.push_back(out.events);
+      out.pruned_after.push_back(out.pruned);
+      if (options.max_bugs > 0 && out.bugs.size() >= options.max_bugs) {
+        out.bound_hit = fmt::format("--max-bugs {}", options.max_bugs);
+        break;
+      }
       if (sampling) {
         if (result.choice_points == 0) {  // one execution is the whole space
           out.complete = true;
@@ -275,20 +283,35 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
   bool complete = true;
   for (Slice& slice : slices) {
     const uint64_t room = search.budget - out.executions;
-    const uint64_t take = std::min<uint64_t>(slice.executions, room);
-    for (uint64_t i = 0; i < take; ++i) fnv_mix(out.fingerprint, slice.hashes[i]);
+    uint64_t take = std::min<uint64_t>(slice.executions, room);
+    // --max-bugs: one thread stops right after the execution that found the last bug wanted. A
+    // slice counts only its own distinct bugs, never more than the merge does, so it never
+    // stopped before that execution.
+    bool enough_bugs = false;
     for (Bug& bug : slice.bugs) {
       if (bug.execution > take || !seen.insert(bug.signature).second) continue;
+      const uint64_t local = bug.execution;
       bug.execution += out.executions;
       out.bugs.push_back(std::move(bug));
+      if (options.max_bugs > 0 && out.bugs.size() >= options.max_bugs) {
+        take = local;
+        enough_bugs = true;
+        break;
+      }
     }
+    for (uint64_t i = 0; i < take; ++i) fnv_mix(out.fingerprint, slice.hashes[i]);
     out.executions += take;
-    out.pruned += slice.pruned;
+    if (take > 0) out.pruned += slice.pruned_after[take - 1];
     out.states += slice.states;
     out.state_cache_full = out.state_cache_full || slice.cache_full;
     if (take > 0) out.events += slice.events_after[take - 1];
     out.terminal_states.insert(slice.terminal_states.begin(), slice.terminal_states.end());
     if (slice.error && !out.error) out.error = slice.error;
+    if (enough_bugs) {
+      out.bound_hit = fmt::format("--max-bugs {}", options.max_bugs);
+      complete = false;
+      break;
+    }
     if (!slice.bound_hit.empty() && out.bound_hit.empty()) out.bound_hit = slice.bound_hit;
     if (take < slice.executions || !slice.complete) {
       complete = false;

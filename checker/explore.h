@@ -40,6 +40,9 @@ struct CheckOptions {
   // Called about twice a second once a search has run for a second; never reaches a report.
   std::function<void(const Progress&)> progress;
   double time_budget_s = 0;  // 0 = none
+  // The search stops once it has found this many distinct bugs (0 = list every bug). The verdict
+  // is then the first bug's kind, not exhaustive, with bound_hit "--max-bugs N".
+  uint64_t max_bugs = 0;
   // The search stops (inconclusive) once the process's resident memory passes this, checked
   // every 64 executions; 0 = none. The state cache has its own bound (StateCache).
   uint64_t max_memory_bytes = DEFAULT_MAX_MEMORY_BYTES;

@@ -79,6 +79,44 @@ TEST_CASE("--max-executions makes an unfinished search inconclusive") {
   CHECK(result.bound_hit == "--max-executions 5");
 }
 
+TEST_CASE("--max-bugs stops at the Nth distinct bug, with the same cut on two threads") {
+  const sim::Scenario scenario = scenario_from(R"Y(
+scenario: choices
+world: 3
+program:
+  - choose: {a: [{allreduce: {size: 4}}], b: [{allreduce: {size: 8}}], c: []}
+)Y");
+  for (const char* strategy : {"dfs", "dpor"}) {
+    INFO(strategy);
+    CheckOptions all;
+    all.strategy = strategy;
+    const CheckResult every = check_scenario(scenario, all);
+    REQUIRE(every.bugs.size() >= 3);
+    CHECK(every.exhaustive);
+    for (uint64_t n : {1, 2}) {
+      CheckOptions options = all;
+      options.max_bugs = n;
+      const CheckResult some = check_scenario(scenario, options);
+      REQUIRE(some.bugs.size() == n);
+      CHECK_FALSE(some.exhaustive);
+      CHECK(some.bound_hit == fmt::format("--max-bugs {}", n));
+      CHECK(some.verdict == every.verdict);
+      CHECK(some.executions == every.bugs[n - 1].execution);  // stopped right there
+      for (size_t i = 0; i < n; ++i) CHECK(some.bugs[i].signature == every.bugs[i].signature);
+      options.jobs = 2;
+      const CheckResult two = check_scenario(scenario, options);
+      CHECK(two.bugs.size() == n);
+      CHECK(two.bound_hit == some.bound_hit);
+      CHECK(two.verdict == some.verdict);
+      if (std::string(strategy) == "dfs") {  // dpor's caches are per part: counts differ
+        CHECK(two.executions == some.executions);
+        CHECK(two.fingerprint == some.fingerprint);
+        CHECK(two.pruned == some.pruned);
+      }
+    }
+  }
+}
+
 TEST_CASE("two runs of the same check agree on every number but the wall time") {
   const sim::Scenario scenario = scenario_from(R"Y(
 scenario: race

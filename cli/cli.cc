@@ -74,6 +74,8 @@ check options:
   --pct-depth D          PCT's depth: D-1 priority change points (default 3)
   --jobs N               explore on N threads (dfs, dpor): same verdicts, counts and bytes
   --time-budget S        bound on wall time in seconds
+  --max-bugs N           stop after N distinct bugs (default: list every bug); the verdict is
+                         the first bug's, the report not exhaustive
   --max-memory MIB       bound on the process's resident memory (default 8192; 0: none)
   --check-expect         exit 0 iff every verdict matches its scenario's expect:
   --cex-dir DIR          write one counterexample file per bug into DIR
@@ -206,6 +208,9 @@ Options parse_args(const std::vector<std::string>& args) {
     } else if (auto max = is_check ? value_of(arg, "--max-executions") : std::nullopt) {
       options.check.max_executions = parse_count("--max-executions", *max);
       if (options.check.max_executions == 0) throw UsageError{"--max-executions must be at least 1"};
+    } else if (auto bugs = is_check ? value_of(arg, "--max-bugs") : std::nullopt) {
+      options.check.max_bugs = parse_count("--max-bugs", *bugs);
+      if (options.check.max_bugs == 0) throw UsageError{"--max-bugs must be at least 1"};
     } else if (auto budget = is_check ? value_of(arg, "--time-budget") : std::nullopt) {
       options.check.time_budget_s = parse_seconds("--time-budget", *budget);
     } else if (auto memory = is_check ? value_of(arg, "--max-memory") : std::nullopt) {

@@ -124,6 +124,17 @@ TEST_CASE("usage errors exit 2") {
   CHECK(missing.err == "does-not-exist.yaml: error: cannot read file: No such file or directory\n");
 }
 
+TEST_CASE("--max-bugs 1 stops at the first bug: exit 1, not exhaustive, the bound named") {
+  CHECK(lockstep({"check", "x.yaml", "--max-bugs", "0"}).code == EXIT_BAD_INPUT);
+  const Run run = lockstep({"check", "scenarios/examples/wildcard-race.yaml", "--max-bugs", "1", "--json", "-"});
+  CHECK(run.code == EXIT_BUG);
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  CHECK(report["verdict"] == "hang");
+  CHECK(report["exhaustive"] == false);
+  CHECK(report["bound_hit"] == "--max-bugs 1");
+  CHECK(report["bugs"].size() == 1);
+}
+
 TEST_CASE("-D overrides a parameter") {
   const Run fewer = lockstep({"check", "scenarios/corpus/uneven-batches.yaml", "-D", "batches=1", "--quiet"});
   // With one batch rank 3 issues no all-reduce at all; the others still wait in #1.

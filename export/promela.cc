@@ -295,11 +295,7 @@ class Exporter {
     if (sc_.semantics.timeout_ns != defaults.timeout_ns) {
       unsupported({}, "semantics timeout (the watchdog needs virtual time)");
     }
-    // `launch:` (process initialisation) is read from the text: it is modelled by no op here.
-    const std::string& text = sc_.text;
-    if (text.rfind("launch:", 0) == 0 || text.find("\nlaunch:") != std::string::npos) {
-      unsupported({}, "'launch' (process initialisation)");
-    }
+    if (sc_.launch.given) unsupported(sc_.launch.loc, "'launch' (process initialisation)");
   }
 
   std::vector<int64_t> initial_env(int32_t rank) const {

@@ -85,6 +85,21 @@ program:
   - allreduce: {size: 4}
 )")) == "test.yaml: export promela: semantics comm_concurrency is outside the subset SPIN models (docs/spin.md)");
   CHECK(first_error(testing::scenario_from(R"(scenario: x
+world: 2
+launch:
+  processes: [{rank: 0}, {rank: 1}]
+program:
+  - allreduce: {size: 4}
+)")) == "test.yaml:3:1: export promela: 'launch' (process initialisation) is outside the subset SPIN models (docs/spin.md)");
+  // The word alone (a tag, a description) is not a launch.
+  CHECK(export_promela(testing::scenario_from(R"(scenario: x
+description: "a
+  launch: later"
+world: 2
+program:
+  - allreduce: {size: 4, tag: launch}
+)")).model);
+  CHECK(first_error(testing::scenario_from(R"(scenario: x
 world: 300
 program:
   - allreduce: {size: 4}
