@@ -294,3 +294,20 @@ TEST_CASE("replay session, granted order: fake workers issue every step as grant
 }
 
 }  // namespace lockstep::gpu
+
+namespace lockstep::gpu {
+
+TEST_CASE("replay session in free order: the plan says so and no grant server is started") {
+  const Fake fake("grep -qx 'order free' \"$1\" || exit 9\n[ ! -e \"$DIR/grant-address\" ] || exit 8\n"
+                  "frontier completed 6 6\nexit 0");
+  const Timed fixed = timed_run("scenarios/corpus/uneven-batches-join.yaml");
+  ReplayOptions options;
+  options.stall_s = 1;
+  options.order = IssueOrder::FREE;
+  const ReplayReport r = replay_on_hardware(fixed.scenario, fixed.result, {}, {}, fake_backend(fake, 0.5), options);
+  INFO(r.text);
+  CHECK(r.exit_code == 0);
+  CHECK(r.text.find(", issue order free\n") != std::string::npos);
+}
+
+}  // namespace lockstep::gpu
