@@ -184,6 +184,35 @@ TEST_CASE("nccl log and pipeline csv: malformed lines are refused with line and 
   refused("pipeline-csv", {csv.string()}, csv.string() + ":2:10: error: invalid action '1X0'");
 }
 
+TEST_CASE("nccl log: CRLF lines, a last line without newline, inits in another file and re-inits of an address") {
+  // Rank 1's log: its init of 0x20 is in the first file, its calls in the second; rank 0 re-inits
+  // the address 0x10 as another communicator (commId 0x2 of one rank) before its last call.
+  const fs::path first = write_temp("crlf0.log",
+      "h:1:1 [0] NCCL INFO comm 0x10 rank 0 nranks 2 cudaDev 0 busId 1 commId 0x1 - Init COMPLETE\r\n"
+      "h:2:2 [1] NCCL INFO comm 0x20 rank 1 nranks 2 cudaDev 1 busId 2 commId 0x1 - Init COMPLETE\r\n"
+      "h:1:1 [0] NCCL INFO Group of words that is not a group call\r\n"
+      "h:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x1 count 4 datatype 7 op 0 root 0 comm 0x10 [nranks=2] stream 0x2\r\n");
+  const fs::path second = write_temp("crlf1.log",
+      "h:2:2 [1] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x1 count 4 datatype 7 op 0 root 0 comm 0x20 [nranks=2] stream 0x2\n"
+      "h:1:1 [0] NCCL INFO comm 0x10 rank 0 nranks 1 cudaDev 0 busId 1 commId 0x2 - Init COMPLETE\n"
+      "h:1:1 [0] NCCL INFO AllGather: opCount 0 sendbuff 0x1 recvbuff 0x1 count 8 datatype 9 op 0 root 0 comm 0x10 [nranks=1] stream 0x2");
+  const fs::path out = temp_dir() / "crlf.jsonl";
+  const Run run = lockstep({"import", "nccl-log", first.string(), second.string(), "-o", out.string(), "--quiet"});
+  INFO(run.err);
+  REQUIRE(run.code == 0);
+  const std::string trace = read_file(out);
+  CHECK(trace.find("\"groups\": {\"comm1\": [0]}") != std::string::npos);
+  CHECK(trace.substr(trace.find('\n') + 1) ==
+        "{\"rank\": 0, \"op\": \"allreduce\", \"size\": 16, \"dtype\": \"fp32\"}\n"
+        "{\"rank\": 0, \"op\": \"allgather\", \"group\": \"comm1\", \"size\": 16}\n"
+        "{\"rank\": 1, \"op\": \"allreduce\", \"size\": 16, \"dtype\": \"fp32\"}\n");
+  // A bad value keeps its column on a CRLF line.
+  const fs::path bad = write_temp("crlf-bad.log",
+      "h:1:1 [0] NCCL INFO comm 0x10 rank 0 nranks 1 cudaDev 0 busId 1 commId 0x1 - Init COMPLETE\r\n"
+      "h:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x1 count x4 datatype 7 op 0 root 0 comm 0x10 [nranks=1] stream 0x2\r\n");
+  refused("nccl-log", {bad.string()}, bad.string() + ":2:74: error: invalid value 'x4' for 'count'");
+}
+
 TEST_CASE("the trace writer writes an NCCL group of several ops between group_start and group_end") {
   RecordedTrace trace;
   trace.scenario = "g";
