@@ -4,8 +4,9 @@
 #
 #   bench/load_bench.sh [RANKS] [OPS] [REPEATS]     (defaults: 1024 1000 5)
 #
-# Prints a table: format, file size, best and median seconds of `lockstep validate`, operations
-# per second (from the best run). Needs build/release/bin/lockstep (cmake --preset release &&
+# Prints a table: format, file size, best and median wall seconds of `lockstep validate`, the
+# least user and user+system CPU seconds of a run (what to compare on a loaded machine),
+# operations per second (from the best wall time). Needs build/release/bin/lockstep (cmake --preset release &&
 # cmake --build --preset release); LOCKSTEP=path overrides it.
 set -euo pipefail
 
@@ -23,22 +24,28 @@ total=$((ranks * ops))
 # Large inputs pass the default 64 MiB file bound only when told.
 limit=(--max-file-bytes $((1 << 30)))
 
-printf '%-6s %12s %10s %10s %14s\n' format bytes best_s median_s ops_per_s
+printf '%-6s %12s %10s %10s %10s %10s %14s\n' format bytes best_s median_s user_s cpu_s ops_per_s
+TIMEFORMAT='%R %U %S'
 for file in "$dir/recorded.yaml" "$dir/recorded.jsonl"; do
   times=()
+  users=()
+  cpus=()
   for _ in $(seq "$repeats"); do
-    start=$(date +%s.%N)
-    if ! "$lockstep" validate "${limit[@]}" --quiet "$file" > "$dir/out" 2>&1; then
+    if ! measured=$( { time "$lockstep" validate "${limit[@]}" --quiet "$file" > "$dir/out" 2>&1; } 2>&1 ); then
       echo "load_bench: lockstep validate failed on $file:" >&2
       head -5 "$dir/out" >&2
       exit 1
     fi
-    end=$(date +%s.%N)
-    times+=("$(echo "$end - $start" | bc -l)")
+    read -r real user sys <<< "$measured"
+    times+=("$real")
+    users+=("$user")
+    cpus+=("$(echo "$user + $sys" | bc -l)")
   done
   sorted=$(printf '%s\n' "${times[@]}" | sort -g)
   best=$(echo "$sorted" | head -1)
   median=$(echo "$sorted" | sed -n "$(( (repeats + 1) / 2 ))p")
-  printf '%-6s %12d %10.3f %10.3f %14.0f\n' "${file##*.}" "$(stat -c %s "$file")" "$best" "$median" \
-    "$(echo "$total / $best" | bc -l)"
+  user=$(printf '%s\n' "${users[@]}" | sort -g | head -1)
+  cpu=$(printf '%s\n' "${cpus[@]}" | sort -g | head -1)
+  printf '%-6s %12d %10.3f %10.3f %10.3f %10.3f %14.0f\n' "${file##*.}" "$(stat -c %s "$file")" "$best" "$median" \
+    "$user" "$cpu" "$(echo "$total / $best" | bc -l)"
 done

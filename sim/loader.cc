@@ -2747,16 +2747,22 @@ std::optional<std::string> read_text_file(const std::string& path, int64_t max_b
     return std::nullopt;
   }
   std::string text;
+  size_t expected = 0;
   if (std::fseek(file, 0, SEEK_END) == 0) {
     const long size = std::ftell(file);
-    if (size > 0 && size <= max_bytes) text.reserve(static_cast<size_t>(size));
+    if (size > 0 && size <= max_bytes) expected = static_cast<size_t>(size);
     std::rewind(file);
   }
-  std::array<char, 1 << 16> buffer{};
+  // Read straight into the string (the file's size first, then in chunks while it grows or
+  // when its size is unknown), so that a large file is copied once.
+  size_t chunk = expected + 1;
   while (static_cast<int64_t>(text.size()) <= max_bytes) {
-    const size_t got = std::fread(buffer.data(), 1, buffer.size(), file);
-    text.append(buffer.data(), got);
-    if (got < buffer.size()) break;
+    const size_t had = text.size();
+    text.resize(had + chunk);
+    const size_t got = std::fread(text.data() + had, 1, chunk, file);
+    text.resize(had + got);
+    if (got < chunk) break;
+    chunk = size_t{1} << 16;
   }
   const bool failed = std::ferror(file) != 0;
   const int failure = errno;

@@ -30,12 +30,17 @@ struct LoadLimits {
   // Read the common subset of YAML with the loader's own fast reader (yaml-cpp reads anything
   // outside it). false: yaml-cpp reads every file; the tests compare the two.
   bool yaml_fast_path = true;
+  // Read common trace lines with the trace loader's one-pass scanner (the general JSON reader
+  // reads the rest). false: the general reader reads every line; the tests compare the two.
+  bool trace_fast_path = true;
 };
 
 struct LoadResult {
   std::optional<Scenario> scenario;     // set iff there is no error diagnostic
   std::vector<Diagnostic> diagnostics;  // errors and warnings, in source order
-  std::string text;                     // the file's text (for formatting diagnostics)
+  std::string text;                     // the file's text (for formatting diagnostics); a
+                                        // trace without diagnostics leaves it empty (its text
+                                        // is moved into Scenario::text, not copied)
   bool ok() const { return scenario.has_value(); }
 };
 

@@ -542,6 +542,7 @@ constexpr std::array<std::string_view, 8> HEADER_KEYS = {
 
 class TooManyErrors {};
 
+
 // A group a rank made with new_group.
 struct CreatedGroup {
   uint32_t group = 0;
@@ -592,7 +593,7 @@ class TraceLoader {
   TraceLoader(std::string text, const std::string& path,
               std::span<const ParamOverride> overrides, const LoadLimits& limits)
       : owned_text_(std::move(text)), text_(owned_text_), path_(path), overrides_(overrides),
-        limits_(limits) {}
+        limits_(limits), fast_path_(limits.trace_fast_path) {}
 
   LoadResult run() {
     try {
@@ -610,10 +611,13 @@ class TraceLoader {
     result.diagnostics = std::move(diagnostics_);
     if (errors_ == 0) {
       scenario_.path = path_;
-      scenario_.text = owned_text_;
+      // The text lives in the scenario; the result keeps a copy only for its diagnostics.
+      if (!result.diagnostics.empty()) result.text = owned_text_;
+      scenario_.text = std::move(owned_text_);
       result.scenario = std::move(scenario_);
+    } else {
+      result.text = std::move(owned_text_);
     }
-    result.text = std::move(owned_text_);
     return result;
   }
 
@@ -1006,8 +1010,253 @@ class TraceLoader {
     const JsonMember* get(Key key) const { return member[static_cast<size_t>(key)]; }
   };
 
+  // ----- the fast path
+
+  // One value of a line read by the fast path: a string without escapes, or an integer.
+  // No initialisers: a line fills only the values of its keys (the `seen` bits), and
+  // zeroing all sixteen per line cost more than reading them.
+  struct FastValue {
+    int64_t integer;
+    const char* text;
+    uint32_t size;      // of text
+    uint32_t col;       // of the value's first character
+    uint32_t key_col;   // of the key's opening quote
+    bool is_string;
+    std::string_view str() const { return {text, size}; }
+  };
+
+  // The common operation line, read in one pass without building JSON values: keys without
+  // escapes, each once; values that are strings without escapes or integers; every check
+  // passing. A line that is anything else (or would give any diagnostic) is left untouched
+  // (false) and read again by the general path, which reports exactly what is wrong with it.
+  bool fast_op_line(std::string_view line) {
+    if (ops_ >= limits_.max_ops) return false;
+    const char* const begin = line.data();
+    const char* const end = begin + line.size();
+    const char* p = begin;
+    const auto col = [begin](const char* at_char) { return static_cast<uint32_t>(at_char - begin + 1); };
+    const auto space = [&] {
+      while (p < end && (*p == ' ' || *p == '\t')) ++p;
+    };
+    // A string's contents after its opening quote, up to (and past) its closing quote.
+    const auto plain_string = [&](std::string_view& out) {
+      const char* const from = p;
+      while (p < end && *p != '"') {
+        if (*p == '\\' || static_cast<unsigned char>(*p) < 0x20) return false;
+        ++p;
+      }
+      if (p == end) return false;
+      out = std::string_view(from, static_cast<size_t>(p - from));
+      ++p;
+      return true;
+    };
+    std::array<FastValue, KEY_COUNT> values;  // NOLINT(cppcoreguidelines-pro-type-member-init)
+    KeySet seen = 0;
+    space();
+    if (p == end || *p != '{') return false;
+    ++p;
+    while (true) {
+      space();
+      if (p == end || *p != '"') return false;
+      const uint32_t key_col = col(p);
+      ++p;
+      std::string_view key;
+      if (!plain_string(key)) return false;
+      Key id = Key::RANK;
+      if (!fast_key(key, id) || (seen & bit(id)) != 0) return false;
+      seen |= bit(id);
+      FastValue& value = values[static_cast<size_t>(id)];
+      value.key_col = key_col;
+      space();
+      if (p == end || *p != ':') return false;
+      ++p;
+      space();
+      if (p == end) return false;
+      value.col = col(p);
+      if (*p == '"') {
+        ++p;
+        value.is_string = true;
+        std::string_view text;
+        if (!plain_string(text)) return false;
+        value.text = text.data();
+        value.size = static_cast<uint32_t>(text.size());
+      } else {
+        const bool negative = *p == '-';
+        if (negative) ++p;
+        const char* const digits = p;
+        uint64_t magnitude = 0;
+        while (p < end && *p >= '0' && *p <= '9' && p - digits < 18) {
+          magnitude = magnitude * 10 + static_cast<uint64_t>(*p - '0');
+          ++p;
+        }
+        // 18 digits at most (no overflow), no leading zero, no fraction or exponent.
+        if (p == digits || (p < end && (*p >= '0' && *p <= '9'))) return false;
+        if (*digits == '0' && p - digits > 1) return false;
+        if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) return false;
+        value.is_string = false;
+        value.integer = negative ? -static_cast<int64_t>(magnitude) : static_cast<int64_t>(magnitude);
+      }
+      space();
+      if (p < end && *p == ',') {
+        ++p;
+        continue;
+      }
+      if (p < end && *p == '}') {
+        ++p;
+        break;
+      }
+      return false;
+    }
+    space();
+    if (p != end) return false;
+
+    // The checks of the general path; any that fails sends the line there.
+    const auto has = [&](Key key) { return (seen & bit(key)) != 0; };
+    const auto get = [&](Key key) -> const FastValue& { return values[static_cast<size_t>(key)]; };
+    const auto in_world = [&](const FastValue& v) {
+      return !v.is_string && v.integer >= 0 && v.integer < scenario_.world;
+    };
+    const auto name = [&](const FastValue& v) { return v.is_string && !v.size == 0; };
+    const auto count = [&](const FastValue& v) { return !v.is_string && v.integer >= 0; };
+    if (!has(Key::RANK) || !has(Key::OP) || !in_world(get(Key::RANK)) || !get(Key::OP).is_string) {
+      return false;
+    }
+    const OpSpec* spec = fast_op(get(Key::OP).str());
+    if (spec == nullptr || spec->kind == OpKind::WAIT || spec->kind == OpKind::NEW_GROUP) return false;
+    const KeySet args = seen & ~(bit(Key::RANK) | bit(Key::OP) | bit(Key::THREAD));
+    if ((args & ~spec->args) != 0 || (spec->required & ~args) != 0) return false;
+    if (has(Key::THREAD) && !name(get(Key::THREAD))) return false;
+    if (has(Key::SIZE) && !count(get(Key::SIZE))) return false;
+    if (has(Key::DURATION) && !count(get(Key::DURATION))) return false;
+    if (has(Key::ROOT) && !in_world(get(Key::ROOT))) return false;
+    if (has(Key::TO) && !in_world(get(Key::TO))) return false;
+    const bool from_any = has(Key::FROM) && get(Key::FROM).is_string;
+    if (has(Key::FROM) && (from_any ? get(Key::FROM).str() != "any" : !in_world(get(Key::FROM)))) {
+      return false;
+    }
+    for (Key key : {Key::TAG, Key::STREAM, Key::ASYNC}) {
+      if (has(key) && !name(get(key))) return false;
+    }
+    DType dtype = DType::BF16;
+    if (has(Key::DTYPE)) {
+      if (!get(Key::DTYPE).is_string) return false;
+      const std::optional<DType> parsed = parse_dtype(get(Key::DTYPE).str());
+      if (!parsed) return false;
+      dtype = *parsed;
+    }
+    const auto rank = static_cast<int32_t>(get(Key::RANK).integer);
+    uint32_t group = 0;
+    if (has(Key::GROUP)) {
+      if (!name(get(Key::GROUP))) return false;
+      const std::string_view group_name = get(Key::GROUP).str();
+      if (group_name != last_group_name_) {
+        const auto found = group_index_.find(group_name);
+        if (found == group_index_.end()) return false;
+        last_group_name_ = group_name;
+        last_group_ = found->second;
+      }
+      group = last_group_;
+      const GroupDef& def = scenario_.groups[group];
+      if (def.from_new_group) return false;
+      if (group != 0 && def.single()) {
+        const auto member = [&](int64_t r) { return def.comm_for(static_cast<int32_t>(r)) != nullptr; };
+        if (!member(rank)) return false;
+        if (has(Key::TO) && !member(get(Key::TO).integer)) return false;
+        if (has(Key::FROM) && !from_any && !member(get(Key::FROM).integer)) return false;
+        if (has(Key::ROOT) && !member(get(Key::ROOT).integer)) return false;
+      }
+    }
+
+    // The line is good: place it as the general path would.
+    ++ops_;
+    const SourceLoc op_loc{line_, get(Key::OP).key_col};
+    const auto loc = [&](Key key) { return SourceLoc{line_, get(key).col}; };
+    enter_rank(rank);
+    const std::string_view thread = has(Key::THREAD) ? get(Key::THREAD).str() : "main";
+    if (!place_thread(rank, thread, has(Key::THREAD) ? loc(Key::THREAD) : op_loc, op_loc)) return true;
+    placed_ = true;
+    const SourceLoc async_loc = has(Key::ASYNC) ? loc(Key::ASYNC) : SourceLoc{};
+    if (!check_in_nccl_group(*spec, loc(Key::OP), has(Key::ASYNC) ? &async_loc : nullptr)) return true;
+    Stmt& stmt = current_body().emplace_back();
+    stmt.kind = StmtKind::OP;
+    stmt.op = spec->kind;
+    stmt.loc = op_loc;
+    stmt.dtype = dtype;
+    stmt.group = group;
+    if (has(Key::GROUP) || is_collective(spec->kind) || is_p2p(spec->kind)) group_used_[group] = true;
+    if (has(Key::SIZE)) stmt.size = Expr::constant(get(Key::SIZE).integer, loc(Key::SIZE));
+    if (has(Key::DURATION)) stmt.duration = Expr::constant(get(Key::DURATION).integer, loc(Key::DURATION));
+    if (has(Key::ROOT)) {
+      stmt.set_extra().root = Expr::constant(get(Key::ROOT).integer, loc(Key::ROOT));
+      stmt.has_root = true;
+    }
+    if (has(Key::TO)) {
+      stmt.peer = Expr::constant(get(Key::TO).integer, loc(Key::TO));
+      stmt.has_peer = true;
+    }
+    if (has(Key::FROM)) {
+      stmt.peer = Expr::constant(from_any ? 0 : get(Key::FROM).integer, loc(Key::FROM));
+      stmt.has_peer = true;
+      stmt.peer_any = from_any;
+    }
+    if (has(Key::TAG)) stmt.tag = scenario_.names->intern(get(Key::TAG).str());
+    if (has(Key::STREAM)) stmt.stream = scenario_.names->intern(get(Key::STREAM).str());
+    if (has(Key::ASYNC)) {
+      stmt.handle = scenario_.names->intern(get(Key::ASYNC).str());
+      std::vector<uint32_t>& threads = ranks_[current_state_].handles[stmt.handle.str()];
+      if (std::find(threads.begin(), threads.end(), current_thread_) == threads.end()) {
+        threads.push_back(current_thread_);
+      }
+    }
+    if (stmt.op == OpKind::BARRIER) stmt.size = Expr::constant(dtype_bytes(stmt.dtype), stmt.loc);
+    return true;
+  }
+
+  // The key named `key` of an operation line, compared at known lengths.
+  static bool fast_key(std::string_view key, Key& id) {
+    const auto is = [&](std::string_view name, Key k) {
+      id = k;
+      return std::memcmp(key.data(), name.data(), name.size()) == 0;
+    };
+    switch (key.size()) {
+      case 2:
+        if (key[0] == 'o') return is("op", Key::OP);
+        return is("to", Key::TO);
+      case 3: return is("tag", Key::TAG);
+      case 4:
+        if (key[0] == 'r') return key[1] == 'a' ? is("rank", Key::RANK) : is("root", Key::ROOT);
+        if (key[0] == 's') return is("size", Key::SIZE);
+        if (key[0] == 'f') return is("from", Key::FROM);
+        return is("name", Key::NAME);
+      case 5:
+        if (key[0] == 'g') return is("group", Key::GROUP);
+        if (key[0] == 'd') return is("dtype", Key::DTYPE);
+        if (key[0] == 'a') return is("async", Key::ASYNC);
+        return is("ranks", Key::RANKS);
+      case 6:
+        if (key[0] == 't') return is("thread", Key::THREAD);
+        if (key[0] == 's') return is("stream", Key::STREAM);
+        return is("handle", Key::HANDLE);
+      case 11: return is("duration_ns", Key::DURATION);
+      default: return false;
+    }
+  }
+
+  // The operation named `name` (not a group marker): the last one found is tried first.
+  const OpSpec* fast_op(std::string_view name) {
+    if (last_op_ != nullptr && last_op_->name == name) return last_op_;
+    for (const OpSpec& spec : OP_SPECS) {
+      if (spec.name.size() == name.size() && spec.name[0] == name[0] &&
+          std::memcmp(spec.name.data(), name.data(), name.size()) == 0) {
+        return last_op_ = &spec;
+      }
+    }
+    return nullptr;
+  }
+
   // One operation line; false when loading must stop (a bound was hit).
   bool load_op_line(std::string_view text) {
+    if (fast_path_ && fast_op_line(text)) return true;
     if (!reader_.read_object(text, members_)) {
       error({line_, reader_.error_col()}, reader_.error_message());
       return true;
@@ -1057,18 +1306,25 @@ class TraceLoader {
 
   // Only communication goes into an NCCL group (as in the YAML `group:`).
   bool check_in_nccl_group(const OpSpec& spec, const LineKeys& keys) {
+    const JsonMember* async = keys.get(Key::ASYNC);
+    const SourceLoc async_loc = async != nullptr ? at(async->value) : SourceLoc{};
+    return check_in_nccl_group(spec, at(keys.get(Key::OP)->value), async != nullptr ? &async_loc : nullptr);
+  }
+
+  // `op_loc`: the operation's name; `async_loc`: the async value, null without one.
+  bool check_in_nccl_group(const OpSpec& spec, SourceLoc op_loc, const SourceLoc* async_loc) {
     const OpenGroup& group = open_group();
     if (group.depth == 0) return true;
     const std::string where = " (group_start at line " + std::to_string(group.loc.line) + ")";
     if (!is_collective(spec.kind) && !is_p2p(spec.kind)) {
-      error(at(keys.get(Key::OP)->value), "only communication operations may appear in an NCCL "
-                                          "group" + where + ", got " + quoted(spec.name));
+      error(op_loc, "only communication operations may appear in an NCCL group" + where +
+                        ", got " + quoted(spec.name));
       return false;
     }
     // The engine issues a group as one unit that the main stream waits for: it has no handles.
-    if (const JsonMember* async = keys.get(Key::ASYNC)) {
-      error(at(async->value), "'async' is not allowed in an NCCL group" + where +
-                                  ": the main stream waits for the whole group");
+    if (async_loc != nullptr) {
+      error(*async_loc, "'async' is not allowed in an NCCL group" + where +
+                            ": the main stream waits for the whole group");
       return false;
     }
     return true;
@@ -1194,14 +1450,7 @@ class TraceLoader {
 
   // Finds (or makes) the rank's state and the thread of the line; false when the thread is bad.
   bool place(int32_t rank, const LineKeys& keys) {
-    int32_t& state = state_of_rank_[static_cast<size_t>(rank)];
-    const bool first_line = state < 0;
-    if (first_line) {
-      state = static_cast<int32_t>(ranks_.size());
-      ranks_.emplace_back().rank = rank;
-    }
-    current_state_ = static_cast<uint32_t>(state);
-    RankState& rs = ranks_[current_state_];
+    enter_rank(rank);
     std::string_view name = "main";
     const JsonMember* thread = keys.get(Key::THREAD);
     if (thread != nullptr) {
@@ -1209,6 +1458,24 @@ class TraceLoader {
       if (!given) return false;
       name = *given;
     }
+    const SourceLoc op_loc = at(*keys.get(Key::OP));
+    return place_thread(rank, name, thread != nullptr ? at(thread->value) : op_loc, op_loc);
+  }
+
+  // Makes the rank's state the current one (made on its first line).
+  void enter_rank(int32_t rank) {
+    int32_t& state = state_of_rank_[static_cast<size_t>(rank)];
+    if (state < 0) {
+      state = static_cast<int32_t>(ranks_.size());
+      ranks_.emplace_back().rank = rank;
+    }
+    current_state_ = static_cast<uint32_t>(state);
+  }
+
+  // The thread `name` of the current rank state (made on its first line); false when the rank
+  // has too many threads (reported at `name_loc`).
+  bool place_thread(int32_t rank, std::string_view name, SourceLoc name_loc, SourceLoc op_loc) {
+    RankState& rs = ranks_[current_state_];
     if (rs.last_thread < rs.program.size() && rs.program[rs.last_thread].name == name) {
       current_thread_ = rs.last_thread;
       return true;
@@ -1216,13 +1483,13 @@ class TraceLoader {
     const auto found = std::find_if(rs.program.begin(), rs.program.end(),
                                     [&](const ThreadDef& t) { return t.name == name; });
     if (found == rs.program.end() && rs.program.size() >= MAX_TRACE_THREADS_PER_RANK) {
-      error(thread != nullptr ? at(thread->value) : at(*keys.get(Key::OP)), "rank " + std::to_string(rank) + " has more than the limit of " +
-                                   std::to_string(MAX_TRACE_THREADS_PER_RANK) + " threads");
+      error(name_loc, "rank " + std::to_string(rank) + " has more than the limit of " +
+                          std::to_string(MAX_TRACE_THREADS_PER_RANK) + " threads");
       return false;
     }
     current_thread_ = static_cast<uint32_t>(found - rs.program.begin());
     if (found == rs.program.end()) {
-      rs.program.push_back(ThreadDef{std::string(name), at(*keys.get(Key::OP)), {}});
+      rs.program.push_back(ThreadDef{std::string(name), op_loc, {}});
       rs.open.emplace_back();
       // A rank's first thread gets the average share of the file's lines up front: growing
       // a million statements by doubling cost a tenth of the load (copies and page faults).
@@ -1596,6 +1863,10 @@ class TraceLoader {
   std::vector<PendingUse> pending_;
   std::vector<PendingWait> pending_waits_;
   bool placed_ = false;                 // the current line's op goes into ranks_[current_state_]
+  bool fast_path_ = true;               // try fast_op_line first (LoadLimits::trace_fast_path)
+  const OpSpec* last_op_ = nullptr;     // fast_op's last answer
+  std::string last_group_name_;         // the fast path's last group name and its index
+  uint32_t last_group_ = 0;
 };
 
 

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "sim/engine.h"
 #include "sim/loader.h"
 #include "sim/strategy.h"
@@ -568,6 +570,110 @@ TEST_CASE("trace: arbitrary bytes never crash or throw the loader") {
     const LoadResult result = load(text);
     CHECK(result.ok() == std::none_of(result.diagnostics.begin(), result.diagnostics.end(),
                                       [](const Diagnostic& d) { return d.severity == Severity::ERROR; }));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fast path (one-pass scanner for common lines) against the general JSON reader.
+
+void dump_expr(const Expr& e, std::string& out) {
+  out += fmt::format(" {}:{}@{}:{}", static_cast<int>(e.op), e.value, e.loc.line, e.loc.col);
+}
+
+void dump_body(const std::vector<Stmt>& body, std::string& out) {
+  for (const Stmt& st : body) {
+    out += fmt::format("[{} {} {} {}{}{} g{} n{} @{}:{}", static_cast<int>(st.kind), static_cast<int>(st.op),
+                       static_cast<int>(st.dtype), st.has_peer, st.peer_any, st.has_root, st.group,
+                       st.new_group, st.loc.line, st.loc.col);
+    for (const Expr* e : {&st.size, &st.peer, &st.duration, &st.extra().root}) dump_expr(*e, out);
+    out += fmt::format(" t'{}' s'{}' h'{}'", st.tag, st.stream, st.handle);
+    dump_body(st.body, out);
+    out += "]\n";
+  }
+}
+
+// Everything a load gives: diagnostics, and the scenario's groups and programs.
+std::string dump_load(std::string_view text, bool fast) {
+  LoadLimits limits;
+  limits.trace_fast_path = fast;
+  const LoadResult result = load(text, limits);
+  std::string out = messages(result);
+  if (!result.ok()) return out;
+  const Scenario& s = *result.scenario;
+  for (const GroupDef& g : s.groups) out += g.name + " " + format_ranks(g.comms.front()) + "\n";
+  for (int32_t rank = 0; rank < s.world; ++rank) {
+    out += fmt::format("rank {} program {}\n", rank, s.rank_program[static_cast<size_t>(rank)]);
+  }
+  for (const RankProgram& program : s.programs) {
+    for (const ThreadDef& thread : program) {
+      out += fmt::format("thread {} @{}:{}\n", thread.name, thread.loc.line, thread.loc.col);
+      dump_body(thread.body, out);
+    }
+  }
+  return out;
+}
+
+TEST_CASE("trace: the fast path loads every line exactly as the general reader does") {
+  constexpr std::string_view header =
+      R"({"lockstep_trace": 1, "scenario": "t", "world": 4, "groups": {"dp": [0, 2], "tp": [0, 1]}})";
+  const std::vector<std::string> lines = {
+      R"({"rank": 0, "op": "allreduce", "size": 1048576})",
+      R"({"rank": 2, "op": "allreduce", "group": "dp", "size": 7, "dtype": "fp32", "tag": "g", "stream": "s"})",
+      R"({"rank": 1, "thread": "io", "op": "compute", "duration_ns": 20000})",
+      R"({"op": "send", "rank": 0, "to": 1, "size": 0, "group": "tp", "async": "h"})",
+      R"({"rank": 1, "op": "recv", "from": "any", "size": 3, "group": "tp"})",
+      R"({"rank": 3, "op": "recv", "from": 2, "size": 3})",
+      R"({"rank": 0, "op": "broadcast", "root": 2, "size": 5, "group": "dp", "dtype": "half"})",
+      R"( {	"rank":3 ,"op":"barrier","dtype":"int64"} )",
+      R"({"rank": 0, "op": "wait", "handle": "h"})",
+      R"({"rank": 2, "op": "sync", "stream": "s"})",
+      R"({"rank": 3, "op": "sleep", "duration_ns": 9223372036854775807})",
+      R"({"rank": 1, "op": "new_group", "name": "ng", "ranks": [1, 3]})",
+      R"({"rank": 3, "op": "new_group", "name": "ng", "ranks": [1, 3]})",
+      R"({"rank": 3, "op": "allgather", "group": "ng", "size": 2})",
+      R"({"rank": 0, "op": "group_start"})",
+      R"({"rank": 0, "op": "reduce", "root": 0, "size": 1, "tag": "x\u00e9"})",
+      R"({"rank": 0, "op": "group_end"})",
+      R"({"rank": 2, "op": "exit"})",
+      R"({"rank": 1, "op": "crash"})",
+      R"({"rank": 1, "op": "scatter", "root": 1, "size": 1, "group": "dp"})",
+      R"({"rank": 0, "op": "allreduce", "size": 01})",
+      R"({"rank": 0, "op": "allreduce", "size": -0})",
+      R"({"rank": 0, "op": "all_to_all", "size": 1e3})",
+  };
+  uint64_t state = 0x2545F4914F6CDD1DULL;  // fixed: the test is deterministic
+  const auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  const std::string alphabet = "{}[]\",:\\ -0123456789eE.\t\x01rankopsizetgdu";
+  // Each line alone, all of them together, then mutated mixes of them.
+  for (const std::string& line : lines) {
+    const std::string text = std::string(header) + "\n" + line + "\n";
+    INFO(line);
+    CHECK(dump_load(text, true) == dump_load(text, false));
+  }
+  std::string all(header);
+  for (const std::string& line : lines) all += "\n" + line;
+  CHECK(dump_load(all, true) == dump_load(all, false));
+  for (int i = 0; i < 1500; ++i) {
+    std::string text(header);
+    for (int l = 0; l < 6; ++l) {
+      std::string line = lines[next() % lines.size()];
+      const int edits = static_cast<int>(next() % 3);
+      for (int e = 0; e < edits; ++e) {
+        const size_t at = next() % (line.size() + 1);
+        const char c = alphabet[next() % alphabet.size()];
+        if (next() % 3 == 0 && at < line.size()) line.erase(at, 1);
+        else if (next() % 2 == 0 && at < line.size()) line[at] = c;
+        else line.insert(at, 1, c);
+      }
+      text += "\n" + line;
+    }
+    INFO(text);
+    CHECK(dump_load(text, true) == dump_load(text, false));
   }
 }
 
