@@ -94,33 +94,38 @@ constexpr uint32_t NO_RANK = UINT32_MAX;
 
 // An issued operation. Device ops are kernels on a stream; host ops have no stream. The ops of
 // an NCCL group are children of one composite kernel that holds their place on the stream.
-struct Kernel {
+struct alignas(64) Kernel {  // two cache lines exactly (static_assert below)
   // User-provided, so that value-initialisation (emplace_back()) runs the member initialisers
   // only, without zeroing the whole struct first: that memset was a twelfth of a small
   // execution's time.
   Kernel() {}  // NOLINT(modernize-use-equals-default)
 
-  uint32_t rank = 0;
-  uint32_t live_pos = 0;       // its place in Impl::live_kernels while not done (track_state)
-  uint32_t thread = 0;         // global thread index
-  uint32_t stream = NO_STREAM;
-  uint32_t index = NO_INDEX;   // position in the rank's issue order (NO_INDEX: a composite)
-  uint32_t seq = 0;
-  OpInstance op;
+  // Hot first: what progress and matching read of every kernel of every rank in a wave (state,
+  // dependencies, times, place) shares the object's first cache line; at 16,384 ranks a wave's
+  // kernels no longer fit in the cache and each line more is a miss.
   KernelState state = KernelState::QUEUED;
   bool comm = false;           // occupies a communication slot while it runs
-  int32_t match = -1;          // p2p: the matched kernel
-  int32_t parent = -1;         // the NCCL group composite it belongs to
-  uint32_t first_child = 0;    // a composite's ops are kernels first_child .. +child_count
-  uint32_t child_count = 0;
-  uint32_t dep_begin = 0;      // deps: dep_pool[dep_begin .. +dep_count], kernels of the same
-  uint32_t dep_count = 0;      // rank that must be done first
+  uint32_t dep_count = 0;      // deps: dep_pool[dep_begin .. +dep_count], kernels of the same
+  uint32_t dep_begin = 0;      // rank that must be done first
+  uint32_t rank = 0;
+  uint32_t stream = NO_STREAM;
+  uint32_t thread = 0;         // global thread index
   int64_t issue_ns = 0;
   int64_t start_ns = -1;
   int64_t end_ns = -1;
+  int32_t match = -1;          // p2p: the matched kernel
+  int32_t parent = -1;         // the NCCL group composite it belongs to
+  // Cold.
+  uint32_t live_pos = 0;       // its place in Impl::live_kernels while not done (track_state)
+  uint32_t index = NO_INDEX;   // position in the rank's issue order (NO_INDEX: a composite)
+  uint32_t seq = 0;
+  uint32_t first_child = 0;    // a composite's ops are kernels first_child .. +child_count
+  uint32_t child_count = 0;
   int32_t start_cause = -1;    // the kernel whose end set start_ns (-1: the issue time)
   int32_t end_cause = -1;      // the kernel whose start set end_ns (-1: its own start)
+  OpInstance op;
 };
+static_assert(sizeof(Kernel) == 128, "a kernel is two cache lines, its hot fields in the first");
 
 struct Stream {
   uint32_t name = 0;                    // id in Impl::names

@@ -19,15 +19,15 @@
 namespace lockstep::sim {
 
 // An operation as a rank issued it: expressions evaluated.
-struct OpInstance {
-  OpKind kind = OpKind::COMPUTE;
-  uint32_t group = 0;         // GroupDef index
+struct OpInstance {  // 40 bytes: the engine keeps one in every kernel
   int64_t size_bytes = 0;
-  DType dtype = DType::BF16;
-  int32_t peer = -1;          // send: destination; recv: source, -1 = any
-  int32_t root = -1;
   int64_t duration_ns = 0;
   const Stmt* stmt = nullptr;  // source location and tag
+  uint32_t group = 0;         // GroupDef index
+  int32_t peer = -1;          // send: destination; recv: source, -1 = any
+  int32_t root = -1;
+  OpKind kind = OpKind::COMPUTE;
+  DType dtype = DType::BF16;
 };
 
 enum class KernelState : uint8_t { QUEUED, RUNNING, DONE, ABORTED /* its rank exited or crashed */ };
