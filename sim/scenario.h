@@ -100,7 +100,7 @@ struct Expr;
 // expressions of a recorded schedule are constants).
 class ExprList {
  public:
-  size_t size() const { return items_.get() ? items_.get()->size() : 0; }
+  size_t size() const;  // defined below Expr: clang instantiates vector<Expr>::size() here
   bool empty() const { return size() == 0; }
   const Expr& operator[](size_t i) const;
   Expr& operator[](size_t i);
@@ -122,6 +122,8 @@ struct Expr {
   static Expr constant(int64_t v, SourceLoc at = {}) { return Expr{ExprOp::CONST, v, at, {}}; }
   bool is_constant() const { return op == ExprOp::CONST; }
 };
+
+inline size_t ExprList::size() const { return items_.get() ? items_.get()->size() : 0; }
 
 // ---------------------------------------------------------------------------------------------
 // Operations and statements.
