@@ -85,30 +85,6 @@ std::vector<sim::Stmt> body_of(const RecordedTrace& trace, sim::NamePool& pool, 
 
 namespace {
 
-// The writer's JSON string: the escapes sim::write_trace uses.
-void append_json_string(std::string_view text, std::string& out) {
-  static constexpr std::string_view HEX = "0123456789abcdef";
-  out += '"';
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (byte < 0x20) {
-      out += "\\u00";
-      out += HEX[byte >> 4];
-      out += HEX[byte & 0xF];
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-}
-
 void append_integer(int64_t value, std::string& out) {
   char buffer[24];
   const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
@@ -127,17 +103,17 @@ struct LineParts {
   explicit LineParts(const RecordedTrace& trace) {
     for (const RecordedGroup& group : trace.groups) {
       std::string part = ", \"group\": ";
-      append_json_string(group.name, part);
+      sim::append_json_string(group.name, part);
       groups.push_back(std::move(part));
     }
     for (size_t k = 0; k <= static_cast<size_t>(sim::OpKind::CRASH); ++k) {
       std::string part = ", \"op\": ";
-      append_json_string(sim::op_kind_name(static_cast<sim::OpKind>(k)), part);
+      sim::append_json_string(sim::op_kind_name(static_cast<sim::OpKind>(k)), part);
       ops.push_back(std::move(part));
     }
     for (size_t d = 0; d <= static_cast<size_t>(sim::DType::FP8_E5M2); ++d) {
       std::string part = ", \"dtype\": ";
-      append_json_string(sim::dtype_name(static_cast<sim::DType>(d)), part);
+      sim::append_json_string(sim::dtype_name(static_cast<sim::DType>(d)), part);
       dtypes.push_back(std::move(part));
     }
   }
@@ -158,7 +134,7 @@ void append_op_line(const RecordedTrace& trace, const LineParts& parts, int32_t 
   } else if (op.kind == sim::OpKind::WAIT) {
     if (!handle.empty()) {
       out += std::string_view(", \"handle\": ");
-      append_json_string(handle, out);
+      sim::append_json_string(handle, out);
     }
   } else {
     if (op.group != 0) out += parts.groups[op.group];
@@ -177,11 +153,11 @@ void append_op_line(const RecordedTrace& trace, const LineParts& parts, int32_t 
     if (op.dtype != sim::DType::BF16) out += parts.dtypes[static_cast<size_t>(op.dtype)];
     if (op.tag != 0 && !trace.names[op.tag].empty()) {
       out += std::string_view(", \"tag\": ");
-      append_json_string(trace.names[op.tag], out);
+      sim::append_json_string(trace.names[op.tag], out);
     }
     if (!handle.empty()) {
       out += std::string_view(", \"async\": ");
-      append_json_string(handle, out);
+      sim::append_json_string(handle, out);
     }
   }
   out += std::string_view("}\n");

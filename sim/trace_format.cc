@@ -1873,29 +1873,6 @@ class TraceLoader {
 // ---------------------------------------------------------------------------------------------
 // The writer.
 
-void write_string(std::string_view text, std::string& out) {
-  static constexpr std::string_view HEX = "0123456789abcdef";
-  out += '"';
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (byte < 0x20) {
-      out += "\\u00";
-      out += HEX[byte >> 4];
-      out += HEX[byte & 0xF];
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-}
-
 void write_integer(int64_t value, std::string& out) {
   std::array<char, 24> buffer{};
   const auto result = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
@@ -1927,7 +1904,7 @@ void write_semantics(const Scenario& s, std::string& out) {
   bool first = true;
   if (sem.p2p != defaults.p2p) {
     write_key("p2p", first, body);
-    write_string(sem.p2p == P2pMode::EAGER ? "eager" : "rendezvous", body);
+    append_json_string(sem.p2p == P2pMode::EAGER ? "eager" : "rendezvous", body);
   }
   if (sem.eager_limit_bytes != defaults.eager_limit_bytes) {
     write_key("eager_limit", first, body);
@@ -1935,7 +1912,7 @@ void write_semantics(const Scenario& s, std::string& out) {
   }
   if (sem.p2p_comm != defaults.p2p_comm) {
     write_key("p2p_comm", first, body);
-    write_string(sem.p2p_comm == P2pComm::PAIR ? "pair" : "group", body);
+    append_json_string(sem.p2p_comm == P2pComm::PAIR ? "pair" : "group", body);
   }
   if (sem.comm_concurrency != defaults.comm_concurrency) {
     write_key("comm_concurrency", first, body);
@@ -1951,7 +1928,7 @@ void write_semantics(const Scenario& s, std::string& out) {
   }
   if (sem.allreduce_algorithm != defaults.allreduce_algorithm) {
     write_key("algorithm", first, body);
-    write_string(sem.allreduce_algorithm == Algorithm::TREE ? "tree" : "ring", body);
+    append_json_string(sem.allreduce_algorithm == Algorithm::TREE ? "tree" : "ring", body);
   }
   if (s.link.latency_ns != default_link.latency_ns ||
       s.link.bandwidth_bytes_per_s != default_link.bandwidth_bytes_per_s) {
@@ -1973,18 +1950,18 @@ void write_header(const Scenario& s, std::string& out) {
   write_key("lockstep_trace", first, out);
   write_integer(TRACE_FORMAT_VERSION, out);
   write_key("scenario", first, out);
-  write_string(s.name, out);
+  append_json_string(s.name, out);
   if (!s.description.empty()) {
     write_key("description", first, out);
-    write_string(s.description, out);
+    append_json_string(s.description, out);
   }
   if (!s.source_url.empty()) {
     write_key("source", first, out);
-    write_string(s.source_url, out);
+    append_json_string(s.source_url, out);
   }
   if (s.expect) {
     write_key("expect", first, out);
-    write_string(verdict_name(*s.expect), out);
+    append_json_string(verdict_name(*s.expect), out);
   }
   write_key("world", first, out);
   write_integer(s.world, out);
@@ -1993,7 +1970,7 @@ void write_header(const Scenario& s, std::string& out) {
     if (s.groups[g].from_new_group) continue;
     out += first_group ? ", \"groups\": {" : ", ";
     first_group = false;
-    write_string(s.groups[g].name, out);
+    append_json_string(s.groups[g].name, out);
     out += ": ";
     write_ranks(s.groups[g].comms.front(), out);
   }
@@ -2008,7 +1985,7 @@ void write_line_start(int32_t rank, const ThreadDef& thread, bool& first, std::s
   write_integer(rank, out);
   if (thread.name != "main") {
     write_key("thread", first, out);
-    write_string(thread.name, out);
+    append_json_string(thread.name, out);
   }
   write_key("op", first, out);
 }
@@ -2018,21 +1995,21 @@ void write_op(const Scenario& s, int32_t rank, const ThreadDef& thread, const St
   bool first = true;
   write_line_start(rank, thread, first, out);
   if (stmt.kind == StmtKind::NCCL_GROUP) {
-    write_string(GROUP_START, out);
+    append_json_string(GROUP_START, out);
     out += "}\n";
     for (const Stmt& op : stmt.body) write_op(s, rank, thread, op, out);
     first = true;
     write_line_start(rank, thread, first, out);
-    write_string(GROUP_END, out);
+    append_json_string(GROUP_END, out);
     out += "}\n";
     return;
   }
   const KeySet args = spec_of(stmt.op).args;
   const auto takes = [&](Key key) { return (args & bit(key)) != 0; };
-  write_string(op_kind_name(stmt.op), out);
+  append_json_string(op_kind_name(stmt.op), out);
   if (takes(Key::GROUP) && stmt.group != 0) {
     write_key("group", first, out);
-    write_string(s.groups[stmt.group].name, out);
+    append_json_string(s.groups[stmt.group].name, out);
   }
   if (takes(Key::ROOT) && stmt.has_root) {
     write_key("root", first, out);
@@ -2040,7 +2017,7 @@ void write_op(const Scenario& s, int32_t rank, const ThreadDef& thread, const St
   }
   if ((takes(Key::TO) || takes(Key::FROM)) && stmt.has_peer) {
     write_key(takes(Key::TO) ? "to" : "from", first, out);
-    if (stmt.peer_any) write_string("any", out);
+    if (stmt.peer_any) append_json_string("any", out);
     else write_integer(stmt.peer.value, out);
   }
   if (takes(Key::SIZE)) {
@@ -2049,13 +2026,13 @@ void write_op(const Scenario& s, int32_t rank, const ThreadDef& thread, const St
   }
   if (takes(Key::DTYPE) && stmt.dtype != DType::BF16) {
     write_key("dtype", first, out);
-    write_string(dtype_name(stmt.dtype), out);
+    append_json_string(dtype_name(stmt.dtype), out);
   }
   for (const auto& [key, text] : {std::pair{Key::TAG, &stmt.tag}, std::pair{Key::STREAM, &stmt.stream},
                                   std::pair{Key::ASYNC, &stmt.handle}, std::pair{Key::HANDLE, &stmt.handle}}) {
     if (!takes(key) || text->empty()) continue;
     write_key(key_name(key), first, out);
-    write_string(text->str(), out);
+    append_json_string(text->str(), out);
   }
   if (takes(Key::DURATION)) {
     write_key("duration_ns", first, out);
@@ -2064,7 +2041,7 @@ void write_op(const Scenario& s, int32_t rank, const ThreadDef& thread, const St
   if (stmt.op == OpKind::NEW_GROUP) {
     const GroupDef& group = s.groups[stmt.new_group];
     write_key("name", first, out);
-    write_string(group.name, out);
+    append_json_string(group.name, out);
     write_key("ranks", first, out);
     write_ranks(group.comms.front(), out);
   }
@@ -2166,6 +2143,29 @@ std::string write_trace(const Scenario& recorded) {
     }
   }
   return out;
+}
+
+void append_json_string(std::string_view text, std::string& out) {
+  static constexpr std::string_view HEX = "0123456789abcdef";
+  out += '"';
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (byte < 0x20) {
+      out += "\\u00";
+      out += HEX[byte >> 4];
+      out += HEX[byte & 0xF];
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
 }
 
 }  // namespace lockstep::sim

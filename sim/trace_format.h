@@ -52,4 +52,8 @@ std::string trace_write_problem(const Scenario& recorded);
 // same bytes.
 std::string write_trace(const Scenario& recorded);
 
+// Appends `text` as a JSON string with the escapes write_trace uses (", \, \n, \t, \u00XX for
+// other control bytes; everything else as is), for writers that must produce the same bytes.
+void append_json_string(std::string_view text, std::string& out);
+
 }  // namespace lockstep::sim
