@@ -169,11 +169,9 @@ std::string flush(std::string& buffer, std::FILE* out) {
   return "";
 }
 
-}  // namespace
-
-std::string write_recorded_trace_reference(const RecordedTrace& trace, std::FILE* out) {
-  if (trace.world < 1) return "the trace has no ranks";
-  if (trace.ranks.size() != static_cast<size_t>(trace.world)) return "the trace does not list every rank";
+// The trace's header as a scenario whose ranks run nothing (sim::write_trace writes its header
+// line and checks its groups).
+sim::Scenario header_scenario(const RecordedTrace& trace) {
   sim::Scenario base;
   base.name = trace.scenario;
   base.description = trace.description;
@@ -183,6 +181,15 @@ std::string write_recorded_trace_reference(const RecordedTrace& trace, std::FILE
   for (const RecordedGroup& group : trace.groups) {
     base.groups.push_back(sim::make_group(group.name, {}, group.ranks, trace.world));
   }
+  return base;
+}
+
+}  // namespace
+
+std::string write_recorded_trace_reference(const RecordedTrace& trace, std::FILE* out) {
+  if (trace.world < 1) return "the trace has no ranks";
+  if (trace.ranks.size() != static_cast<size_t>(trace.world)) return "the trace does not list every rank";
+  sim::Scenario base = header_scenario(trace);
   base.programs.emplace_back();  // the empty program of every rank not being written
   base.rank_program.assign(static_cast<size_t>(trace.world), 0);
   std::string problem = sim::trace_write_problem(base);
@@ -219,15 +226,7 @@ std::string write_recorded_trace(const RecordedTrace& trace, std::FILE* out) {
     }
   }
   // The header through sim::write_trace (it also checks the groups); the op lines directly.
-  sim::Scenario base;
-  base.name = trace.scenario;
-  base.description = trace.description;
-  base.source_url = trace.source;
-  base.world = trace.world;
-  base.semantics = trace.semantics;
-  for (const RecordedGroup& group : trace.groups) {
-    base.groups.push_back(sim::make_group(group.name, {}, group.ranks, trace.world));
-  }
+  sim::Scenario base = header_scenario(trace);
   base.programs.emplace_back();
   base.rank_program.assign(static_cast<size_t>(trace.world), 0);
   const std::string problem = sim::trace_write_problem(base);
