@@ -106,24 +106,10 @@ bool parse_i32(std::string_view text, int32_t& value) {
   return ec == std::errc() && ptr == text.data() + text.size() && !text.empty();
 }
 
-// The offset of the first space at or after `i` (size: none), eight bytes at a time.
+// The offset of the first space at or after `i` (size: none); memchr underneath.
 size_t next_space(std::string_view text, size_t i) {
-  const char* p = text.data();
-  const size_t n = text.size();
-  if constexpr (std::endian::native == std::endian::little) {
-    constexpr uint64_t ONES = 0x0101010101010101ULL;
-    constexpr uint64_t HIGHS = 0x8080808080808080ULL;
-    while (i + 8 <= n) {
-      uint64_t word = 0;
-      std::memcpy(&word, p + i, 8);
-      const uint64_t x = word ^ (ONES * ' ');
-      const uint64_t mask = (x - ONES) & ~x & HIGHS;  // the lowest flagged byte is exact
-      if (mask != 0) return i + static_cast<size_t>(std::countr_zero(mask)) / 8;
-      i += 8;
-    }
-  }
-  while (i < n && p[i] != ' ') ++i;
-  return i;
+  const size_t at = text.find(' ', std::min(i, text.size()));
+  return at == std::string_view::npos ? text.size() : at;
 }
 
 // Splits on spaces.
