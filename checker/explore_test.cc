@@ -188,7 +188,7 @@ namespace lockstep::checker {
 
 // dfs: everything equals one thread's. dpor: each part has its own state cache, so the counts
 // may differ, but the verdict, the bugs and their counterexamples may not (the first execution
-// with a bug is the same in every part, see docs/checker.md).
+// with a bug is the same in every part, see docs/semantics.md, "--jobs").
 TEST_CASE("--jobs: the same verdicts and bugs as one thread - with dfs the same counts and fingerprint") {
   const char* texts[] = {R"Y(
 scenario: gather

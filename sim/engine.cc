@@ -694,9 +694,13 @@ struct Engine::Impl {
     collect_wildcard_options();
     collect_start_options();
     if (options_buf.empty()) return false;
-    std::sort(options_buf.begin(), options_buf.end(), [](const Option& a, const Option& b) {
+    // Collected mostly in order already (threads by rank, then wildcard matches, then starts).
+    const auto before = [](const Option& a, const Option& b) {
       return std::tie(a.rank, a.kind, a.thread, a.detail) < std::tie(b.rank, b.kind, b.thread, b.detail);
-    });
+    };
+    if (!std::is_sorted(options_buf.begin(), options_buf.end(), before)) {
+      std::sort(options_buf.begin(), options_buf.end(), before);
+    }
     // The lowest rank's options are a persistent set when they are independent (strategy.h)
     // of everything other ranks can do. Not so for a thread step that may abort its rank (other
     // ranks' steps may complete its pending ops before it aborts them, or not: found by the

@@ -301,4 +301,49 @@ program:
   for (int i = 0; i < 200; ++i) REQUIRE(engine.run(timed).end == ExecutionEnd::COMPLETED);
 }
 
+// The interpreter evaluates ops ahead of the engine (ProgramFiber::LOOKAHEAD). What it finds
+// ahead of a thread that blocks forever must not show: neither an error in an op the thread
+// never reaches, nor the cost of walking far ahead (here 10^16 loop steps, which would hang).
+TEST_CASE("a program never runs far ahead of a thread that blocks forever") {
+  const Scenario scenario = scenario_from(R"Y(
+scenario: blocked-ahead
+world: 2
+program:
+  - recv: {from: "1 - rank", size: 4}
+  - sync
+  - repeat: 100000000
+    do:
+      - repeat: 100000000
+        do:
+          - if: "rank < 0"
+            then: [{compute: 1us}]
+  - send: {to: "rank + 5", size: 4}
+)Y");
+  Engine engine(scenario);
+  FirstOption first;
+  for (int i = 0; i < 3; ++i) {  // and again, with each program cancelled while ahead
+    const ExecutionResult result = engine.run(first);
+    CHECK(result.end == ExecutionEnd::STUCK);
+    CHECK(result.ops[0].size() == 2);  // the receive and the sync, which never returns
+    CHECK(result.ops[1].size() == 2);
+  }
+}
+
+TEST_CASE("an error the program meets ahead of the engine is reported when the engine reaches it") {
+  const Scenario scenario = scenario_from(R"Y(
+scenario: error-ahead
+world: 2
+program:
+  - repeat: 20
+    do: [{compute: 1us}]
+  - allreduce: {size: 4}
+  - send: {to: "rank + 5", size: 4}
+)Y");
+  const ExecutionResult result = run_once(scenario);
+  REQUIRE(result.end == ExecutionEnd::ERROR);
+  REQUIRE(result.error.has_value());
+  CHECK(result.error->message.find("destination") != std::string::npos);
+  CHECK(result.ops[0].size() == 21);  // every op before the failing one was issued
+}
+
 }  // namespace lockstep::sim

@@ -114,10 +114,11 @@ void ProgramFiber::start_fiber() {
     __sanitizer_finish_switch_fiber(nullptr, &engine_stack_bottom_, &engine_stack_size_);
 #endif
     try {
-      if (!cancel_ && run_block(body_)) state_ = State::FINISHED;
+      if (!cancel_ && run_block(body_)) end_ = State::FINISHED;
     } catch (const ProgramFailure&) {
-      state_ = State::FAILED;
+      end_ = State::FAILED;
     }
+    ended_ = true;
     // Nothing else is caught: no other exception is thrown in the program.
     leave_program();
     return std::move(engine_);
@@ -125,7 +126,7 @@ void ProgramFiber::start_fiber() {
 }
 
 ProgramFiber::~ProgramFiber() {
-  if (state_ == State::READY || state_ == State::NOT_STARTED) {
+  if (!ended_) {
     // Suspended: let it return from its own frames, with every switch annotated.
     cancel_ = true;
     switch_to_program();
@@ -137,7 +138,7 @@ void ProgramFiber::restart() {
     // Never resumed: its environment is still the initial one.
     return;
   }
-  if (state_ == State::READY) {
+  if (!ended_) {
     cancel_ = true;
     switch_to_program();
     cancel_ = false;
@@ -148,14 +149,24 @@ void ProgramFiber::restart() {
   group_ops_.clear();
   choose_ = nullptr;
   branch_ = 0;
-  action_ = Action::OP;
+  head_ = 0;
+  queued_ = 0;
+  steps_ahead_ = 0;
+  ended_ = false;
+  end_ = State::FINISHED;
   state_ = State::NOT_STARTED;
   start_fiber();
 }
 
 void ProgramFiber::advance() {
   assert(state_ == State::NOT_STARTED || state_ == State::READY);
-  switch_to_program();
+  if (state_ == State::READY) ++head_;
+  if (head_ == queued_) {
+    head_ = 0;
+    queued_ = 0;
+    if (!ended_) switch_to_program();  // the program queues more actions, or ends
+  }
+  state_ = head_ < queued_ ? State::READY : end_;
 }
 
 void ProgramFiber::switch_to_program() {
@@ -179,9 +190,24 @@ void ProgramFiber::switch_to_engine() {
 #endif
 }
 
+// The operation is evaluated in its queue slot, not copied there: this runs once per op.
+bool ProgramFiber::emit_op(const Stmt& stmt) {
+  Entry& entry = queue_[queued_];
+  evaluate_op(stmt, entry.op);
+  entry.action = Action::OP;
+  if (++queued_ < LOOKAHEAD) return true;
+  return suspend();
+}
+
+bool ProgramFiber::emit(Action action) {
+  queue_[queued_].action = action;
+  ++queued_;
+  return suspend();
+}
+
 bool ProgramFiber::suspend() {
-  state_ = State::READY;
   switch_to_engine();
+  steps_ahead_ = 0;
   return !cancel_;
 }
 
@@ -197,7 +223,7 @@ void ProgramFiber::fail(SourceLoc loc, std::string message) {
   throw ProgramFailure{};
 }
 
-int64_t ProgramFiber::eval(const Expr& expr) {
+int64_t ProgramFiber::eval_tree(const Expr& expr) {
   try {
     return eval_expr(expr, env_);
   } catch (const EvalError& error) {
@@ -207,17 +233,15 @@ int64_t ProgramFiber::eval(const Expr& expr) {
 
 bool ProgramFiber::run_block(const std::vector<Stmt>& block) {
   for (const Stmt& stmt : block) {
+    if (!step_ahead()) return false;
     switch (stmt.kind) {
       case StmtKind::OP:
-        pending_ = evaluate_op(stmt);
-        action_ = Action::OP;
-        if (!suspend()) return false;
+        if (!emit_op(stmt)) return false;
         break;
       case StmtKind::NCCL_GROUP:
         group_ops_.clear();
-        for (const Stmt& op : stmt.body) group_ops_.push_back(evaluate_op(op));
-        action_ = Action::NCCL_GROUP;
-        if (!suspend()) return false;
+        for (const Stmt& op : stmt.body) evaluate_op(op, group_ops_.emplace_back());
+        if (!emit(Action::NCCL_GROUP)) return false;
         break;
       case StmtKind::REPEAT: {
         const StmtExtra& repeat = stmt.extra();
@@ -229,7 +253,7 @@ bool ProgramFiber::run_block(const std::vector<Stmt>& block) {
         }
         for (int64_t i = 0; i < count; ++i) {
           if (repeat.var_slot >= 0) env_[static_cast<size_t>(repeat.var_slot)] = i;
-          if (!run_block(stmt.body)) return false;
+          if (!step_ahead() || !run_block(stmt.body)) return false;
         }
         break;
       }
@@ -250,8 +274,7 @@ bool ProgramFiber::run_block(const std::vector<Stmt>& block) {
 bool ProgramFiber::run_choose(const Stmt& stmt) {
   choose_ = &stmt;
   branch_ = 0;
-  action_ = Action::CHOOSE;
-  if (!suspend()) return false;
+  if (!emit(Action::CHOOSE)) return false;
   return run_block(stmt.branches.at(branch_).body);
 }
 
@@ -296,9 +319,9 @@ bool ProgramFiber::run_call(const Stmt& stmt) {
   return true;
 }
 
-OpInstance ProgramFiber::evaluate_op(const Stmt& stmt) {
+void ProgramFiber::evaluate_op(const Stmt& stmt, OpInstance& op) {
   const int32_t rank = rank_;
-  OpInstance op;
+  op = OpInstance{};
   op.kind = stmt.op;
   op.group = stmt.group;
   op.dtype = stmt.dtype;
@@ -349,7 +372,6 @@ OpInstance ProgramFiber::evaluate_op(const Stmt& stmt) {
       op.peer = static_cast<int32_t>(peer);
     }
   }
-  return op;
 }
 
 }  // namespace lockstep::sim

@@ -3,6 +3,7 @@
 // the engine applies it and resumes the fiber when the thread may take its next step.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -73,13 +74,18 @@ class ProgramFiber {
   // constructing fibers anew for each was a large part of an execution's fixed cost.
   void restart();
 
-  // Resumes the fiber until it stops before its next action (READY), reaches the end of its
-  // program (FINISHED), or fails (FAILED: an expression error or a bound).
+  // Moves to the program's next action (READY), the end of its program (FINISHED), or its
+  // failure (FAILED: an expression error or a bound). The program runs ahead of the engine: each
+  // resumption of the fiber evaluates up to LOOKAHEAD operations into a queue, which later
+  // calls consume without a switch. Nothing the engine does changes what a program evaluates
+  // (its only input is a `choose` branch, and a `choose` or an NCCL group ends a batch), so
+  // running ahead shows the engine the same actions; a failure queued behind operations is
+  // reported only when the engine reaches it, as before.
   void advance();
 
   State state() const { return state_; }
-  Action action() const { return action_; }
-  const OpInstance& pending() const { return pending_; }
+  Action action() const { return queue_[head_].action; }
+  const OpInstance& pending() const { return queue_[head_].op; }
   const std::vector<OpInstance>& group_ops() const { return group_ops_; }
   const Stmt& choose_stmt() const { return *choose_; }
   void set_branch(uint32_t branch) { branch_ = branch; }
@@ -91,9 +97,12 @@ class ProgramFiber {
   void switch_to_program();
   void switch_to_engine();
   void leave_program();  // the last switch out of a fiber whose program has ended
-  // Hands the ready action to the engine; false when the engine cancelled the program, which
-  // then returns all the way up (cheaper than unwinding by an exception, as the checker drops
-  // suspended programs at the end of most executions).
+  // Queues an action for the engine, and hands the queue over when it is full or the action
+  // needs the engine's answer (CHOOSE) or carries group_ops_ (NCCL_GROUP). False when the
+  // engine cancelled the program, which then returns all the way up (cheaper than unwinding by
+  // an exception, as the checker drops suspended programs at the end of most executions).
+  bool emit_op(const Stmt& stmt);
+  bool emit(Action action);
   bool suspend();
 
   // Each returns false when the program was cancelled.
@@ -103,8 +112,13 @@ class ProgramFiber {
   // The slots a call of the define writes itself (parameters, loop variables; not those of
   // the calls it makes, which restore their own): all a call has to save and restore.
   const std::vector<int32_t>& written_slots(uint32_t callee);
-  OpInstance evaluate_op(const Stmt& stmt);
-  int64_t eval(const Expr& expr);
+  void evaluate_op(const Stmt& stmt, OpInstance& op);  // writes every field of op
+  // Constants (most sizes and durations) and names are read inline; the rest goes to eval_expr.
+  int64_t eval(const Expr& expr) {
+    if (expr.op == ExprOp::CONST) return expr.value;
+    return eval_tree(expr);
+  }
+  int64_t eval_tree(const Expr& expr);
   [[noreturn]] void fail(SourceLoc loc, std::string message);
 
   const Scenario& scenario_;
@@ -121,9 +135,23 @@ class ProgramFiber {
   int32_t call_depth_ = 0;
   boost::context::fiber fiber_;   // the program, while suspended
   boost::context::fiber engine_;  // the engine, while the program runs
-  State state_ = State::NOT_STARTED;
-  Action action_ = Action::OP;
-  OpInstance pending_;
+  State state_ = State::NOT_STARTED;  // as the engine sees it
+  State end_ = State::FINISHED;       // how the program ended, once ended_
+  bool ended_ = false;                // the program has returned (its fiber is done)
+  struct Entry {
+    OpInstance op;
+    Action action = Action::OP;
+  };
+  static constexpr uint32_t LOOKAHEAD = 8;
+  // Statements walked while actions wait in the queue, before the fiber hands them over anyway:
+  // running ahead must never do unbounded work (an empty loop of 10^9 iterations) past a point
+  // the engine may never come back to (the thread blocks forever, the execution ends).
+  static constexpr uint32_t MAX_STEPS_AHEAD = 64;
+  uint32_t steps_ahead_ = 0;
+  bool step_ahead() { return queued_ == 0 || ++steps_ahead_ < MAX_STEPS_AHEAD || suspend(); }
+  std::array<Entry, LOOKAHEAD> queue_{};  // the actions evaluated ahead: [head_, queued_)
+  uint32_t head_ = 0;
+  uint32_t queued_ = 0;
   std::vector<OpInstance> group_ops_;
   const Stmt* choose_ = nullptr;
   uint32_t branch_ = 0;

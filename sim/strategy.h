@@ -42,7 +42,7 @@ struct ChoicePoint {
   std::span<const Option> options;  // at least two
   uint64_t index = 0;               // how many choice points came before this one
   // A fingerprint of the global state here (EngineOptions::track_state; 0 when off): equal
-  // fingerprints mean equal states, so the same futures (docs/checker.md, "State cache").
+  // fingerprints mean equal states, so the same futures (docs/semantics.md, "State cache").
   uint64_t state = 0;
 };
 
