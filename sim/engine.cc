@@ -105,8 +105,8 @@ struct alignas(64) Kernel {  // two cache lines exactly (static_assert below)
   // kernels no longer fit in the cache and each line more is a miss.
   KernelState state = KernelState::QUEUED;
   bool comm = false;           // occupies a communication slot while it runs
-  uint32_t dep_count = 0;      // deps: dep_pool[dep_begin .. +dep_count], kernels of the same
-  uint32_t dep_begin = 0;      // rank that must be done first
+  uint32_t dep_count = 0;      // deps: kernels of the same rank that must be done first:
+  uint32_t dep_begin = 0;      // dep_pool[dep_begin .. +dep_count], or the one itself (Impl::dep)
   uint32_t rank = 0;
   uint32_t stream = NO_STREAM;
   uint32_t thread = 0;         // global thread index
@@ -115,6 +115,7 @@ struct alignas(64) Kernel {  // two cache lines exactly (static_assert below)
   int64_t end_ns = -1;
   int32_t match = -1;          // p2p: the matched kernel
   int32_t parent = -1;         // the NCCL group composite it belongs to
+  uint32_t next = NO_INDEX;    // the next kernel on its stream (Stream is a list through this)
   // Cold.
   uint32_t live_pos = 0;       // its place in Impl::live_kernels while not done (track_state)
   uint32_t index = NO_INDEX;   // position in the rank's issue order (NO_INDEX: a composite)
@@ -127,16 +128,22 @@ struct alignas(64) Kernel {  // two cache lines exactly (static_assert below)
 };
 static_assert(sizeof(Kernel) == 128, "a kernel is two cache lines, its hot fields in the first");
 
+// A stream's kernels are a list through Kernel::next, in enqueue order: progress reads the head
+// and the kernel before it (its end time is kept here), so that a wave over thousands of ranks
+// touches no per-stream array (a vector of every kernel the stream ever held was a cache miss
+// per stream per rank, and memory that grew with every op).
 struct Stream {
   uint32_t name = 0;                    // id in Impl::names
-  std::vector<uint32_t> kernels;        // in enqueue order
-  size_t head = 0;                      // first kernel not done
+  uint32_t head = NO_INDEX;             // first kernel not done (NO_INDEX: none queued)
+  uint32_t last = NO_INDEX;             // the last kernel enqueued (NO_INDEX: none ever)
+  uint32_t before_head = NO_INDEX;      // the done kernel before head (NO_INDEX: none)
+  int64_t before_head_end_ns = 0;       // its end time
   std::vector<uint32_t> pending_waits;  // kernels the next enqueued kernel must wait for
 
   void reset(uint32_t name_id) {
     name = name_id;
-    kernels.clear();
-    head = 0;
+    head = last = before_head = NO_INDEX;
+    before_head_end_ns = 0;
     pending_waits.clear();
   }
 };
@@ -550,6 +557,11 @@ struct Engine::Impl {
     return it != name_ids.end() ? it->second : NO_NAME;
   }
 
+  // The i-th dependency of a kernel (Kernel::dep_begin).
+  uint32_t dep(const Kernel& kernel, uint32_t i) const {
+    return kernel.dep_count == 1 ? kernel.dep_begin : dep_pool[kernel.dep_begin + i];
+  }
+
   uint32_t comm_id(uint32_t group, uint32_t rank) const {
     return comm_base[group] + static_cast<uint32_t>(sc.groups[group].comm_of_rank[rank]);
   }
@@ -768,7 +780,7 @@ struct Engine::Impl {
     out.add(kernel.match >= 0 ? kernel_ref(static_cast<uint32_t>(kernel.match)) : 0);
     out.add(kernel.parent >= 0 ? kernel_name(static_cast<uint32_t>(kernel.parent)) : 0);
     out.add(kernel.child_count);
-    for (uint32_t d = kernel.dep_begin; d < kernel.dep_begin + kernel.dep_count; ++d) out.add(kernel_ref(dep_pool[d]));
+    for (uint32_t i = 0; i < kernel.dep_count; ++i) out.add(kernel_ref(dep(kernel, i)));
     out.add_signed(kernel.issue_ns);
     out.add_signed(kernel.start_ns);
     out.add_signed(kernel.end_ns);
@@ -793,8 +805,8 @@ struct Engine::Impl {
   uint64_t live_kernel_hash(uint32_t k) {
     const Kernel& kernel = kernels[k];
     uint32_t done_refs = 0;
-    for (uint32_t d = kernel.dep_begin; d < kernel.dep_begin + kernel.dep_count; ++d) {
-      done_refs += kernels[dep_pool[d]].state == KernelState::DONE ? 1 : 0;
+    for (uint32_t i = 0; i < kernel.dep_count; ++i) {
+      done_refs += kernels[dep(kernel, i)].state == KernelState::DONE ? 1 : 0;
     }
     if (kernel.match >= 0) done_refs += kernels[static_cast<size_t>(kernel.match)].state == KernelState::DONE ? 1 : 0;
     KernelHash& memo = kernel_hashes[k];
@@ -833,8 +845,8 @@ struct Engine::Impl {
       h.add(rank.running_comm);  // not end_ns: a report's number, never read by the future
       for (const Stream& stream : rank.streams) {
         h.add(stream.name);
-        h.add(stream.kernels.empty() ? 0 : kernel_ref(stream.kernels.back()));
-        for (size_t i = stream.head; i < stream.kernels.size(); ++i) h.add(kernel_ref(stream.kernels[i]));
+        h.add(stream.last == NO_INDEX ? 0 : kernel_ref(stream.last));
+        for (uint32_t k = stream.head; k != NO_INDEX; k = kernels[k].next) h.add(kernel_ref(k));
         for (uint32_t k : stream.pending_waits) h.add(kernel_ref(k));
         h.add(0xbeef);
       }
@@ -996,8 +1008,8 @@ struct Engine::Impl {
     const Rank& rank = ranks[thread.rank];
     thread.waits.clear();
     for (uint32_t s = 0; s < rank.streams.size(); ++s) {
-      if ((only == NO_STREAM || only == s) && !rank.streams[s].kernels.empty()) {
-        thread.waits.push_back(rank.streams[s].kernels.back());
+      if ((only == NO_STREAM || only == s) && rank.streams[s].last != NO_INDEX) {
+        thread.waits.push_back(rank.streams[s].last);
       }
     }
     block_thread(t);
@@ -1255,15 +1267,22 @@ struct Engine::Impl {
 
   void enqueue(uint32_t r, uint32_t s, uint32_t k) {
     Stream& stream = ranks[r].streams[s];
-    // Done ones too: their end still bounds this kernel's start (see add_wait).
-    for (uint32_t w : stream.pending_waits) {
-      if (kernels[k].dep_count == 0) kernels[k].dep_begin = static_cast<uint32_t>(dep_pool.size());
-      dep_pool.push_back(w);
-      ++kernels[k].dep_count;
+    Kernel& kernel = kernels[k];
+    assert(kernel.dep_count == 0);
+    // Done ones too: their end still bounds this kernel's start (see add_wait). One dependency
+    // (the common case) is kept in the kernel itself, which progress reads anyway.
+    kernel.dep_count = static_cast<uint32_t>(stream.pending_waits.size());
+    if (kernel.dep_count == 1) {
+      kernel.dep_begin = stream.pending_waits[0];
+    } else if (kernel.dep_count > 1) {
+      kernel.dep_begin = static_cast<uint32_t>(dep_pool.size());
+      dep_pool.insert(dep_pool.end(), stream.pending_waits.begin(), stream.pending_waits.end());
     }
     stream.pending_waits.clear();
-    kernels[k].stream = s;
-    stream.kernels.push_back(k);
+    kernel.stream = s;
+    if (stream.last != NO_INDEX) kernels[stream.last].next = k;
+    stream.last = k;
+    if (stream.head == NO_INDEX) stream.head = k;
   }
 
   // A communication op's stream waits for prior work on main; main waits for the op unless it
@@ -1275,7 +1294,7 @@ struct Engine::Impl {
     if (s != MAIN_STREAM) {
       Stream& main = rank.streams[MAIN_STREAM];
       std::vector<uint32_t>& waits = rank.streams[s].pending_waits;
-      if (!main.kernels.empty()) add_wait(waits, main.kernels.back());
+      if (main.last != NO_INDEX) add_wait(waits, main.last);
       for (uint32_t w : main.pending_waits) add_wait(waits, w);
     }
     enqueue(r, s, k);
@@ -1544,10 +1563,12 @@ struct Engine::Impl {
       changed = false;
       for (size_t s = 0; s < rank.streams.size(); ++s) {
         Stream& stream = rank.streams[s];
-        if (stream.head >= stream.kernels.size()) continue;
-        const uint32_t k = stream.kernels[stream.head];
+        const uint32_t k = stream.head;
+        if (k == NO_INDEX) continue;
         if (kernels[k].state == KernelState::DONE) {
-          ++stream.head;
+          stream.before_head = k;
+          stream.before_head_end_ns = kernels[k].end_ns;
+          stream.head = kernels[k].next;
           changed = true;
           continue;
         }
@@ -1571,8 +1592,7 @@ struct Engine::Impl {
     const Kernel& kernel = kernels[k];
     if (kernel.state != KernelState::QUEUED) return false;
     for (uint32_t i = 0; i < kernel.dep_count; ++i) {
-      const uint32_t d = dep_pool[kernel.dep_begin + i];
-      if (kernels[d].state != KernelState::DONE) return false;
+      if (kernels[dep(kernel, i)].state != KernelState::DONE) return false;
     }
     return true;
   }
@@ -1594,8 +1614,8 @@ struct Engine::Impl {
       const Rank& rank = ranks[r];
       if (!alive(r) || rank.running_comm >= limit) continue;
       for (const Stream& stream : rank.streams) {
-        if (stream.head >= stream.kernels.size()) continue;
-        const uint32_t k = stream.kernels[stream.head];
+        const uint32_t k = stream.head;
+        if (k == NO_INDEX) continue;
         if (kernels[k].comm && startable(k)) {
           options_buf.push_back(Option{ChoiceKind::START, static_cast<int32_t>(r), 0, static_cast<int32_t>(k),
                                        ready_time(k)});
@@ -1615,8 +1635,13 @@ struct Engine::Impl {
         by = static_cast<int32_t>(other);
       }
     };
-    if (stream.head > 0) consider(stream.kernels[stream.head - 1]);
-    for (uint32_t i = 0; i < kernel.dep_count; ++i) consider(dep_pool[kernel.dep_begin + i]);
+    // The kernel heads its stream: the one before it on the stream is done.
+    assert(stream.head == k);
+    if (stream.before_head != NO_INDEX && stream.before_head_end_ns > start) {
+      start = stream.before_head_end_ns;
+      by = static_cast<int32_t>(stream.before_head);
+    }
+    for (uint32_t i = 0; i < kernel.dep_count; ++i) consider(dep(kernel, i));
     if (cause) *cause = by;
     return start;
   }
