@@ -19,7 +19,10 @@
 #                       check (not recorded) use it; wall and thread CPU seconds, peak RSS by
 #                       getrusage
 # events = ExecutionResult::events (issued ops + kernel starts + completions); events/s is per
-# CPU second, which a busy shared machine does not distort as it does wall time.
+# CPU second, which a busy shared machine does not distort as it does wall time. CPU seconds are
+# also given as user and system: the system part is mostly the first touch of the memory that
+# kernels take (page clearing), slow and variable in a virtual machine, the same per event at
+# any number of ranks; the user part is the engine's own work.
 # Needs a Release build: cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release &&
 # ninja -C build/release lockstep lockstep_engine_timer
 set -euo pipefail
@@ -73,6 +76,8 @@ timed() {
     exit 1
   }
   cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {print s}' "$dir/time")
+  user=$(awk -F': ' '/User time/ {print $2}' "$dir/time")
+  sys=$(awk -F': ' '/System time/ {print $2}' "$dir/time")
   wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$dir/time" |
     awk -F: '{ if (NF == 3) print $1 * 3600 + $2 * 60 + $3; else print $1 * 60 + $2 }')
   rss_kib=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$dir/time")
@@ -81,24 +86,24 @@ timed() {
 repeats=${REPEATS:-3}
 # best_of COMMAND...: runs `timed COMMAND` REPEATS times, keeps the run with the least CPU time
 best_of() {
-  local best_cpu='' best_wall='' best_rss=''
+  local best_cpu='' best_wall='' best_rss='' best_user='' best_sys=''
   for _ in $(seq "$repeats"); do
     timed "$@"
     if [ -z "$best_cpu" ] || [ "$(echo "$cpu < $best_cpu" | bc -l)" = 1 ]; then
-      best_cpu=$cpu best_wall=$wall best_rss=$rss_kib
+      best_cpu=$cpu best_wall=$wall best_rss=$rss_kib best_user=$user best_sys=$sys
       cp "$dir/out" "$dir/best"
     fi
   done
-  cpu=$best_cpu wall=$best_wall rss_kib=$best_rss
+  cpu=$best_cpu wall=$best_wall rss_kib=$best_rss user=$best_user sys=$best_sys
 }
 
-row() {  # row NAME RANKS MODE EVENTS WALL CPU RSS_MIB
+row() {  # row NAME RANKS MODE EVENTS WALL CPU RSS_MIB USER SYS
   local rate=-
   [ "$4" = - ] || rate=$(printf '%.0f' "$(echo "$4 / $6" | bc -l)")
-  printf '%-9s %6s %-12s %10s %8.3f %8.3f %12s %9.0f\n' "$1" "$2" "$3" "$4" "$5" "$6" "$rate" "$7"
+  printf '%-9s %6s %-12s %10s %8.3f %8.3f %12s %9.0f %7.3f %7.3f\n' "$1" "$2" "$3" "$4" "$5" "$6" "$rate" "$7" "$8" "$9"
 }
 
-printf '%-9s %6s %-12s %10s %8s %8s %12s %9s\n' workload ranks mode events wall_s cpu_s events/s rss_MiB
+printf '%-9s %6s %-12s %10s %8s %8s %12s %9s %7s %7s\n' workload ranks mode events wall_s cpu_s events/s rss_MiB user_s sys_s
 for name in "${workloads[@]}"; do
   file=$dir/$name.yaml
   [ -f "$file" ] || { echo "engine_bench: unknown workload $name" >&2; exit 2; }
@@ -113,12 +118,12 @@ for name in "${workloads[@]}"; do
       read -r _ _ c _ _ <<< "$line"
       if [ -z "$best" ] || [ "$(echo "$c < $(echo "$best" | awk '{print $3}')" | bc -l)" = 1 ]; then best=$line; fi
     done
-    read -r events wall cpu _ rss_mib <<< "$best"
-    row "$name" "$ranks" "engine-$mode" "$events" "$wall" "$cpu" "$rss_mib"
+    read -r events wall cpu _ rss_mib user sys <<< "$best"
+    row "$name" "$ranks" "engine-$mode" "$events" "$wall" "$cpu" "$rss_mib" "$user" "$sys"
   done
   best_of "$lockstep" run --quiet "$file"
   events=$(sed -n 's/.*ranks, \([0-9]*\) events$/\1/p' "$dir/best" | head -1)
-  row "$name" "$ranks" run "$events" "$wall" "$cpu" "$(echo "$rss_kib / 1024" | bc -l)"
+  row "$name" "$ranks" run "$events" "$wall" "$cpu" "$(echo "$rss_kib / 1024" | bc -l)" "$user" "$sys"
   best_of "$lockstep" check --quiet "$file"
-  row "$name" "$ranks" check - "$wall" "$cpu" "$(echo "$rss_kib / 1024" | bc -l)"
+  row "$name" "$ranks" check - "$wall" "$cpu" "$(echo "$rss_kib / 1024" | bc -l)" "$user" "$sys"
 done

@@ -3,7 +3,10 @@
 // or `lockstep check` (MODE check: ops not recorded) does, without the CLI's report, analysis
 // or timeline. Prints one line: events, engine wall seconds, engine CPU seconds (this thread's:
 // on a shared machine wall time counts other processes too), events per CPU second, peak RSS
-// in MiB (getrusage, the whole process: scenario and engine). bench/engine_bench.sh runs it.
+// in MiB (getrusage, the whole process: scenario and engine), and the engine's CPU seconds
+// split into user and system (the system part is mostly first touches of the memory the
+// kernels take, which a virtual machine makes slow and variable). bench/engine_bench.sh runs
+// it.
 #include <sys/resource.h>
 #include <time.h>
 
@@ -11,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/engine.h"
@@ -23,6 +27,15 @@ double peak_rss_mib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+double seconds_of(const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; }
+
+// This thread's user and system CPU seconds.
+std::pair<double, double> thread_user_sys_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_THREAD, &usage);
+  return {seconds_of(usage.ru_utime), seconds_of(usage.ru_stime)};
 }
 
 double thread_cpu_seconds() {
@@ -63,14 +76,16 @@ int main(int argc, char** argv) {
   lockstep::sim::TimedStrategy timed;
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = thread_cpu_seconds();
+  const auto [user_start, sys_start] = thread_user_sys_seconds();
   const lockstep::sim::ExecutionResult result = engine.run(timed);
   const double cpu = thread_cpu_seconds() - cpu_start;
+  const auto [user_end, sys_end] = thread_user_sys_seconds();
   const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
   if (result.end != lockstep::sim::ExecutionEnd::COMPLETED) {
     std::fprintf(stderr, "%s: the execution did not complete (end %d)\n", path.c_str(), static_cast<int>(result.end));
     return 1;
   }
-  std::printf("%llu %.3f %.3f %.0f %.0f\n", static_cast<unsigned long long>(result.events), seconds.count(), cpu,
-              static_cast<double>(result.events) / cpu, peak_rss_mib());
+  std::printf("%llu %.3f %.3f %.0f %.0f %.3f %.3f\n", static_cast<unsigned long long>(result.events), seconds.count(), cpu,
+              static_cast<double>(result.events) / cpu, peak_rss_mib(), user_end - user_start, sys_end - sys_start);
   return 0;
 }
