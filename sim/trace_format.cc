@@ -15,6 +15,8 @@
 #include <map>
 #include <system_error>
 
+#include "sim/input_file.h"
+
 namespace lockstep::sim {
 
 namespace {
@@ -615,9 +617,9 @@ struct PendingUse {
 
 class TraceLoader {
  public:
-  TraceLoader(std::string text, const std::string& path,
+  TraceLoader(SourceText text, const std::string& path,
               std::span<const ParamOverride> overrides, const LoadLimits& limits)
-      : owned_text_(std::move(text)), text_(owned_text_), path_(path), overrides_(overrides),
+      : source_(std::move(text)), text_(source_.view()), path_(path), overrides_(overrides),
         limits_(limits), fast_path_(limits.trace_fast_path) {}
 
   LoadResult run() {
@@ -637,11 +639,11 @@ class TraceLoader {
     if (errors_ == 0) {
       scenario_.path = path_;
       // The text lives in the scenario; the result keeps a copy only for its diagnostics.
-      if (!result.diagnostics.empty()) result.text = owned_text_;
-      scenario_.text = std::move(owned_text_);
+      if (!result.diagnostics.empty()) result.text = std::string(text_);
+      scenario_.text = std::move(source_);
       result.scenario = std::move(scenario_);
     } else {
-      result.text = std::move(owned_text_);
+      result.text = std::string(text_);
     }
     return result;
   }
@@ -1875,8 +1877,8 @@ class TraceLoader {
     }
   }
 
-  std::string owned_text_;
-  std::string_view text_;  // owned_text_
+  SourceText source_;
+  std::string_view text_;  // source_
   std::string path_;
   std::span<const ParamOverride> overrides_;
   LoadLimits limits_;
@@ -2123,7 +2125,7 @@ std::string body_problem(const Scenario& s, const std::vector<Stmt>& body, bool 
   return "";
 }
 
-LoadResult load_owned(std::string text, const std::string& path,
+LoadResult load_owned(SourceText text, const std::string& path,
                       std::span<const ParamOverride> overrides, const LoadLimits& limits) {
   try {
     return TraceLoader(std::move(text), path, overrides, limits).run();
@@ -2143,6 +2145,13 @@ bool is_trace_path(std::string_view path) {
 
 LoadResult load_trace_file(const std::string& path, std::span<const ParamOverride> overrides,
                            const LoadLimits& limits) {
+  // A regular file within the bound is mapped, not read: its pages are the page cache's, so a
+  // large trace costs no copy and no zeroed memory. Anything else is read as before (and gets
+  // the same diagnostics).
+  InputFile file;
+  if (file.map(path, limits.max_file_bytes)) {
+    return load_owned(SourceText(std::move(file)), path, overrides, limits);
+  }
   std::string problem;
   std::optional<std::string> text = read_text_file(path, limits.max_file_bytes, problem);
   if (!text) {
@@ -2150,12 +2159,12 @@ LoadResult load_trace_file(const std::string& path, std::span<const ParamOverrid
     result.diagnostics.push_back({path, {}, Severity::ERROR, "cannot read file: " + problem});
     return result;
   }
-  return load_owned(std::move(*text), path, overrides, limits);
+  return load_owned(SourceText(std::move(*text)), path, overrides, limits);
 }
 
 LoadResult load_trace_text(std::string_view text, const std::string& path,
                            std::span<const ParamOverride> overrides, const LoadLimits& limits) {
-  return load_owned(std::string(text), path, overrides, limits);
+  return load_owned(SourceText(std::string(text)), path, overrides, limits);
 }
 
 std::string trace_write_problem(const Scenario& recorded) {
