@@ -15,6 +15,9 @@
 #include <map>
 #include <system_error>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "sim/input_file.h"
 
 namespace lockstep::sim {
@@ -86,6 +89,21 @@ size_t count_newlines(std::string_view text) {
   }
   for (; i < text.size(); ++i) count += text[i] == '\n' ? 1 : 0;
   return count;
+}
+
+// Asks the kernel to back the whole pages of [data, data + bytes) now, in one call, instead of
+// one page fault per page as they are first written (a hint; nothing changes where the kernel
+// lacks MADV_POPULATE_WRITE).
+void populate(void* data, size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
+  const auto end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(page - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+#else
+  static_cast<void>(data);
+  static_cast<void>(bytes);
+#endif
 }
 
 uint32_t to_u32(size_t value) {
@@ -1543,7 +1561,12 @@ class TraceLoader {
       rs.open.emplace_back();
       // A rank's first thread gets the average share of the file's lines up front: growing
       // a million statements by doubling cost a tenth of the load (copies and page faults).
-      if (rs.program.size() == 1) rs.program.back().body.reserve(expected_ops_per_rank());
+      // Its pages are backed at once: a page fault per 4 KiB of statements was a sixth.
+      if (rs.program.size() == 1) {
+        std::vector<Stmt>& body = rs.program.back().body;
+        body.reserve(expected_ops_per_rank());
+        populate(body.data(), body.capacity() * sizeof(Stmt));
+      }
     }
     rs.last_thread = current_thread_;
     return true;
