@@ -196,7 +196,7 @@ std::string counterexample_json(const sim::Scenario& scenario, const Bug& bug, c
   Json params = Json::object();
   for (const sim::Param& p : scenario.params) params[p.name] = p.value;
   sc["params"] = std::move(params);
-  sc["text"] = scenario.text;
+  sc["text"] = std::string(scenario.text);
   out["scenario"] = std::move(sc);
   const sim::Semantics& sem = scenario.semantics;
   out["semantics"] = Json{{"p2p", sem.p2p == sim::P2pMode::EAGER ? "eager" : "rendezvous"},

@@ -77,7 +77,7 @@ TEST_CASE("a counterexample lists the causal past of the stuck ops and counts wh
   CHECK(cex["ranks"][2]["left_out"] == 2);
   CHECK(cex["ranks"][3]["left_out"] == 2);
   // The scenario stays whole: replay needs it.
-  CHECK(cex["scenario"]["text"] == scenario.text);
+  CHECK(cex["scenario"]["text"].get<std::string>() == scenario.text);
 }
 
 TEST_CASE("a counterexample lists everything a rank did before it finished without the awaited op") {

@@ -15,9 +15,9 @@
 
 #include <fmt/format.h>
 
-#include "import/input_file.h"
 #include "import/json_pull.h"
 #include "import/pickle_reader.h"
+#include "sim/input_file.h"
 #include "sim/loader.h"
 
 namespace lockstep::import {
@@ -988,7 +988,7 @@ RecordedTrace import_flight_recorder(const std::vector<std::string>& paths) {
   auto work = [&] {
     for (size_t i = next++; i < paths.size(); i = next++) {
       try {
-        InputFile file;
+        sim::InputFile file;
         if (!file.open(paths[i], int64_t{1} << 34)) throw ImportError(paths[i], {}, "cannot read file: " + file.error());
         FrDump dump = parse_dump(paths[i], file.text());
         dump.rank = rank_of_dump_name(paths[i]);

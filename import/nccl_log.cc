@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "import/input_file.h"
 #include "import/line_reader.h"
+#include "sim/input_file.h"
 
 namespace lockstep::import {
 
@@ -177,7 +177,7 @@ class LogReader {
   }
 
   void read_file(uint32_t f, const std::string& path) {
-    InputFile file;
+    sim::InputFile file;
     if (!file.open(path, INT64_MAX)) throw ImportError(path, {}, "cannot read file: " + file.error());
     const std::string_view text = file.text();
     // Most lines are calls: room for them up front (untouched room costs no memory).

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <stdexcept>
+#include <utility>
+
+#include "sim/input_file.h"
 
 namespace lockstep::sim {
 
@@ -135,6 +138,18 @@ GroupDef make_group(std::string name, SourceLoc loc, std::vector<int32_t> ranks,
 }  // namespace lockstep::sim
 
 namespace lockstep::sim {
+
+SourceText::SourceText(std::string text) {
+  auto owned = std::make_shared<const std::string>(std::move(text));
+  view_ = *owned;
+  owner_ = std::move(owned);
+}
+
+SourceText::SourceText(InputFile file) {
+  auto owned = std::make_shared<const InputFile>(std::move(file));
+  view_ = owned->text();
+  owner_ = std::move(owned);
+}
 
 const std::string& Name::empty_string() {
   static const std::string empty;

@@ -80,6 +80,28 @@ class NamePool {
   std::unordered_map<std::string_view, const std::string*> index_;
 };
 
+class InputFile;
+
+// The text of a scenario's file, for diagnostics and counterexamples: never changed once loaded
+// and shared by the scenario's copies. A string, or a trace's file mapped read-only
+// (sim/input_file.h): a large trace is neither copied nor zeroed.
+class SourceText {
+ public:
+  SourceText() = default;
+  SourceText(std::string text);  // NOLINT(google-explicit-constructor)
+  explicit SourceText(InputFile file);
+
+  std::string_view view() const { return view_; }
+  operator std::string_view() const { return view_; }  // NOLINT(google-explicit-constructor)
+  size_t size() const { return view_.size(); }
+  bool empty() const { return view_.empty(); }
+  friend bool operator==(const SourceText& a, std::string_view b) { return a.view_ == b; }
+
+ private:
+  std::shared_ptr<const void> owner_;  // a std::string or an InputFile
+  std::string_view view_;
+};
+
 // ---------------------------------------------------------------------------------------------
 // Expressions. Compiled by the loader: identifiers are resolved to environment slots (see
 // Scenario::slot_names), literals with units are converted to bytes or nanoseconds.
@@ -327,7 +349,7 @@ struct Launch {
 
 struct Scenario {
   std::string path;  // as the user named it
-  std::string text;  // the file's text, for diagnostics and counterexamples
+  SourceText text;   // the file's text, for diagnostics and counterexamples
   std::string name;
   std::string description;
   std::string source_url;

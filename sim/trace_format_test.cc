@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -235,6 +237,50 @@ TEST_CASE("trace: files load through load_trace_file - a missing file is a diagn
   CHECK(is_trace_path("a/b.jsonl"));
   CHECK_FALSE(is_trace_path("a/b.yaml"));
   CHECK_FALSE(is_trace_path("jsonl"));
+}
+
+TEST_CASE("trace: a file is mapped and loads as its text does, too large and empty files are read as before") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "lockstep-trace-test";
+  std::filesystem::create_directories(dir);
+  const auto write = [&](const std::string& name, std::string_view text) {
+    const std::string path = (dir / name).string();
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+  };
+  // One op per kind of line the fast path takes, one the general reader takes (a wait), and an
+  // unused group: a warning, so that the result keeps the text for its diagnostics.
+  const std::string text =
+      R"({"lockstep_trace": 1, "scenario": "t", "world": 4, "groups": {"pair": [0, 1], "idle": [2, 3]}})"
+      "\n"
+      R"({"rank": 0, "op": "allreduce", "group": "pair", "size": 64, "dtype": "fp32", "async": "h"})"
+      "\n"
+      R"({"rank": 0, "op": "wait", "handle": "h"})"
+      "\n"
+      R"({"rank": 1, "op": "allreduce", "group": "pair", "size": 64, "dtype": "fp32"})"
+      "\n"
+      R"({"rank": 2, "op": "compute", "duration_ns": 5})";  // no final end of line: the last
+                                                           // byte of the file ends the line
+  const std::string path = write("mapped.jsonl", text);
+  const LoadResult mapped = load_trace_file(path, {});
+  const LoadResult from_text = load_trace_text(text, path, {});
+  REQUIRE(mapped.ok());
+  REQUIRE(from_text.ok());
+  CHECK(messages(mapped) == messages(from_text));
+  CHECK(messages(mapped) == path + ":1:79: warning: group 'idle' is never used\n");
+  CHECK(mapped.text == text);
+  CHECK(mapped.scenario->text == text);
+  CHECK(write_trace(*mapped.scenario) == write_trace(*from_text.scenario));
+  // Copies of the scenario share the text.
+  const Scenario copy = *mapped.scenario;
+  CHECK(copy.text.view().data() == mapped.scenario->text.view().data());
+
+  LoadLimits small;
+  small.max_file_bytes = 10;
+  CHECK(messages(load_trace_file(path, {}, small)) ==
+        path + ": error: file exceeds the limit of 10 bytes (raise it with --max-file-bytes)\n");
+  const std::string empty = write("empty.jsonl", "");
+  CHECK(messages(load_trace_file(empty, {})) == empty + ": error: empty trace file\n");
+  std::filesystem::remove_all(dir);
 }
 
 // ---------------------------------------------------------------------------------------------

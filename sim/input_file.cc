@@ -1,4 +1,4 @@
-#include "import/input_file.h"
+#include "sim/input_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-namespace lockstep::import {
+namespace lockstep::sim {
 
 InputFile::~InputFile() { close(); }
 
@@ -40,10 +40,10 @@ void InputFile::close() {
   text_ = {};
 }
 
-bool InputFile::open(const std::string& path, int64_t max_bytes) {
+bool InputFile::open_and_map(const std::string& path, int64_t max_bytes, int& fd) {
   close();
   error_.clear();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     error_ = std::strerror(errno);
     return false;
@@ -52,27 +52,40 @@ bool InputFile::open(const std::string& path, int64_t max_bytes) {
   if (::fstat(fd, &info) != 0) {
     error_ = std::strerror(errno);
     ::close(fd);
+    fd = -1;
     return false;
   }
-  if (S_ISREG(info.st_mode)) {
-    if (info.st_size > max_bytes) {
-      error_ = fmt::format("larger than {} bytes", max_bytes);
-      ::close(fd);
-      return false;
-    }
-    const auto size = static_cast<size_t>(info.st_size);
-    if (size > 0) {
-      void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-      if (map != MAP_FAILED) {
-        ::madvise(map, size, MADV_SEQUENTIAL);
-        ::close(fd);
-        map_ = map;
-        map_size_ = size;
-        text_ = std::string_view(static_cast<const char*>(map), size);
-        return true;
-      }
-    }
+  if (!S_ISREG(info.st_mode)) return false;
+  if (info.st_size > max_bytes) {
+    error_ = fmt::format("larger than {} bytes", max_bytes);
+    ::close(fd);
+    fd = -1;
+    return false;
   }
+  const auto size = static_cast<size_t>(info.st_size);
+  if (size == 0) return false;
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  if (map == MAP_FAILED) return false;
+  ::madvise(map, size, MADV_SEQUENTIAL);
+  ::close(fd);
+  fd = -1;
+  map_ = map;
+  map_size_ = size;
+  text_ = std::string_view(static_cast<const char*>(map), size);
+  return true;
+}
+
+bool InputFile::map(const std::string& path, int64_t max_bytes) {
+  int fd = -1;
+  if (open_and_map(path, max_bytes, fd)) return true;
+  if (fd >= 0) ::close(fd);
+  return false;
+}
+
+bool InputFile::open(const std::string& path, int64_t max_bytes) {
+  int fd = -1;
+  if (open_and_map(path, max_bytes, fd)) return true;
+  if (fd < 0) return false;
   // Not a regular file, or it could not be mapped: read it.
   std::array<char, 1 << 16> buffer{};
   while (true) {
@@ -98,4 +111,4 @@ bool InputFile::open(const std::string& path, int64_t max_bytes) {
   return true;
 }
 
-}  // namespace lockstep::import
+}  // namespace lockstep::sim
