@@ -1,6 +1,7 @@
 // A host thread's program, interpreted inside a Boost.Context fiber. The fiber walks the
-// statement tree (repeat, if, ...) and stops before each operation, handing it to the engine;
-// the engine applies it and resumes the fiber when the thread may take its next step.
+// statement tree (repeat, if, ...) and queues the operations it meets, a few at a time (see
+// ProgramFiber::advance), handing them to the engine; the engine applies them one by one as
+// the thread may take its next step, and resumes the fiber when the queue is used up.
 #pragma once
 
 #include <array>
