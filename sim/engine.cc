@@ -457,7 +457,7 @@ class ChunkedArray {
     ++size_;
     return chunks_[(size_ - 1) >> CHUNK_BITS].emplace_back();
   }
-  void push_back(T value) { emplace_back() = std::move(value); }
+  void push_back(T&& value) { emplace_back() = std::move(value); }
 
  private:
   std::vector<BigVector<T>> chunks_;  // all full but the last; reserved to CHUNK each

@@ -192,16 +192,14 @@ void ProgramFiber::switch_to_engine() {
 
 // The operation is evaluated in its queue slot, not copied there: this runs once per op.
 bool ProgramFiber::emit_op(const Stmt& stmt) {
-  Entry& entry = queue_[queued_];
-  evaluate_op(stmt, entry.op);
-  entry.action = Action::OP;
-  if (++queued_ < LOOKAHEAD) return true;
-  return suspend();
+  evaluate_op(stmt, queue_[queued_].op);
+  return emit(Action::OP);
 }
 
 bool ProgramFiber::emit(Action action) {
   queue_[queued_].action = action;
   ++queued_;
+  if (action == Action::OP && queued_ < LOOKAHEAD) return true;
   return suspend();
 }
 

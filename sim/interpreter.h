@@ -102,7 +102,7 @@ class ProgramFiber {
   // needs the engine's answer (CHOOSE) or carries group_ops_ (NCCL_GROUP). False when the
   // engine cancelled the program, which then returns all the way up (cheaper than unwinding by
   // an exception, as the checker drops suspended programs at the end of most executions).
-  bool emit_op(const Stmt& stmt);
+  bool emit_op(const Stmt& stmt);  // evaluates the op into the queue, then emit(OP)
   bool emit(Action action);
   bool suspend();
 
@@ -114,7 +114,7 @@ class ProgramFiber {
   // the calls it makes, which restore their own): all a call has to save and restore.
   const std::vector<int32_t>& written_slots(uint32_t callee);
   void evaluate_op(const Stmt& stmt, OpInstance& op);  // writes every field of op
-  // Constants (most sizes and durations) and names are read inline; the rest goes to eval_expr.
+  // Constants (most sizes and durations) are read inline; the rest goes to eval_expr.
   int64_t eval(const Expr& expr) {
     if (expr.op == ExprOp::CONST) return expr.value;
     return eval_tree(expr);
