@@ -7,6 +7,9 @@
 #   ring-1024        1,024 ranks that send right then receive left: deadlock, 1 execution
 #   gather-N         N-1 senders to rank 0's N-1 wildcard receives: ok; dfs needs (N-1)!
 #   two-threads      4 ranks, 2 threads each issuing collectives on one group
+#   wildcard-threads rank 0's three wildcard receives against ranks 1-3, each with a second
+#                    thread: every interleaving of the matches with those threads is offered,
+#                    and sleep sets keep the ones that commute from being run again
 #   small-4x20       4 ranks x 20 ops, four rounds of three wildcard receives (executions/s)
 #   small-4x20-wide  4 ranks x 20 ops, 100,000 of its millions of executions: executions per CPU s
 #   jobs             dfs on gather-10 (362,880 executions) with --jobs 1 and --jobs 2
@@ -49,6 +52,22 @@ threads:
   main: [{allreduce: {size: 4}}, {allreduce: {size: 4}}]
   bg: [{allreduce: {size: 4}}]
 Y
+cat > "$dir/wildcard-threads.yaml" <<'Y'
+scenario: wildcard-threads
+world: 4
+threads:
+  main:
+    - if: "rank == 0"
+      then:
+        - repeat: 3
+          do: [{recv: {from: any, size: 4}}]
+      else:
+        - {send: {to: 0, size: 4}}
+  bg:
+    - if: "rank == 0"
+      then: [{compute: 1us}]
+      else: [{compute: 2us}, {compute: 1us}]
+Y
 # 4 ranks x 20 ops: four rounds in which rank 0 takes three wildcard receives (6 match orders
 # each, 6^4 = 1,296 executions for dfs) and everyone joins an all-reduce.
 {
@@ -89,6 +108,7 @@ row gather-10 "$dir/gather-10.yaml"
 row gather-12 "$dir/gather-12.yaml"
 row two-threads "$dir/two-threads.yaml"
 row two-threads-dfs "$dir/two-threads.yaml" --strategy dfs
+row wildcard-threads "$dir/wildcard-threads.yaml"
 row small-4x20 "$dir/small-4x20.yaml"
 row small-4x20-dfs "$dir/small-4x20.yaml" --strategy dfs
 row jobs1-gather-10-dfs "$dir/gather-10.yaml" --strategy dfs --jobs 1

@@ -2,40 +2,116 @@
 
 #include <algorithm>
 #include <cassert>
+#include <iterator>
+#include <tuple>
 
 namespace lockstep::checker {
 
-DfsStrategy::DfsStrategy(std::vector<uint32_t> prefix) : frozen_(prefix.size()) {
-  for (uint32_t chosen : prefix) stack_.push_back(Frame{chosen, 0});
+bool same_option(const sim::Option& a, const sim::Option& b) {
+  return a.kind == b.kind && a.rank == b.rank && a.thread == b.thread && a.detail == b.detail;
 }
+
+bool option_before(const sim::Option& a, const sim::Option& b) {
+  return std::tie(a.kind, a.rank, a.thread, a.detail) < std::tie(b.kind, b.rank, b.thread, b.detail);
+}
+
+bool asleep(const SleepSet& sleep, const sim::Option& option) {
+  return std::binary_search(sleep.begin(), sleep.end(), option, option_before);
+}
+
+DfsStrategy::DfsStrategy(std::vector<uint32_t> prefix) : frozen_(prefix.size()) {
+  for (uint32_t chosen : prefix) stack_.push_back(Frame{chosen, 0, {}, {}});
+}
+
+void DfsStrategy::descend(const Frame& f) {
+  // Asleep below: what was asleep here, and the options this point took before the current
+  // one (their subtrees are explored), each while the current choice commutes with it.
+  const sim::Option& taken = f.options[f.chosen];
+  pending_.clear();
+  for (const sim::Option& x : f.sleep) {
+    if (sim::independent(x, taken)) pending_.push_back(x);
+  }
+  const size_t kept = pending_.size();
+  for (uint32_t i = 0; i < f.chosen; ++i) {
+    const sim::Option& x = f.options[i];
+    if (sim::independent(x, taken) && !asleep(f.sleep, x)) pending_.push_back(x);
+  }
+  if (pending_.size() > kept) {
+    std::sort(pending_.begin() + static_cast<std::ptrdiff_t>(kept), pending_.end(), option_before);
+    std::inplace_merge(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(kept), pending_.end(),
+                       option_before);
+  }
+}
+
+bool DfsStrategy::take(const sim::Option& taken) {
+  if (pending_.empty()) return true;
+  if (asleep(pending_, taken)) return false;
+  std::erase_if(pending_, [&](const sim::Option& x) { return !sim::independent(x, taken); });
+  return true;
+}
+
+bool DfsStrategy::forced(const sim::Option& option) { return !sleep_sets_ || take(option); }
 
 size_t DfsStrategy::choose(const sim::ChoicePoint& point) {
   const uint32_t count = static_cast<uint32_t>(point.options.size());
-  if (depth_ < frozen_) {
-    stack_[depth_].count = count;
-    assert(stack_[depth_].chosen < count && "prefix does not fit the scenario");
-    return stack_[depth_++].chosen;
-  }
   if (depth_ < stack_.size()) {
-    // Replaying the prefix: the engine is deterministic, so the same point comes back.
-    assert(stack_[depth_].count == count && "nondeterministic engine: choice point changed on replay");
-    return stack_[depth_++].chosen;
+    Frame& f = stack_[depth_];
+    if (depth_ < frozen_) {
+      f.count = count;
+      assert(f.chosen < count && "prefix does not fit the scenario");
+      if (sleep_sets_ && f.options.empty()) {
+        f.options.assign(point.options.begin(), point.options.end());
+        f.sleep = pending_;
+      }
+      // A prefix through an option asleep: another subtree covers all of this one.
+      if (sleep_sets_ && asleep(f.sleep, f.options[f.chosen])) return sim::Strategy::PRUNE;
+    } else {
+      // Replaying the prefix: the engine is deterministic, so the same point comes back.
+      assert(f.count == count && "nondeterministic engine: choice point changed on replay");
+    }
+    if (sleep_sets_) descend(f);
+    ++depth_;
+    return f.chosen;
   }
-  if (cache_ != nullptr && point.state != 0 && !cache_->insert(point.state)) return sim::Strategy::PRUNE;
-  stack_.push_back(Frame{0, count});
+  uint32_t first = 0;
+  if (sleep_sets_) {
+    while (first < count && asleep(pending_, point.options[first])) ++first;
+    if (first == count) return sim::Strategy::PRUNE;  // every option's future is covered
+  }
+  if (cache_ != nullptr && point.state != 0) {
+    const bool fresh = sleep_sets_ ? cache_->visit(point.state, pending_) : cache_->insert(point.state);
+    if (!fresh) return sim::Strategy::PRUNE;
+  }
+  stack_.push_back(Frame{first, count, {}, {}});
+  if (sleep_sets_) {
+    Frame& f = stack_.back();
+    f.options.assign(point.options.begin(), point.options.end());
+    f.sleep = pending_;
+    descend(f);
+  }
   ++depth_;
-  return 0;
+  return first;
 }
 
 bool DfsStrategy::next() {
   // Choice points below depth_ were not reached this time (cannot happen with a deterministic
   // engine, but keep the stack exact).
   stack_.resize(std::max(depth_, frozen_));
-  while (stack_.size() > frozen_ && stack_.back().chosen + 1 >= stack_.back().count) stack_.pop_back();
   depth_ = 0;
-  if (stack_.size() <= frozen_) return false;
-  ++stack_.back().chosen;
-  return true;
+  pending_.clear();
+  while (stack_.size() > frozen_) {
+    Frame& f = stack_.back();
+    uint32_t n = f.chosen + 1;
+    if (sleep_sets_) {
+      while (n < f.count && asleep(f.sleep, f.options[n])) ++n;
+    }
+    if (n < f.count) {
+      f.chosen = n;
+      return true;
+    }
+    stack_.pop_back();
+  }
+  return false;
 }
 
 std::vector<uint32_t> DfsStrategy::schedule() const {
@@ -62,6 +138,31 @@ bool StateCache::insert(uint64_t state) {
       return true;
     }
   }
+}
+
+bool StateCache::visit(uint64_t state, const SleepSet& sleep) {
+  const size_t before = size_;
+  if (insert(state)) {
+    if (size_ > before && !sleep.empty()) sleep_.emplace(state, sleep);
+    return true;
+  }
+  const auto it = sleep_.find(state);
+  if (it == sleep_.end()) return false;  // explored with nothing asleep: every option was
+  // A START option names its kernel by engine slot, which differs between paths to one state:
+  // it never counts as asleep here, and one stored makes the visit explore (the safe side).
+  SleepSet now;
+  for (const sim::Option& x : sleep) {
+    if (x.kind != sim::ChoiceKind::START) now.push_back(x);
+  }
+  SleepSet& stored = it->second;
+  if (std::includes(now.begin(), now.end(), stored.begin(), stored.end(), option_before)) return false;
+  // Explored again under `now`: what neither visit explored stays asleep for later visits.
+  SleepSet both;
+  std::set_intersection(stored.begin(), stored.end(), now.begin(), now.end(), std::back_inserter(both),
+                        option_before);
+  if (both.empty()) sleep_.erase(it);
+  else stored = std::move(both);
+  return true;
 }
 
 void StateCache::grow() {

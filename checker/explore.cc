@@ -109,7 +109,10 @@ struct Search {
     Slice out;
     RecordingStrategy recorder(inner);
     StateCache cache;
-    if (dfs != nullptr && engine_options.track_state) dfs->use_cache(&cache);
+    if (dfs != nullptr && options.strategy == "dpor") {
+      dfs->use_cache(&cache);
+      dfs->use_sleep_sets(options.sleep_sets);
+    }
     std::set<std::string> seen;
     uint64_t longest = 0;  // most choice points in one execution (PCT's change point range)
     double last_progress = 0;

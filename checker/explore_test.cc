@@ -290,6 +290,51 @@ TEST_CASE("dpor's state cache: N-1 senders to N-1 wildcard receives converge") {
   CHECK(dpor.states > 0);
 }
 
+TEST_CASE("dpor's sleep sets: a wildcard match that commutes with another rank's threads adds no complete execution") {
+  // Rank 2's two threads have some number of orders; rank 0's wildcard receive, which can only
+  // take rank 1's send, commutes with all of them. Its choice point offers every option (a
+  // wildcard's does), so without sleep sets each order of rank 2 would be run once per place
+  // the match can take among its steps. With them, the match, once explored, sleeps in its
+  // siblings until a step it does not commute with: those executions end pruned, and the
+  // complete ones are exactly rank 2's orders, counted by the same scenario without the pair.
+  const std::string rank2 = R"Y(
+    - if: "rank == 2"
+      then: [{compute: 1us}, {compute: 1us}]
+  bg:
+    - if: "rank == 2"
+      then: [{compute: 2us}, {compute: 1us}]
+)Y";
+  const sim::Scenario with = testing::scenario_from(R"Y(
+scenario: sleep
+world: 3
+threads:
+  main:
+    - if: "rank == 0"
+      then: [{recv: {from: any, size: 4}}]
+    - if: "rank == 1"
+      then: [{send: {to: 0, size: 4}}])Y" + rank2);
+  const sim::Scenario without = testing::scenario_from(R"Y(
+scenario: sleep
+world: 3
+threads:
+  main:)Y" + rank2);
+  CheckOptions options;
+  options.collect_terminal_states = true;
+  options.strategy = "dpor";
+  const CheckResult orders = check_scenario(without, options);
+  REQUIRE(orders.pruned == 0);
+  REQUIRE(orders.executions > 2);
+  const CheckResult dpor = check_scenario(with, options);
+  CHECK(dpor.verdict == sim::Verdict::OK);
+  CHECK(dpor.exhaustive);
+  CHECK(dpor.pruned > 0);
+  CHECK(dpor.executions - dpor.pruned == orders.executions);
+  options.strategy = "dfs";
+  const CheckResult dfs = check_scenario(with, options);
+  CHECK(dfs.terminal_states == dpor.terminal_states);
+  CHECK(dfs.executions > dpor.executions);
+}
+
 TEST_CASE("a kernel waits for work finished earlier in the interleaving but later in virtual time") {
   // Found by the property test: rank 0's all-reduce, issued after its receive, must start after
   // the receive ends even when the receive completed first in the engine's order; otherwise some

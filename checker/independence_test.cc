@@ -28,7 +28,8 @@ using sim::Option;
 
 // 2-3 ranks, each with two host threads (so thread steps are choices), 1-3 ops per thread:
 // collectives on world and on a pair, p2p with named and wildcard receives, choose, compute,
-// sometimes exit or crash, comm_concurrency 1, eager p2p, a short watchdog.
+// sometimes exit or crash, host-blocking `sync` and `barrier`, comm_concurrency 1, eager p2p, a
+// short watchdog.
 std::string generate(checker::Rng& rng) {
   const int world = 2 + static_cast<int>(rng.below(2));
   const bool limited = rng.below(3) == 0;
@@ -39,7 +40,7 @@ std::string generate(checker::Rng& rng) {
   auto op = [&](int rank) -> std::string {
     const int peer = (rank + 1 + static_cast<int>(rng.below(static_cast<uint64_t>(world - 1)))) % world;
     const std::string group = rank <= 1 && rng.below(2) ? "g" : "world";
-    switch (rng.below(11)) {
+    switch (rng.below(13)) {
       case 0:
       case 1: return fmt::format("{{allreduce: {{group: {}, size: 4}}}}", group);
       case 2: return fmt::format("{{send: {{to: {}, size: 4}}}}", peer);
@@ -49,6 +50,8 @@ std::string generate(checker::Rng& rng) {
       case 6: return fmt::format("{{choose: {{a: [{{allreduce: {{group: {}, size: 4}}}}], b: [{{compute: 3us}}]}}}}", group);
       case 7: return rng.below(3) == 0 ? (rng.below(2) ? "exit" : "crash") : "{compute: 20us}";
       case 8: return "{sleep: 2us}";
+      case 11: return "sync";  // host-blocking: the thread waits for other ranks' progress
+      case 12: return "barrier";
       default: return "{compute: 1us}";
     }
   };
@@ -65,7 +68,9 @@ std::string generate(checker::Rng& rng) {
   return text;
 }
 
+// The same option on another path: a START by its kernel's name (its slot depends on the order).
 bool same_option(const Option& a, const Option& b) {
+  if (a.kind == ChoiceKind::START) return b.kind == ChoiceKind::START && a.rank == b.rank && a.name == b.name;
   return a.kind == b.kind && a.rank == b.rank && a.thread == b.thread && a.detail == b.detail;
 }
 
@@ -115,6 +120,12 @@ class ScriptStrategy final : public sim::Strategy {
       return 0;
     }
     return 0;
+  }
+
+  // A choice point with one option asks nothing: when it is the scripted one, it was taken.
+  bool forced(const Option& option) override {
+    if (walk_ == nullptr && next_ < script_.size() && same_option(script_[next_], option)) ++next_;
+    return true;
   }
 
   std::vector<std::vector<Option>> offered;  // walk: the options of each non-branch point

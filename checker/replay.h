@@ -24,6 +24,7 @@ class RecordingStrategy final : public sim::Strategy {
  public:
   explicit RecordingStrategy(sim::Strategy& inner) : inner_(inner) {}
   size_t choose(const sim::ChoicePoint& point) override;
+  bool forced(const sim::Option& option) override { return inner_.forced(option); }
   const std::vector<sim::Option>& choices() const { return choices_; }
   void clear() { choices_.clear(); }
 

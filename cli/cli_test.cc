@@ -422,11 +422,11 @@ TEST_CASE("replay --mpi: what MPI cannot express is undecided, with why") {
   // Decided before anything is launched: runs with or without MPI.
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "lockstep-cli-test" / "mpi-cannot";
   std::filesystem::remove_all(dir);
-  REQUIRE(lockstep({"check", "scenarios/corpus/new-group-order.yaml", "--cex-dir", dir.string()}).code == EXIT_BUG);
-  const Run run = lockstep({"replay", (dir / "new-group-order-1.json").string(), "--mpi"});
+  REQUIRE(lockstep({"check", "scenarios/corpus/init-missing-process.yaml", "--cex-dir", dir.string()}).code == EXIT_BUG);
+  const Run run = lockstep({"replay", (dir / "init-missing-process-1.json").string(), "--mpi"});
   CHECK(run.code == EXIT_INCONCLUSIVE);
-  CHECK(run.out.find("UNDECIDED (mpi): cannot express: the model stops at the first mismatch (new_group #1 differs in "
-                     "group) before rank 3 issued it") != std::string::npos);
+  CHECK(run.out.find("UNDECIDED (mpi): cannot express: a broken launch: no process is started for rank 3") !=
+        std::string::npos);
   CHECK(lockstep({"replay", "scenarios/corpus/uneven-batches.yaml", "--mpi", "--timeout", "0"}).code == EXIT_BAD_INPUT);
 }
 

@@ -574,7 +574,7 @@ FullSequences full_sequences(const sim::Scenario& scenario, const sim::Execution
                                ? fmt::format("new_group #{}", m.seq)
                                : fmt::format("{} #{} on {}", sim::op_kind_name(m.op_a.op.kind), m.seq, scenario.groups[m.group].name);
   out.why = fmt::format(
-      "cannot express: the model stops at the first mismatch ({} differs in {}) before rank{} {} issued it, and a "
+      "cannot express: the mismatch ({} differs in {}) blocks rank{} {} before issuing it, and a "
       "run of each rank alone, which would give their ops, {}",
       what, m.field, missing.size() == 1 ? "" : "s", join_ranks(missing),
       alone.end == sim::ExecutionEnd::COMPLETED ? "takes other steps than the execution did"

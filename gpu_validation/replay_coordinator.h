@@ -40,8 +40,9 @@ PlanResult build_plan(const sim::Scenario& scenario, const sim::ExecutionResult&
 // its time puts it. Returns how many ops were placed so.
 size_t order_issues(Plan& plan, const sim::ExecutionResult& result);
 
-// The model stops at the first mismatch, so the ranks that had not reached it have no ops
-// recorded past that point; a replay needs their whole sequences. This copy of `scenario` puts
+// A mismatched op never completes in the model, so ranks that wait for it (on the host, or
+// behind it on a stream) have no ops recorded past that point; a replay needs their whole
+// sequences. This copy of `scenario` puts
 // every rank alone in each of its communicators: each rank runs its program to the end
 // without a partner (collectives complete alone, no mismatch can occur), and the op each
 // rank issues k-th on a communicator is the same as in the real world. Only for programs whose

@@ -266,12 +266,14 @@ struct CollSlot {
   uint32_t issued = 0;
   uint32_t running = 0;
   uint32_t done = 0;             // members whose kernel is done (kept when track_state)
-  int32_t first = -1;            // the first kernel issued, the reference for mismatches
+  int32_t first = -1;            // the first kernel issued
+  bool mismatched = false;       // members issued different ops: it never completes
 
   void reset() {
     kernels.clear();
     issued = running = done = 0;
     first = -1;
+    mismatched = false;
   }
 };
 
@@ -488,6 +490,11 @@ struct Engine::Impl {
   BigVector<uint32_t> dep_pool;     // Kernel::dep_begin/dep_count index this
   std::vector<Comm> comms;            // per communicator (comm_id)
   Comm new_group_calls;               // the k-th new_group of every rank
+  // Mismatches met so far (docs/semantics.md, "Matching"): collective slots as (communicator,
+  // seq), UINT32_MAX for new_group's; p2p pairs by their send. The execution goes on (their
+  // ops never complete) and ends MISMATCH, reporting the canonical one of the final state.
+  std::vector<std::pair<uint32_t, uint32_t>> mismatched_slots;
+  std::vector<uint32_t> mismatched_sends;
   P2pTable send_queue;                // (group, src, dst): unmatched sends, sends issued
   P2pTable recv_queue;                // (group, 0, dst): unmatched receives
   std::unordered_map<uint64_t, uint32_t> agreed_branch;           // (comm, k) -> branch
@@ -648,6 +655,8 @@ struct Engine::Impl {
     dep_pool.clear();
     for (Comm& comm : comms) comm.reset();
     new_group_calls.reset();
+    mismatched_slots.clear();
+    mismatched_sends.clear();
     send_queue.clear();
     recv_queue.clear();
     agreed_branch.clear();
@@ -768,7 +777,12 @@ struct Engine::Impl {
   // The strategy's pick, or Strategy::PRUNE (the execution is then stopped as PRUNED).
   // `state`: the state's fingerprint, 0 when not tracked or not at quiescence.
   size_t ask(std::vector<Option>& opts, uint64_t state = 0) {
-    if (opts.size() == 1) return 0;
+    if (opts.size() == 1) {
+      if (strategy->forced(opts[0])) return 0;
+      result.end = ExecutionEnd::PRUNED;
+      stopped = true;
+      return Strategy::PRUNE;
+    }
     const size_t pick = strategy->choose(ChoicePoint{opts, result.choice_points, state});
     if (pick == Strategy::PRUNE) {
       result.end = ExecutionEnd::PRUNED;
@@ -778,6 +792,16 @@ struct Engine::Impl {
     assert(pick < opts.size());
     ++result.choice_points;
     return pick;
+  }
+
+  // Whether no other rank's step can give rank r a new option (choose_and_apply).
+  bool rank_options_persistent(uint32_t r) const {
+    const Rank& rank = ranks[r];
+    for (uint32_t t : rank.threads) {
+      // A thread blocked at its end (waiting for the streams) becomes DONE when woken: no option.
+      if (threads[t].state == ThreadState::BLOCKED && !threads[t].ending) return false;
+    }
+    return sc.semantics.comm_concurrency == 0 || sc.semantics.launch_order_implicit || rank.running_comm == 0;
   }
 
   // At quiescence: every option that needs a choice, then the strategy's pick.
@@ -810,11 +834,20 @@ struct Engine::Impl {
       return o.kind == ChoiceKind::MATCH || o.may_abort;
     });
     if (options.rank_persistent_sets && !race) {
-      // The lowest acting rank's options form a persistent set (see EngineOptions).
-      const int32_t lowest = options_buf.front().rank;
-      options_buf.erase(std::find_if(options_buf.begin(), options_buf.end(),
-                                     [&](const Option& o) { return o.rank != lowest; }),
-                        options_buf.end());
+      // The lowest acting rank whose options form a persistent set (see EngineOptions): no
+      // other rank's step can give it a new option. A blocked thread (on `sync`, `barrier`,
+      // `wait`, `new_group`) is woken by other ranks' steps, and a running communication
+      // kernel completed by them frees a slot or a dependency for a START: such a rank's
+      // options are not persistent (found by the property test: a rank whose main thread
+      // waits in a barrier and whose other thread can step).
+      const auto first = std::find_if(options_buf.begin(), options_buf.end(),
+                                      [&](const Option& o) { return rank_options_persistent(static_cast<uint32_t>(o.rank)); });
+      if (first != options_buf.end()) {
+        const int32_t chosen_rank = first->rank;
+        options_buf.erase(std::remove_if(options_buf.begin(), options_buf.end(),
+                                         [&](const Option& o) { return o.rank != chosen_rank; }),
+                          options_buf.end());
+      }
     }
     const size_t pick = ask(options_buf, options.track_state && options_buf.size() > 1 ? state_fingerprint() : 0);
     if (pick == Strategy::PRUNE) return false;
@@ -1432,8 +1465,65 @@ struct Engine::Impl {
       slot.first = static_cast<int32_t>(k);
       return;
     }
-    const std::string field = collective_difference(kernels[static_cast<size_t>(slot.first)].op, kernels[k].op);
-    if (!field.empty()) report_mismatch(field, static_cast<uint32_t>(slot.first), k);
+    if (!slot.mismatched && !collective_difference(kernels[static_cast<size_t>(slot.first)].op, kernels[k].op).empty()) {
+      slot.mismatched = true;
+      const uint32_t id = &comm == &new_group_calls ? UINT32_MAX : static_cast<uint32_t>(&comm - comms.data());
+      mismatched_slots.emplace_back(id, seq);
+    }
+  }
+
+  // The mismatch a slot shows in the final state, whatever order its members issued in: the
+  // lowest rank that issued against the lowest rank whose op differs from it.
+  MismatchInfo slot_mismatch(uint32_t id, uint32_t seq) const {
+    const CollSlot& slot = (id == UINT32_MAX ? new_group_calls : comms[id]).slots[seq - 1];
+    int32_t a = -1;
+    for (int32_t k : slot.kernels) {
+      if (k >= 0 && (a < 0 || kernels[static_cast<size_t>(k)].rank < kernels[static_cast<size_t>(a)].rank)) a = k;
+    }
+    int32_t b = -1;
+    for (int32_t k : slot.kernels) {
+      if (k < 0 || collective_difference(kernels[static_cast<size_t>(a)].op, kernels[static_cast<size_t>(k)].op).empty()) {
+        continue;
+      }
+      if (b < 0 || kernels[static_cast<size_t>(k)].rank < kernels[static_cast<size_t>(b)].rank) b = k;
+    }
+    assert(a >= 0 && b >= 0);
+    return mismatch_of(collective_difference(kernels[static_cast<size_t>(a)].op, kernels[static_cast<size_t>(b)].op),
+                       static_cast<uint32_t>(a), static_cast<uint32_t>(b));
+  }
+
+  // The field a matched send/recv pair differs in ("size", "dtype", "tag"), or empty.
+  std::string p2p_difference(uint32_t send, uint32_t recv) const {
+    const OpInstance& a = kernels[send].op;
+    const OpInstance& b = kernels[recv].op;
+    if (a.size_bytes != b.size_bytes) return "size";
+    if (a.dtype != b.dtype) return "dtype";
+    // A tag is a logical identity (SPEC §3): a pair that carries different ones moved the wrong
+    // tensor, however well the sizes agree (PyTorch p2p has no tag matching on NCCL).
+    if ((a.stmt ? std::string_view(a.stmt->tag) : std::string_view()) !=
+        (b.stmt ? std::string_view(b.stmt->tag) : std::string_view())) {
+      return "tag";
+    }
+    return {};
+  }
+
+  // At the end: the first mismatch in (group, seq, ranks) order, so that every interleaving of
+  // the same issued ops reports the same one.
+  void report_mismatches() {
+    std::optional<MismatchInfo> best;
+    auto consider = [&](MismatchInfo info) {
+      if (!best || std::tie(info.group, info.seq, info.rank_a, info.rank_b) <
+                       std::tie(best->group, best->seq, best->rank_a, best->rank_b)) {
+        best = std::move(info);
+      }
+    };
+    for (const auto& [id, seq] : mismatched_slots) consider(slot_mismatch(id, seq));
+    for (uint32_t send : mismatched_sends) {
+      const uint32_t recv = static_cast<uint32_t>(kernels[send].match);
+      consider(mismatch_of(p2p_difference(send, recv), send, recv));
+    }
+    result.mismatch = std::move(best);
+    result.end = ExecutionEnd::MISMATCH;
   }
 
   static std::string collective_difference(const OpInstance& a, const OpInstance& b) {
@@ -1448,7 +1538,7 @@ struct Engine::Impl {
     return {};
   }
 
-  void report_mismatch(const std::string& field, uint32_t a, uint32_t b) {
+  MismatchInfo mismatch_of(const std::string& field, uint32_t a, uint32_t b) const {
     MismatchInfo info;
     info.group = kernels[a].op.group;
     info.seq = kernels[b].seq;
@@ -1461,9 +1551,7 @@ struct Engine::Impl {
       std::swap(info.rank_a, info.rank_b);
       std::swap(info.op_a, info.op_b);
     }
-    result.mismatch = std::move(info);
-    result.end = ExecutionEnd::MISMATCH;
-    stopped = true;
+    return info;
   }
 
   // An NCCL group: its ops match like any others, but they hold one place on the stream (a
@@ -1529,7 +1617,7 @@ struct Engine::Impl {
     CollSlot& slot = new_group_calls.slots[kernel.seq - 1];
     ++slot.running;
     thread.waits.assign(1, k);
-    if (slot.running == static_cast<uint32_t>(sc.world)) {
+    if (slot.running == static_cast<uint32_t>(sc.world) && !slot.mismatched) {
       int64_t end = 0;
       for (int32_t other : slot.kernels) end = std::max(end, kernels[static_cast<size_t>(other)].start_ns);
       for (int32_t other : slot.kernels) complete(static_cast<uint32_t>(other), end);
@@ -1584,21 +1672,8 @@ struct Engine::Impl {
       log_kernel(send, "matched", std::max(kernels[send].issue_ns, kernels[recv].issue_ns));
       log_kernel(recv, "matched", std::max(kernels[send].issue_ns, kernels[recv].issue_ns));
     }
-    if (kernels[send].op.size_bytes != kernels[recv].op.size_bytes) {
-      report_mismatch("size", send, recv);
-      return;
-    }
-    if (kernels[send].op.dtype != kernels[recv].op.dtype) {
-      report_mismatch("dtype", send, recv);
-      return;
-    }
-    // A tag is a logical identity (SPEC §3): a pair that carries different ones moved the wrong
-    // tensor, however well the sizes agree (PyTorch p2p has no tag matching on NCCL).
-    const OpInstance& a = kernels[send].op;
-    const OpInstance& b = kernels[recv].op;
-    if ((a.stmt ? std::string_view(a.stmt->tag) : std::string_view()) !=
-        (b.stmt ? std::string_view(b.stmt->tag) : std::string_view())) {
-      report_mismatch("tag", send, recv);
+    if (!p2p_difference(send, recv).empty()) {
+      mismatched_sends.push_back(send);  // the pair never completes
       return;
     }
     try_complete_p2p(send);
@@ -1710,7 +1785,7 @@ struct Engine::Impl {
         if (k == NO_INDEX) continue;
         if (kernels[k].comm && startable(k)) {
           options_buf.push_back(Option{ChoiceKind::START, static_cast<int32_t>(r), 0, static_cast<int32_t>(k),
-                                       ready_time(k)});
+                                       ready_time(k), false, static_cast<uint32_t>(kernel_name(k))});
         }
       }
     }
@@ -1779,7 +1854,7 @@ struct Engine::Impl {
     } else if (is_collective(kernel.op.kind)) {
       const uint32_t comm = comm_id(kernel.op.group, kernel.rank);
       CollSlot& slot = comms[comm].slots[kernel.seq - 1];
-      if (++slot.running == slot.kernels.size()) complete_collective(comm, kernel.seq);
+      if (++slot.running == slot.kernels.size() && !slot.mismatched) complete_collective(comm, kernel.seq);
     } else if (kernel.child_count == 0) {
       try_complete_p2p(k);
     }
@@ -1855,6 +1930,10 @@ struct Engine::Impl {
     }
     const uint32_t send = kernel.op.kind == OpKind::SEND ? k : static_cast<uint32_t>(kernel.match);
     const uint32_t recv = kernel.op.kind == OpKind::SEND ? static_cast<uint32_t>(kernel.match) : k;
+    if (!mismatched_sends.empty() && std::find(mismatched_sends.begin(), mismatched_sends.end(), send) !=
+                                         mismatched_sends.end()) {
+      return;  // a mismatched pair never completes
+    }
     Kernel& s = kernels[send];
     Kernel& r = kernels[recv];
     const int64_t cost = p2p_cost(s);
@@ -2292,6 +2371,10 @@ struct Engine::Impl {
       }
     }
     if (stopped) return;
+    if (!mismatched_slots.empty() || !mismatched_sends.empty()) {
+      report_mismatches();
+      return;
+    }
     if (all_finished) {
       result.end = ExecutionEnd::COMPLETED;
       find_timeouts();
@@ -2341,6 +2424,12 @@ struct Engine::Impl {
       }
       result.stuck.push_back(std::move(late));
     }
+    // By rank and issue index: `kernels` is in the engine's order, which differs between
+    // interleavings that reach the same state (the property test found two orders of one
+    // timeout reported as two bugs).
+    std::stable_sort(result.stuck.begin(), result.stuck.end(), [](const StuckOp& a, const StuckOp& b) {
+      return std::tie(a.rank, a.op.index) < std::tie(b.rank, b.op.index);
+    });
     if (!result.stuck.empty()) result.end = ExecutionEnd::TIMEOUT;
   }
 

@@ -82,7 +82,7 @@ struct MismatchInfo {
 enum class ExecutionEnd : uint8_t {
   COMPLETED,  // every rank finished
   STUCK,      // no transition enabled, some rank unfinished
-  MISMATCH,   // stopped at the first mismatched collective
+  MISMATCH,   // members of a collective (or a matched p2p pair) issued different ops
   TIMEOUT,    // every rank finished, but some communication op waited longer than the watchdog
   ERROR,      // a run-time error in the scenario (division by zero, rank outside a group, ...)
   LIMIT,      // a bound was hit (EngineLimits)

@@ -24,6 +24,10 @@ struct Option {
   // THREAD: the rank has several threads and one of them can still exit or crash. Its step may
   // abort pending ops that another rank's step would otherwise complete first.
   bool may_abort = false;
+  // START: the kernel named the same on every path to a state (its rank-local issue index; bit
+  // 31: an NCCL group's, by its first op), where `detail` is its engine slot, which depends on
+  // the order ranks issued in. Not part of schedules (replay follows one path).
+  uint32_t name = 0;
 };
 
 // The independence relation of the engine's options, the ground of every reduction
@@ -54,6 +58,13 @@ class Strategy {
   // Returns an index into point.options, or PRUNE: end this execution here (its future was
   // already explored from an equal state); the engine then ends it as ExecutionEnd::PRUNED.
   virtual size_t choose(const ChoicePoint& point) = 0;
+  // A choice point with one option is no choice: the engine takes it without asking, and tells
+  // the strategy here (sleep sets must see every step taken between choice points that could
+  // have been a choice). Returning false ends the execution as PRUNED (its future is covered).
+  virtual bool forced(const Option& option) {
+    (void)option;
+    return true;
+  }
 
   static constexpr size_t PRUNE = SIZE_MAX;
 };

@@ -13,10 +13,13 @@ namespace lockstep::testing {
 // A small random scenario: 2-4 ranks, one or two threads (two only with 2 ranks), 1-4
 // operations per rank and thread; sometimes comm_concurrency 1, eager p2p, a watchdog short
 // enough to fire (so that virtual time decides verdicts: the state cache must keep it), ops of
-// different durations and sizes, exits and crashes.
-inline std::string generate_scenario(checker::Rng& rng) {
-  const int world = 2 + static_cast<int>(rng.below(3));
-  const int threads = world == 2 ? 1 + static_cast<int>(rng.below(2)) : 1;
+// different durations and sizes, exits and crashes. `threaded`: 3 ranks with two threads each,
+// and host-blocking ops (`sync`, `barrier`) among the others, so that one rank's thread steps
+// interleave with other ranks' threads and wildcard matches while its kernels complete (what
+// sleep sets must commute with, docs/semantics.md).
+inline std::string generate_scenario(checker::Rng& rng, bool threaded = false) {
+  const int world = threaded ? 3 : 2 + static_cast<int>(rng.below(3));
+  const int threads = threaded ? 2 : world == 2 ? 1 + static_cast<int>(rng.below(2)) : 1;
   const bool limited = threads == 1 && rng.below(3) == 0;
   const bool eager = rng.below(4) == 0;
   const bool short_watchdog = rng.below(3) == 0;
@@ -30,7 +33,7 @@ inline std::string generate_scenario(checker::Rng& rng) {
     const std::string group = rng.below(2) || !in_g ? "world" : "g";
     const std::string async = limited && rng.below(2) ? fmt::format(", async: h{}", n) : "";
     const int size = rng.below(4) == 0 ? 8 : 4;
-    switch (rng.below(10)) {
+    switch (rng.below(threaded ? 12 : 10)) {
       case 0: return fmt::format("{{allreduce: {{group: {}, size: {}{}}}}}", rank <= 2 ? group : "world", size, async);
       case 1: return fmt::format("{{send: {{to: {}, size: 4{}}}}}", peer, async);
       case 2: return fmt::format("{{recv: {{from: {}, size: 4{}}}}}", peer, async);
@@ -39,6 +42,8 @@ inline std::string generate_scenario(checker::Rng& rng) {
       case 5: return fmt::format("{{choose: {{a: [{{allreduce: {{group: {}, size: 4}}}}], b: [{{compute: 1us}}]}}}}",
                                  rank <= 2 ? group : "world");
       case 6: return rng.below(4) == 0 ? (rng.below(2) ? "exit" : "crash") : "{compute: 20us}";
+      case 10: return "sync";
+      case 11: return "barrier";
       default: return "{compute: 1us}";
     }
   };
@@ -47,7 +52,7 @@ inline std::string generate_scenario(checker::Rng& rng) {
     int n = 0;
     for (int rank = 0; rank < world; ++rank) {
       out += fmt::format("    - if: \"rank == {}\"\n      then: [", rank);
-      const int ops = 1 + static_cast<int>(rng.below(threads == 1 ? 4 : 2));
+      const int ops = threaded && thread == 1 ? 1 : 1 + static_cast<int>(rng.below(threads == 1 ? 4 : 2));
       for (int i = 0; i < ops; ++i) out += (i ? ", " : "") + op(rank, thread * 10 + n++);
       out += "]\n";
     }
