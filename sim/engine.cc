@@ -105,6 +105,7 @@ struct alignas(64) Kernel {  // two cache lines exactly (static_assert below)
   // kernels no longer fit in the cache and each line more is a miss.
   KernelState state = KernelState::QUEUED;
   bool comm = false;           // occupies a communication slot while it runs
+  bool waited = false;         // a host thread has blocked on it (its rank's Rank::wake)
   uint32_t dep_count = 0;      // deps: kernels of the same rank that must be done first:
   uint32_t dep_begin = 0;      // dep_pool[dep_begin .. +dep_count], or the one itself (Impl::dep)
   uint32_t rank = 0;
@@ -131,19 +132,23 @@ static_assert(sizeof(Kernel) == 128, "a kernel is two cache lines, its hot field
 // A stream's kernels are a list through Kernel::next, in enqueue order: progress reads the head
 // and the kernel before it (its end time is kept here), so that a wave over thousands of ranks
 // touches no per-stream array (a vector of every kernel the stream ever held was a cache miss
-// per stream per rank, and memory that grew with every op).
-struct Stream {
-  uint32_t name = 0;                    // id in Impl::names
+// per stream per rank, and memory that grew with every op). What progress reads of a stream is
+// its StreamHead, which the Rank keeps in its first cache line for its first two streams; the
+// rest of a stream (Stream) is read when a kernel is enqueued on it.
+struct StreamHead {
   uint32_t head = NO_INDEX;             // first kernel not done (NO_INDEX: none queued)
-  uint32_t last = NO_INDEX;             // the last kernel enqueued (NO_INDEX: none ever)
   uint32_t before_head = NO_INDEX;      // the done kernel before head (NO_INDEX: none)
   int64_t before_head_end_ns = 0;       // its end time
+};
+
+struct Stream {
+  uint32_t name = 0;                    // id in Impl::names
+  uint32_t last = NO_INDEX;             // the last kernel enqueued (NO_INDEX: none ever)
   std::vector<uint32_t> pending_waits;  // kernels the next enqueued kernel must wait for
 
   void reset(uint32_t name_id) {
     name = name_id;
-    head = last = before_head = NO_INDEX;
-    before_head_end_ns = 0;
+    last = NO_INDEX;
     pending_waits.clear();
   }
 };
@@ -240,16 +245,34 @@ struct ThreadRange {
   uint32_t operator[](size_t i) const { return first + static_cast<uint32_t>(i); }
 };
 
-struct Rank {
-  // Hot: what the progress of every rank in a wave reads, in the object's first cache line.
+// What the progress of every rank in a wave reads of it: one cache line. After a collective
+// over N ranks completes, progress visits all N; at 16,384 ranks what it reads of each is no
+// longer in the L2 cache when it comes back, and every line more per rank is a miss more.
+struct RankHot {
+  static constexpr uint32_t INLINE_STREAMS = 2;  // main and one communicator's, in the common case
+
   RankStatus status = RankStatus::RUNNING;
+  bool wake = false;               // a kernel one of its threads blocked on is done: progress
+                                   // looks at its threads (Kernel::waited)
   uint32_t live_threads = 0;
-  uint32_t running_comm = 0;       // comm kernels running (comm_concurrency)
-  uint32_t issued = 0;
-  Recycled<Stream> streams;        // streams[0] is main
+  uint32_t running_comm = 0;       // comm kernels running (kept when Impl::count_comm)
   ThreadRange threads;             // fixed by the scenario
+  uint32_t stream_count = 0;       // streams.size()
+  StreamHead heads[INLINE_STREAMS];  // of streams 0 and 1 (Rank::head)
+  uint32_t issued = 0;
   uint32_t new_groups = 0;         // new_group calls made
+};
+static_assert(sizeof(RankHot) == 64, "what a wave reads of a rank is one cache line");
+
+struct alignas(64) Rank : RankHot {
+  StreamHead& head(uint32_t s) { return s < INLINE_STREAMS ? heads[s] : more_heads[s - INLINE_STREAMS]; }
+  const StreamHead& head(uint32_t s) const {
+    return s < INLINE_STREAMS ? heads[s] : more_heads[s - INLINE_STREAMS];
+  }
+
   // Cold.
+  std::vector<StreamHead> more_heads;  // of streams 2, 3, ...
+  Recycled<Stream> streams;        // streams[0] is main
   std::vector<std::pair<uint32_t, uint32_t>> named_streams;  // name id -> stream, all but main
   std::vector<uint32_t> group_stream;  // group -> its default stream, NO_STREAM until used
   std::vector<uint32_t> coll_seq;  // per group: collectives issued
@@ -520,6 +543,9 @@ struct Engine::Impl {
   std::vector<KernelHash> kernel_hashes;  // by kernel
   ExecutionResult result;
   bool stopped = false;
+  // Rank::running_comm is read only under comm_concurrency and by state fingerprints: kept only
+  // then, so that completing a collective's kernels does not read every member's Rank.
+  const bool count_comm;
   uint64_t ops_issued = 0;
   int64_t longest_comm_ns = 0;  // the longest a finished communication kernel ran (timeouts)
   std::vector<bool> threads_may_exit;  // per rank: several threads, one of which can exit/crash
@@ -530,7 +556,10 @@ struct Engine::Impl {
   EventLog* log_debug = nullptr;
 
   Impl(const Scenario& scenario, EngineOptions opts)
-      : sc(scenario), options(opts), stacks(opts.limits.fiber_stack_bytes) {
+      : sc(scenario),
+        options(opts),
+        stacks(opts.limits.fiber_stack_bytes),
+        count_comm(scenario.semantics.comm_concurrency > 0 || opts.track_state) {
     if (EventLog* log = options.log) {
       if (log->level() >= LogLevel::WARN) log_warn = log;
       if (log->level() >= LogLevel::INFO) log_info = log;
@@ -630,6 +659,10 @@ struct Engine::Impl {
     for (Rank& rank : ranks) {
       rank.streams.clear();
       rank.streams.add().reset(MAIN_NAME);
+      rank.stream_count = 1;
+      rank.heads[MAIN_STREAM] = StreamHead{};
+      rank.more_heads.clear();
+      rank.wake = false;
       rank.named_streams.clear();
       rank.group_stream.assign(group_count, NO_STREAM);
       rank.coll_seq.assign(group_count, 0);
@@ -702,11 +735,11 @@ struct Engine::Impl {
   }
 
   // After a collective over thousands of ranks completes, progress visits each of them in turn,
-  // and what it reads of each (its Rank, its streams, the kernels at and after their heads, its
-  // threads and what they wait for) lies at scattered addresses: at 16,384 ranks none of it is
-  // still in the cache. So the queue is read ahead and those lines are prefetched in four steps,
-  // each reading only what the one before fetched a few ranks earlier, so that the misses of
-  // several ranks overlap. A hint only: what the engine does is unchanged.
+  // and what it reads of each (its Rank's first line, the kernels at and after the heads of its
+  // streams) lies at scattered addresses: at 16,384 ranks none of it is still in the cache. So
+  // the queue is read ahead and those lines are prefetched in three steps, each reading only
+  // what the one before fetched a few ranks earlier, so that the misses of several ranks
+  // overlap. A hint only: what the engine does is unchanged.
   static constexpr size_t PREFETCH_STEP = 3;  // ranks between two steps
 
   // Both lines of a kernel: starting and completing one reads its op too.
@@ -717,33 +750,27 @@ struct Engine::Impl {
   }
 
   void prefetch_progress(const Fifo& queue) const {
-    if (const uint32_t r = queue.peek(4 * PREFETCH_STEP); r != NO_RANK) {
-      prefetch(&ranks[r]);
-      const ThreadRange& range = ranks[r].threads;
-      if (range.count != 0) prefetch(&threads[range.first]);
-    }
-    if (const uint32_t r = queue.peek(3 * PREFETCH_STEP); r != NO_RANK) {
-      const Rank& rank = ranks[r];
-      const char* first = reinterpret_cast<const char*>(rank.streams.begin());
-      for (const char* line = first; line < reinterpret_cast<const char*>(rank.streams.end()); line += 64) prefetch(line);
-      for (uint32_t t : rank.threads) {
-        if (!threads[t].waits.empty()) prefetch(threads[t].waits.data());
-      }
-    }
+    if (const uint32_t r = queue.peek(3 * PREFETCH_STEP); r != NO_RANK) prefetch(&ranks[r]);
     if (const uint32_t r = queue.peek(2 * PREFETCH_STEP); r != NO_RANK) {
       const Rank& rank = ranks[r];
-      for (const Stream& stream : rank.streams) {
-        if (stream.head != NO_INDEX) prefetch_kernel(stream.head);
+      const uint32_t inline_count = std::min(rank.stream_count, Rank::INLINE_STREAMS);
+      for (uint32_t s = 0; s < inline_count; ++s) {
+        if (rank.heads[s].head != NO_INDEX) prefetch_kernel(rank.heads[s].head);
       }
-      for (uint32_t t : rank.threads) {
-        if (!threads[t].waits.empty()) prefetch(&kernels[threads[t].waits.front()]);
+      if (rank.stream_count > Rank::INLINE_STREAMS) {
+        const char* first = reinterpret_cast<const char*>(rank.more_heads.data());
+        const char* end = reinterpret_cast<const char*>(rank.more_heads.data() + rank.more_heads.size());
+        for (const char* line = first; line < end; line += 64) prefetch(line);
       }
     }
     if (const uint32_t r = queue.peek(PREFETCH_STEP); r != NO_RANK) {
       // The head's successor (the head is often done) and first dependency.
-      for (const Stream& stream : ranks[r].streams) {
-        if (stream.head == NO_INDEX) continue;
-        const Kernel& head = kernels[stream.head];
+      const Rank& rank = ranks[r];
+      for (uint32_t s = 0; s < rank.stream_count; ++s) {
+        const uint32_t k = rank.head(s).head;
+        if (k == NO_INDEX) continue;
+        if (s >= Rank::INLINE_STREAMS) prefetch_kernel(k);
+        const Kernel& head = kernels[k];
         if (head.next != NO_INDEX) prefetch_kernel(head.next);
         if (head.dep_count != 0) prefetch(&kernels[dep(head, 0)]);
       }
@@ -935,10 +962,11 @@ struct Engine::Impl {
       h.add(rank.issued);
       h.add(rank.new_groups);
       h.add(rank.running_comm);  // not end_ns: a report's number, never read by the future
-      for (const Stream& stream : rank.streams) {
+      for (uint32_t s = 0; s < rank.streams.size(); ++s) {
+        const Stream& stream = rank.streams[s];
         h.add(stream.name);
         h.add(stream.last == NO_INDEX ? 0 : kernel_ref(stream.last));
-        for (uint32_t k = stream.head; k != NO_INDEX; k = kernels[k].next) h.add(kernel_ref(k));
+        for (uint32_t k = rank.head(s).head; k != NO_INDEX; k = kernels[k].next) h.add(kernel_ref(k));
         for (uint32_t k : stream.pending_waits) h.add(kernel_ref(k));
         h.add(0xbeef);
       }
@@ -1110,6 +1138,7 @@ struct Engine::Impl {
   // The caller advances the thread's program if it is RUNNABLE afterwards.
   void block_thread(uint32_t t) {
     threads[t].state = ThreadState::BLOCKED;
+    for (uint32_t k : threads[t].waits) kernels[k].waited = true;
     wake_if_done(t);
   }
 
@@ -1328,6 +1357,12 @@ struct Engine::Impl {
     const uint32_t s = static_cast<uint32_t>(rank.streams.size());
     rank.named_streams.emplace_back(name, s);
     rank.streams.add().reset(name);
+    if (s < Rank::INLINE_STREAMS) {
+      rank.heads[s] = StreamHead{};
+    } else {
+      rank.more_heads.emplace_back();
+    }
+    rank.stream_count = s + 1;
     return s;
   }
 
@@ -1359,6 +1394,7 @@ struct Engine::Impl {
 
   void enqueue(uint32_t r, uint32_t s, uint32_t k) {
     Stream& stream = ranks[r].streams[s];
+    StreamHead& head = ranks[r].head(s);
     Kernel& kernel = kernels[k];
     assert(kernel.dep_count == 0);
     // Done ones too: their end still bounds this kernel's start (see add_wait). One dependency
@@ -1374,7 +1410,7 @@ struct Engine::Impl {
     kernel.stream = s;
     if (stream.last != NO_INDEX) kernels[stream.last].next = k;
     stream.last = k;
-    if (stream.head == NO_INDEX) stream.head = k;
+    if (head.head == NO_INDEX) head.head = k;
   }
 
   // A communication op's stream waits for prior work on main; main waits for the op unless it
@@ -1653,8 +1689,8 @@ struct Engine::Impl {
     bool changed = true;
     while (changed && !stopped) {
       changed = false;
-      for (size_t s = 0; s < rank.streams.size(); ++s) {
-        Stream& stream = rank.streams[s];
+      for (uint32_t s = 0; s < rank.stream_count; ++s) {
+        StreamHead& stream = rank.head(s);
         const uint32_t k = stream.head;
         if (k == NO_INDEX) continue;
         if (kernels[k].state == KernelState::DONE) {
@@ -1671,6 +1707,10 @@ struct Engine::Impl {
       }
     }
     progressing = NO_RANK;
+    // Only a kernel becoming done can wake a blocked thread, and complete() sets `wake` when
+    // one that a thread blocked on does: a wave reads no thread of a rank nothing woke.
+    if (!rank.wake) return;
+    rank.wake = false;
     for (uint32_t t : rank.threads) {
       if (wake_if_done(t) && threads[t].state == ThreadState::RUNNABLE) {
         advance_fiber(t);
@@ -1705,8 +1745,8 @@ struct Engine::Impl {
     for (uint32_t r = 0; r < ranks.size(); ++r) {
       const Rank& rank = ranks[r];
       if (!alive(r) || rank.running_comm >= limit) continue;
-      for (const Stream& stream : rank.streams) {
-        const uint32_t k = stream.head;
+      for (uint32_t s = 0; s < rank.stream_count; ++s) {
+        const uint32_t k = rank.head(s).head;
         if (k == NO_INDEX) continue;
         if (kernels[k].comm && startable(k)) {
           options_buf.push_back(Option{ChoiceKind::START, static_cast<int32_t>(r), 0, static_cast<int32_t>(k),
@@ -1718,7 +1758,7 @@ struct Engine::Impl {
 
   int64_t ready_time(uint32_t k, int32_t* cause = nullptr) const {
     const Kernel& kernel = kernels[k];
-    const Stream& stream = ranks[kernel.rank].streams[kernel.stream];
+    const StreamHead& stream = ranks[kernel.rank].head(kernel.stream);
     int64_t start = kernel.issue_ns;
     int32_t by = -1;
     auto consider = [&](uint32_t other) {
@@ -1745,7 +1785,7 @@ struct Engine::Impl {
     kernel.state = KernelState::RUNNING;
     ++result.events;
     if (kernel.comm) {
-      ++rank.running_comm;
+      if (count_comm) ++rank.running_comm;
       // launch_order is kept only under comm_concurrency: testing that first spares a wave the
       // Rank's second cache line.
       if (sc.semantics.comm_concurrency > 0 && !rank.launch_order.empty()) {
@@ -1796,7 +1836,8 @@ struct Engine::Impl {
     if (kernel.index != NO_INDEX && is_communication(kernel.op.kind)) {
       longest_comm_ns = std::max(longest_comm_ns, end_ns - kernel.start_ns);
     }
-    if (kernel.comm && kernel.parent < 0) --ranks[kernel.rank].running_comm;
+    if (count_comm && kernel.comm && kernel.parent < 0) --ranks[kernel.rank].running_comm;
+    if (kernel.waited) ranks[kernel.rank].wake = true;
     if (kernel.parent >= 0) maybe_complete_group(static_cast<uint32_t>(kernel.parent));
     mark_dirty(kernel.rank);
   }
@@ -1815,8 +1856,8 @@ struct Engine::Impl {
   void complete_collective(uint32_t comm, uint32_t seq) {
     CollSlot& slot = comms[comm].slots[seq - 1];
     const size_t size = slot.kernels.size();
-    // Members' kernels (and, below, their ranks) are prefetched a few ahead: on a large
-    // communicator they are scattered lines no longer in the cache (prefetch_progress).
+    // Members' kernels are prefetched a few ahead: on a large communicator they are scattered
+    // lines no longer in the cache (prefetch_progress). Their Ranks are not read (count_comm).
     constexpr size_t AHEAD = 8;
     int64_t start = 0;
     int32_t last = slot.kernels[0];
@@ -1829,15 +1870,11 @@ struct Engine::Impl {
       }
     }
     const Kernel& any = kernels[static_cast<size_t>(slot.kernels[0])];
-    const std::vector<int32_t>& member_ranks = members(any.op.group, any.rank);
     const int64_t end = start + comm_cost_ns(any.op.kind, any.op.size_bytes, static_cast<int32_t>(size),
                                              link_of(any.op.group), sc.semantics.allreduce_algorithm);
     // end_cause is read by records only, never by complete(): one pass sets both.
     for (size_t i = 0; i < size; ++i) {
-      if (i + AHEAD < size) {
-        prefetch_kernel(static_cast<uint32_t>(slot.kernels[i + AHEAD]));
-        prefetch(&ranks[static_cast<size_t>(member_ranks[i + AHEAD])]);
-      }
+      if (i + AHEAD < size) prefetch_kernel(static_cast<uint32_t>(slot.kernels[i + AHEAD]));
       const int32_t k = slot.kernels[i];
       if (k != last) kernels[static_cast<size_t>(k)].end_cause = last;
       complete(static_cast<uint32_t>(k), end);
@@ -2259,6 +2296,7 @@ struct Engine::Impl {
     result.rank_status.resize(world);
     result.rank_end_ns.resize(world);
     bool all_finished = true;
+    bool any_unfinished = false;  // running or blocked
     for (size_t r = 0; r < world; ++r) {
       RankStatus status = ranks[r].status;
       if (status == RankStatus::RUNNING) {
@@ -2266,14 +2304,16 @@ struct Engine::Impl {
         for (uint32_t t : ranks[r].threads) blocked |= threads[t].state == ThreadState::BLOCKED;
         if (blocked) status = RankStatus::BLOCKED;
       }
+      any_unfinished |= status == RankStatus::RUNNING || status == RankStatus::BLOCKED;
       result.rank_status[r] = status;
       result.rank_end_ns[r] = ranks[r].end_ns;
       if (status != RankStatus::FINISHED && status != RankStatus::EXITED && status != RankStatus::CRASHED) {
         all_finished = false;
       }
     }
-    // A rank that did not finish: the last moment it made progress.
-    for (size_t k = 0; k < kernels.size(); ++k) {
+    // A rank that did not finish: the last moment it made progress. (Only then: on a large
+    // run that completes, this walk was a cache miss per kernel.)
+    for (size_t k = 0; any_unfinished && k < kernels.size(); ++k) {
       const Kernel& kernel = kernels[k];
       const RankStatus status = result.rank_status[kernel.rank];
       if (status != RankStatus::RUNNING && status != RankStatus::BLOCKED) continue;
