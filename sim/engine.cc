@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstddef>
 #include <deque>
 #include <new>
 #include <string>
@@ -92,41 +93,60 @@ constexpr uint32_t MAIN_STREAM = 0;
 constexpr uint32_t NO_INDEX = UINT32_MAX;
 constexpr uint32_t NO_RANK = UINT32_MAX;
 
+// What a kernel needs to run, besides its times: a compute kernel's duration, or a
+// collective's slot (comms[comm].slots[seq - 1]). Copies of what OpInstance and Kernel::seq
+// hold, kept in the kernel's first cache line.
+struct SlotRef {
+  uint32_t comm;
+  uint32_t seq;
+};
+union RunArg {
+  int64_t duration_ns;  // COMPUTE
+  SlotRef slot;         // collectives
+};
+
 // An issued operation. Device ops are kernels on a stream; host ops have no stream. The ops of
-// an NCCL group are children of one composite kernel that holds their place on the stream.
-struct alignas(64) Kernel {  // two cache lines exactly (static_assert below)
+// an NCCL group are children of one composite kernel that holds their place on the stream, and
+// are the kernels right after it.
+struct alignas(64) Kernel {  // two cache lines exactly (static_asserts below)
   // User-provided, so that value-initialisation (emplace_back()) runs the member initialisers
   // only, without zeroing the whole struct first: that memset was a twelfth of a small
   // execution's time.
   Kernel() {}  // NOLINT(modernize-use-equals-default)
 
-  // Hot first: what progress and matching read of every kernel of every rank in a wave (state,
-  // dependencies, times, place) shares the object's first cache line; at 16,384 ranks a wave's
-  // kernels no longer fit in the cache and each line more is a miss.
+  // The first cache line: everything progress, starting and completing read and write of a
+  // kernel (state, dependencies, place, times, causes, what it needs to run). At 16,384 ranks
+  // a wave's kernels no longer fit in the cache, and a second line per kernel was a miss more
+  // per start and per completion. The flags and `kind` and `run` are copies of what the second
+  // line holds (index, parent, child_count, op).
   KernelState state = KernelState::QUEUED;
-  bool comm = false;           // occupies a communication slot while it runs
-  bool waited = false;         // a host thread has blocked on it (its rank's Rank::wake)
-  uint32_t dep_count = 0;      // deps: kernels of the same rank that must be done first:
-  uint32_t dep_begin = 0;      // dep_pool[dep_begin .. +dep_count], or the one itself (Impl::dep)
+  bool comm = false;              // occupies a communication slot while it runs
+  OpKind kind = OpKind::COMPUTE;  // op.kind
+  bool waited : 1 = false;        // a host thread has blocked on it (its rank's Rank::wake)
+  bool composite : 1 = false;     // an NCCL group's composite (index == NO_INDEX)
+  bool in_group : 1 = false;      // parent >= 0
+  bool has_children : 1 = false;  // child_count > 0
+  uint32_t dep_count = 0;         // deps: kernels of the same rank that must be done first:
+  uint32_t dep_begin = 0;         // dep_pool[dep_begin .. +dep_count], or the one itself (Impl::dep)
   uint32_t rank = 0;
   uint32_t stream = NO_STREAM;
-  uint32_t thread = 0;         // global thread index
+  uint32_t next = NO_INDEX;       // the next kernel on its stream (Stream is a list through this)
+  int32_t start_cause = -1;       // the kernel whose end set start_ns (-1: the issue time)
+  int32_t end_cause = -1;         // the kernel whose start set end_ns (-1: its own start)
   int64_t issue_ns = 0;
   int64_t start_ns = -1;
   int64_t end_ns = -1;
-  int32_t match = -1;          // p2p: the matched kernel
-  int32_t parent = -1;         // the NCCL group composite it belongs to
-  uint32_t next = NO_INDEX;    // the next kernel on its stream (Stream is a list through this)
-  // Cold.
-  uint32_t live_pos = 0;       // its place in Impl::live_kernels while not done (track_state)
-  uint32_t index = NO_INDEX;   // position in the rank's issue order (NO_INDEX: a composite)
+  RunArg run = {0};
+  // The second line: what issuing, matching, p2p, records and fingerprints read.
+  int32_t match = -1;             // p2p: the matched kernel
+  int32_t parent = -1;            // the NCCL group composite it belongs to
+  uint32_t thread = 0;            // global thread index
+  uint32_t index = NO_INDEX;      // position in the rank's issue order (NO_INDEX: a composite)
   uint32_t seq = 0;
-  uint32_t first_child = 0;    // a composite's ops are kernels first_child .. +child_count
-  uint32_t child_count = 0;
-  int32_t start_cause = -1;    // the kernel whose end set start_ns (-1: the issue time)
-  int32_t end_cause = -1;      // the kernel whose start set end_ns (-1: its own start)
+  uint32_t child_count = 0;       // a composite's ops: the kernels after it (Impl::first_child)
   OpInstance op;
 };
+static_assert(offsetof(Kernel, match) == 64, "what a wave reads of a kernel is its first cache line");
 static_assert(sizeof(Kernel) == 128, "a kernel is two cache lines, its hot fields in the first");
 
 // A stream's kernels are a list through Kernel::next, in enqueue order: progress reads the head
@@ -290,11 +310,17 @@ struct CollSlot {
   uint32_t running = 0;
   uint32_t done = 0;             // members whose kernel is done (kept when track_state)
   int32_t first = -1;            // the first kernel issued, the reference for mismatches
+  uint32_t group = 0;            // a collective's GroupDef (not kept for new_group)
+  int32_t latest_position = 0;   // of the running members, the lowest position whose start is
+  int64_t latest_start_ns = 0;   // the latest, and that start (0 and 0 before any)
 
   void reset() {
     kernels.clear();
     issued = running = done = 0;
     first = -1;
+    group = 0;
+    latest_position = 0;
+    latest_start_ns = 0;
   }
 };
 
@@ -521,9 +547,10 @@ struct Engine::Impl {
   std::vector<Option> options_buf;
   std::vector<Option> branch_buf;    // a choose's options (options_buf may be in use)
   // For state fingerprints (track_state), kept as kernels change so that a fingerprint reads
-  // only what is live: the kernels not done (by Kernel::live_pos), and the done ones that ran
+  // only what is live: the kernels not done (by live_pos), and the done ones that ran
   // past the watchdog (their record is history the verdict reads).
   std::vector<uint32_t> live_kernels;
+  std::vector<uint32_t> live_pos;  // by kernel: its place in live_kernels while not done
   std::vector<uint32_t> timed_out;
   // A live kernel's term of the fingerprint, remembered with every input of it that can still
   // change: most live kernels are queued and untouched from one choice point to the next.
@@ -623,6 +650,9 @@ struct Engine::Impl {
     const auto it = name_ids.find(name);
     return it != name_ids.end() ? it->second : NO_NAME;
   }
+
+  // A composite's first op (0 when it has none, as the field this replaces was).
+  uint32_t first_child(uint32_t composite) const { return kernels[composite].child_count > 0 ? composite + 1 : 0; }
 
   // The i-th dependency of a kernel (Kernel::dep_begin).
   uint32_t dep(const Kernel& kernel, uint32_t i) const {
@@ -742,12 +772,9 @@ struct Engine::Impl {
   // overlap. A hint only: what the engine does is unchanged.
   static constexpr size_t PREFETCH_STEP = 3;  // ranks between two steps
 
-  // Both lines of a kernel: starting and completing one reads its op too.
-  void prefetch_kernel(uint32_t k) const {
-    const Kernel& kernel = kernels[k];
-    prefetch(&kernel);
-    prefetch(reinterpret_cast<const char*>(&kernel) + 64);
-  }
+  // A kernel's first line: all that starting and completing a compute kernel or a collective
+  // read (Kernel).
+  void prefetch_kernel(uint32_t k) const { prefetch(&kernels[k]); }
 
   void prefetch_progress(const Fifo& queue) const {
     if (const uint32_t r = queue.peek(3 * PREFETCH_STEP); r != NO_RANK) prefetch(&ranks[r]);
@@ -872,7 +899,7 @@ struct Engine::Impl {
 
   uint64_t kernel_name(uint32_t k) const {
     const Kernel& kernel = kernels[k];
-    const uint32_t index = kernel.index != NO_INDEX ? kernel.index : kernels[kernel.first_child].index | 0x80000000u;
+    const uint32_t index = kernel.index != NO_INDEX ? kernel.index : kernels[first_child(k)].index | 0x80000000u;
     return (static_cast<uint64_t>(kernel.rank) << 32) | index;
   }
 
@@ -1288,6 +1315,8 @@ struct Engine::Impl {
     kernel.thread = t;
     kernel.index = rank.issued++;
     kernel.op = op;
+    kernel.kind = op.kind;
+    if (op.kind == OpKind::COMPUTE) kernel.run.duration_ns = op.duration_ns;
     kernel.issue_ns = thread.clock_ns;
     track_live(k);
     // Communication ops and new_group are logged once their sequence number is known.
@@ -1309,9 +1338,12 @@ struct Engine::Impl {
   // The bookkeeping of state fingerprints (track_state): a new kernel is live...
   void track_live(uint32_t k) {
     if (!options.track_state) return;
-    kernels[k].live_pos = static_cast<uint32_t>(live_kernels.size());
+    if (k >= kernel_hashes.size()) {
+      kernel_hashes.resize(k + 1);
+      live_pos.resize(k + 1);
+    }
+    live_pos[k] = static_cast<uint32_t>(live_kernels.size());
     live_kernels.push_back(k);
-    if (k >= kernel_hashes.size()) kernel_hashes.resize(k + 1);
     kernel_hashes[k].valid = false;
   }
 
@@ -1320,8 +1352,8 @@ struct Engine::Impl {
   void on_done(uint32_t k) {
     if (!options.track_state) return;
     const uint32_t last = live_kernels.back();
-    live_kernels[kernels[k].live_pos] = last;
-    kernels[last].live_pos = kernels[k].live_pos;
+    live_kernels[live_pos[k]] = last;
+    live_pos[last] = live_pos[k];
     live_kernels.pop_back();
     const Kernel& kernel = kernels[k];
     if (kernel.index == NO_INDEX) return;
@@ -1451,10 +1483,12 @@ struct Engine::Impl {
     const uint32_t group = kernel.op.group;
     Rank& rank = ranks[kernel.rank];
     kernel.seq = ++rank.coll_seq[group];
+    kernel.run.slot = SlotRef{comm_id(group, kernel.rank), kernel.seq};
     if (log_info != nullptr) [[unlikely]] log_issue(k);
-    Comm& comm = comms[comm_id(group, kernel.rank)];
+    Comm& comm = comms[kernel.run.slot.comm];
     join_slot(comm, kernel.seq, members(group, kernel.rank).size(),
               static_cast<size_t>(member_pos[group][kernel.rank]), k);
+    comm.slots[kernel.seq - 1].group = group;
   }
 
   void join_slot(Comm& comm, uint32_t seq, size_t size, size_t position, uint32_t k) {
@@ -1518,7 +1552,11 @@ struct Engine::Impl {
       group_kernel.thread = t;
       group_kernel.comm = true;
       group_kernel.issue_ns = thread.clock_ns;
-      if (!ops.empty()) group_kernel.op = ops.front();
+      group_kernel.composite = true;
+      if (!ops.empty()) {
+        group_kernel.op = ops.front();
+        group_kernel.kind = group_kernel.op.kind;
+      }
       kernels.push_back(std::move(group_kernel));
       track_live(composite);
     }
@@ -1527,11 +1565,13 @@ struct Engine::Impl {
       ++result.events;
       const uint32_t k = new_kernel(t, op);
       kernels[k].parent = static_cast<int32_t>(composite);
-      if (kernels[composite].child_count++ == 0) kernels[composite].first_child = k;
+      kernels[k].in_group = true;
+      ++kernels[composite].child_count;
+      kernels[composite].has_children = true;
     }
     const uint32_t s = ops.empty() ? MAIN_STREAM : comm_stream(r, ops.front());
     link_synchronous(r, s, composite, false);
-    const uint32_t first = kernels[composite].first_child;
+    const uint32_t first = first_child(composite);
     const uint32_t count = kernels[composite].child_count;
     for (uint32_t k = first; k < first + count; ++k) kernels[k].stream = s;
     if (sc.semantics.comm_concurrency > 0) ranks[r].launch_order.push_back(composite);
@@ -1793,8 +1833,8 @@ struct Engine::Impl {
         if (it != rank.launch_order.end()) rank.launch_order.erase(it);
       }
     }
-    if (kernel.child_count > 0) {
-      const uint32_t first = kernel.first_child;
+    if (kernel.has_children) {
+      const uint32_t first = k + 1;
       const uint32_t count = kernel.child_count;
       for (uint32_t child = first; child < first + count; ++child) {
         kernels[child].start_ns = kernel.start_ns;
@@ -1814,13 +1854,20 @@ struct Engine::Impl {
 
   void on_running(uint32_t k) {
     Kernel& kernel = kernels[k];
-    if (kernel.op.kind == OpKind::COMPUTE) {
-      complete(k, kernel.start_ns + kernel.op.duration_ns);
-    } else if (is_collective(kernel.op.kind)) {
-      const uint32_t comm = comm_id(kernel.op.group, kernel.rank);
-      CollSlot& slot = comms[comm].slots[kernel.seq - 1];
-      if (++slot.running == slot.kernels.size()) complete_collective(comm, kernel.seq);
-    } else if (kernel.child_count == 0) {
+    if (kernel.kind == OpKind::COMPUTE) {
+      complete(k, kernel.start_ns + kernel.run.duration_ns);
+    } else if (is_collective(kernel.kind)) {
+      const SlotRef ref = kernel.run.slot;
+      CollSlot& slot = comms[ref.comm].slots[ref.seq - 1];
+      // The latest start, and the lowest member position that has it (complete_collective).
+      const int32_t position = member_pos[slot.group][kernel.rank];
+      if (kernel.start_ns > slot.latest_start_ns ||
+          (kernel.start_ns == slot.latest_start_ns && position < slot.latest_position)) {
+        slot.latest_start_ns = kernel.start_ns;
+        slot.latest_position = position;
+      }
+      if (++slot.running == slot.kernels.size()) complete_collective(ref.comm, ref.seq);
+    } else if (!kernel.has_children) {
       try_complete_p2p(k);
     }
   }
@@ -1832,13 +1879,13 @@ struct Engine::Impl {
     kernel.end_ns = end_ns;
     on_done(k);
     ++result.events;
-    if (log_debug != nullptr && kernel.index != NO_INDEX) [[unlikely]] log_kernel(k, "done", end_ns);
-    if (kernel.index != NO_INDEX && is_communication(kernel.op.kind)) {
+    if (log_debug != nullptr && !kernel.composite) [[unlikely]] log_kernel(k, "done", end_ns);
+    if (!kernel.composite && is_communication(kernel.kind)) {
       longest_comm_ns = std::max(longest_comm_ns, end_ns - kernel.start_ns);
     }
-    if (count_comm && kernel.comm && kernel.parent < 0) --ranks[kernel.rank].running_comm;
+    if (count_comm && kernel.comm && !kernel.in_group) --ranks[kernel.rank].running_comm;
     if (kernel.waited) ranks[kernel.rank].wake = true;
-    if (kernel.parent >= 0) maybe_complete_group(static_cast<uint32_t>(kernel.parent));
+    if (kernel.in_group) maybe_complete_group(static_cast<uint32_t>(kernel.parent));
     mark_dirty(kernel.rank);
   }
 
@@ -1846,35 +1893,31 @@ struct Engine::Impl {
     const Kernel& group = kernels[composite];
     if (group.state != KernelState::RUNNING) return;
     int64_t end = group.start_ns;
-    for (uint32_t child = group.first_child; child < group.first_child + group.child_count; ++child) {
+    const uint32_t first = first_child(composite);
+    for (uint32_t child = first; child < first + group.child_count; ++child) {
       if (kernels[child].state != KernelState::DONE) return;
       end = std::max(end, kernels[child].end_ns);
     }
     complete(composite, end);
   }
 
+  // Every member's kernel runs: each ends at the latest start plus the collective's cost, its
+  // end caused by the member that started last (the lowest position among equals). on_running
+  // kept that latest start, so this is one pass over the members, not two: at 16,384 ranks the
+  // members' kernels are no longer in the L2 cache after a first pass.
   void complete_collective(uint32_t comm, uint32_t seq) {
     CollSlot& slot = comms[comm].slots[seq - 1];
     const size_t size = slot.kernels.size();
-    // Members' kernels are prefetched a few ahead: on a large communicator they are scattered
-    // lines no longer in the cache (prefetch_progress). Their Ranks are not read (count_comm).
-    constexpr size_t AHEAD = 8;
-    int64_t start = 0;
-    int32_t last = slot.kernels[0];
-    for (size_t i = 0; i < size; ++i) {
-      if (i + AHEAD < size) prefetch(&kernels[static_cast<size_t>(slot.kernels[i + AHEAD])]);
-      const int32_t k = slot.kernels[i];
-      if (kernels[static_cast<size_t>(k)].start_ns > start) {
-        start = kernels[static_cast<size_t>(k)].start_ns;
-        last = k;
-      }
-    }
+    const int64_t start = slot.latest_start_ns;
+    const int32_t last = slot.kernels[static_cast<size_t>(slot.latest_position)];
     const Kernel& any = kernels[static_cast<size_t>(slot.kernels[0])];
     const int64_t end = start + comm_cost_ns(any.op.kind, any.op.size_bytes, static_cast<int32_t>(size),
                                              link_of(any.op.group), sc.semantics.allreduce_algorithm);
-    // end_cause is read by records only, never by complete(): one pass sets both.
+    // Members' kernels are prefetched a few ahead: on a large communicator they are scattered
+    // lines no longer in the cache (prefetch_progress). Their Ranks are not read (count_comm).
+    constexpr size_t AHEAD = 8;
     for (size_t i = 0; i < size; ++i) {
-      if (i + AHEAD < size) prefetch_kernel(static_cast<uint32_t>(slot.kernels[i + AHEAD]));
+      if (i + AHEAD < size) prefetch(&kernels[static_cast<size_t>(slot.kernels[i + AHEAD])]);
       const int32_t k = slot.kernels[i];
       if (k != last) kernels[static_cast<size_t>(k)].end_cause = last;
       complete(static_cast<uint32_t>(k), end);
@@ -2282,7 +2325,7 @@ struct Engine::Impl {
     auto name = [&](int32_t cause, int32_t& rank, uint32_t& index) {
       if (cause < 0) return;
       const Kernel* by = &kernels[static_cast<size_t>(cause)];
-      if (by->index == NO_INDEX && by->child_count > 0) by = &kernels[by->first_child];
+      if (by->index == NO_INDEX && by->child_count > 0) by = &kernels[static_cast<size_t>(cause) + 1];
       rank = static_cast<int32_t>(by->rank);
       index = by->index;
     };
