@@ -265,6 +265,15 @@ struct ThreadRange {
   uint32_t operator[](size_t i) const { return first + static_cast<uint32_t>(i); }
 };
 
+// What a rank keeps per group, in one array over all (rank, group) pairs (Impl::rank_group):
+// four vectors per rank were four allocations per rank in an execution's first reset.
+struct RankGroup {
+  uint32_t stream = NO_STREAM;  // the group's default stream, NO_STREAM until used
+  uint32_t coll_seq = 0;        // collectives issued
+  uint32_t agreed_seq = 0;      // agreed chooses reached
+  bool created = false;         // a new_group made it usable here
+};
+
 // What the progress of every rank in a wave reads of it: one cache line. After a collective
 // over N ranks completes, progress visits all N; at 16,384 ranks what it reads of each is no
 // longer in the L2 cache when it comes back, and every line more per rank is a miss more.
@@ -294,10 +303,6 @@ struct alignas(64) Rank : RankHot {
   std::vector<StreamHead> more_heads;  // of streams 2, 3, ...
   Recycled<Stream> streams;        // streams[0] is main
   std::vector<std::pair<uint32_t, uint32_t>> named_streams;  // name id -> stream, all but main
-  std::vector<uint32_t> group_stream;  // group -> its default stream, NO_STREAM until used
-  std::vector<uint32_t> coll_seq;  // per group: collectives issued
-  std::vector<uint32_t> agreed_seq;  // per group: agreed chooses reached
-  std::vector<bool> created;       // per group: a new_group made it usable here
   std::vector<std::pair<uint32_t, uint32_t>> handles;  // async handle (name id) -> its latest kernel
   std::vector<uint32_t> launch_order;  // comm kernels not yet started, in launch order
   int64_t end_ns = 0;
@@ -532,6 +537,7 @@ struct Engine::Impl {
   // Per-execution state.
   Strategy* strategy = nullptr;
   std::vector<Rank> ranks;
+  std::vector<RankGroup> rank_groups;  // [rank * groups + group]
   std::vector<Thread> threads;      // made once, restarted by reset()
   ChunkedArray<Kernel> kernels;
   BigVector<uint32_t> dep_pool;     // Kernel::dep_begin/dep_count index this
@@ -651,6 +657,11 @@ struct Engine::Impl {
     return it != name_ids.end() ? it->second : NO_NAME;
   }
 
+  RankGroup& rank_group(uint32_t r, uint32_t group) { return rank_groups[size_t{r} * sc.groups.size() + group]; }
+  const RankGroup& rank_group(uint32_t r, uint32_t group) const {
+    return rank_groups[size_t{r} * sc.groups.size() + group];
+  }
+
   // A composite's first op (0 when it has none, as the field this replaces was).
   uint32_t first_child(uint32_t composite) const { return kernels[composite].child_count > 0 ? composite + 1 : 0; }
 
@@ -694,10 +705,6 @@ struct Engine::Impl {
       rank.more_heads.clear();
       rank.wake = false;
       rank.named_streams.clear();
-      rank.group_stream.assign(group_count, NO_STREAM);
-      rank.coll_seq.assign(group_count, 0);
-      rank.agreed_seq.assign(group_count, 0);
-      rank.created.assign(group_count, false);
       rank.handles.clear();
       rank.launch_order.clear();
       rank.running_comm = 0;
@@ -707,6 +714,7 @@ struct Engine::Impl {
       rank.issued = 0;
       rank.end_ns = 0;
     }
+    rank_groups.assign(ranks.size() * group_count, RankGroup{});
     kernels.clear();
     dep_pool.clear();
     for (Comm& comm : comms) comm.reset();
@@ -998,10 +1006,12 @@ struct Engine::Impl {
         h.add(0xbeef);
       }
       for (const auto& [name, s] : rank.named_streams) h.add(mix(name) ^ s);
-      for (uint32_t s : rank.group_stream) h.add(s);
-      for (uint32_t seq : rank.coll_seq) h.add(seq);
-      for (uint32_t seq : rank.agreed_seq) h.add(seq);
-      for (bool made : rank.created) h.add(made ? 1 : 2);
+      const RankGroup* per_group = &rank_group(r, 0);
+      const size_t group_count = sc.groups.size();
+      for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].stream);
+      for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].coll_seq);
+      for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].agreed_seq);
+      for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].created ? 1 : 2);
       for (const auto& [name, k] : rank.handles) {
         h.add(name);
         h.add(kernel_ref(k));
@@ -1105,14 +1115,13 @@ struct Engine::Impl {
     uint64_t key = 0;
     bool decided = false;
     if (stmt.agreed) {
-      Rank& rank = ranks[thread.rank];
       if (sc.groups[stmt.group].comm_for(static_cast<int32_t>(thread.rank)) == nullptr) {
         stop_with_error(ExecutionEnd::ERROR, Diagnostic{sc.path, stmt.loc, Severity::ERROR,
                                                         fmt::format("rank {} reaches a choice agreed on group '{}' but is "
                                                                     "not a member of it", thread.rank, sc.groups[stmt.group].name)});
         return false;
       }
-      key = (static_cast<uint64_t>(comm_id(stmt.group, thread.rank)) << 32) | rank.agreed_seq[stmt.group]++;
+      key = (static_cast<uint64_t>(comm_id(stmt.group, thread.rank)) << 32) | rank_group(thread.rank, stmt.group).agreed_seq++;
       if (auto it = agreed_branch.find(key); it != agreed_branch.end()) {
         branch = it->second;
         decided = true;
@@ -1299,7 +1308,7 @@ struct Engine::Impl {
 
   bool usable_group(uint32_t r, const OpInstance& op) {
     const GroupDef& group = sc.groups[op.group];
-    if (group.from_new_group && !ranks[r].created[op.group]) {
+    if (group.from_new_group && !rank_group(r, op.group).created) {
       runtime_error(op, fmt::format("rank {} uses group '{}' before its new_group created it", r, group.name));
       return false;
     }
@@ -1419,7 +1428,7 @@ struct Engine::Impl {
       const uint32_t b = std::max<uint32_t>(r, static_cast<uint32_t>(op.peer));
       return named_stream(rank, pair_stream_name(op.group, a, b));
     }
-    uint32_t& s = rank.group_stream[op.group];
+    uint32_t& s = rank_group(r, op.group).stream;
     if (s == NO_STREAM) s = add_stream(rank, group_stream_name[op.group]);
     return s;
   }
@@ -1481,8 +1490,7 @@ struct Engine::Impl {
   void issue_collective(uint32_t k) {
     Kernel& kernel = kernels[k];
     const uint32_t group = kernel.op.group;
-    Rank& rank = ranks[kernel.rank];
-    kernel.seq = ++rank.coll_seq[group];
+    kernel.seq = ++rank_group(kernel.rank, group).coll_seq;
     kernel.run.slot = SlotRef{comm_id(group, kernel.rank), kernel.seq};
     if (log_info != nullptr) [[unlikely]] log_issue(k);
     Comm& comm = comms[kernel.run.slot.comm];
@@ -1593,12 +1601,12 @@ struct Engine::Impl {
     kernel.seq = ++rank.new_groups;
     kernel.state = KernelState::RUNNING;
     kernel.start_ns = kernel.issue_ns;
-    if (rank.created[op.stmt->new_group]) {
+    if (rank_group(thread.rank, op.stmt->new_group).created) {
       runtime_error(op, fmt::format("rank {} creates group '{}' a second time", thread.rank,
                                     sc.groups[op.stmt->new_group].name));
       return;
     }
-    rank.created[op.stmt->new_group] = true;
+    rank_group(thread.rank, op.stmt->new_group).created = true;
     if (log_info != nullptr) [[unlikely]] log_issue(k);
     join_slot(new_group_calls, kernel.seq, static_cast<size_t>(sc.world), thread.rank, k);
     if (stopped) return;
