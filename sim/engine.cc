@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstddef>
 #include <deque>
 #include <new>
 #include <string>
@@ -92,58 +93,82 @@ constexpr uint32_t MAIN_STREAM = 0;
 constexpr uint32_t NO_INDEX = UINT32_MAX;
 constexpr uint32_t NO_RANK = UINT32_MAX;
 
+// What a kernel needs to run, besides its times: a compute kernel's duration, or a
+// collective's slot (comms[comm].slots[seq - 1]). Copies of what OpInstance and Kernel::seq
+// hold, kept in the kernel's first cache line.
+struct SlotRef {
+  uint32_t comm;
+  uint32_t seq;
+};
+union RunArg {
+  int64_t duration_ns;  // COMPUTE
+  SlotRef slot;         // collectives
+};
+
 // An issued operation. Device ops are kernels on a stream; host ops have no stream. The ops of
-// an NCCL group are children of one composite kernel that holds their place on the stream.
-struct alignas(64) Kernel {  // two cache lines exactly (static_assert below)
+// an NCCL group are children of one composite kernel that holds their place on the stream, and
+// are the kernels right after it.
+struct alignas(64) Kernel {  // two cache lines exactly (static_asserts below)
   // User-provided, so that value-initialisation (emplace_back()) runs the member initialisers
   // only, without zeroing the whole struct first: that memset was a twelfth of a small
   // execution's time.
   Kernel() {}  // NOLINT(modernize-use-equals-default)
 
-  // Hot first: what progress and matching read of every kernel of every rank in a wave (state,
-  // dependencies, times, place) shares the object's first cache line; at 16,384 ranks a wave's
-  // kernels no longer fit in the cache and each line more is a miss.
+  // The first cache line: everything progress, starting and completing read and write of a
+  // kernel (state, dependencies, place, times, causes, what it needs to run). At 16,384 ranks
+  // a wave's kernels no longer fit in the cache, and a second line per kernel was a miss more
+  // per start and per completion. The flags and `kind` and `run` are copies of what the second
+  // line holds (index, parent, child_count, op).
   KernelState state = KernelState::QUEUED;
-  bool comm = false;           // occupies a communication slot while it runs
-  uint32_t dep_count = 0;      // deps: kernels of the same rank that must be done first:
-  uint32_t dep_begin = 0;      // dep_pool[dep_begin .. +dep_count], or the one itself (Impl::dep)
+  bool comm = false;              // occupies a communication slot while it runs
+  OpKind kind = OpKind::COMPUTE;  // op.kind
+  bool waited : 1 = false;        // a host thread has blocked on it (its rank's Rank::wake)
+  bool composite : 1 = false;     // an NCCL group's composite (index == NO_INDEX)
+  bool in_group : 1 = false;      // parent >= 0
+  bool has_children : 1 = false;  // child_count > 0
+  uint32_t dep_count = 0;         // deps: kernels of the same rank that must be done first:
+  uint32_t dep_begin = 0;         // dep_pool[dep_begin .. +dep_count], or the one itself (Impl::dep)
   uint32_t rank = 0;
   uint32_t stream = NO_STREAM;
-  uint32_t thread = 0;         // global thread index
+  uint32_t next = NO_INDEX;       // the next kernel on its stream (Stream is a list through this)
+  int32_t start_cause = -1;       // the kernel whose end set start_ns (-1: the issue time)
+  int32_t end_cause = -1;         // the kernel whose start set end_ns (-1: its own start)
   int64_t issue_ns = 0;
   int64_t start_ns = -1;
   int64_t end_ns = -1;
-  int32_t match = -1;          // p2p: the matched kernel
-  int32_t parent = -1;         // the NCCL group composite it belongs to
-  uint32_t next = NO_INDEX;    // the next kernel on its stream (Stream is a list through this)
-  // Cold.
-  uint32_t live_pos = 0;       // its place in Impl::live_kernels while not done (track_state)
-  uint32_t index = NO_INDEX;   // position in the rank's issue order (NO_INDEX: a composite)
+  RunArg run = {0};
+  // The second line: what issuing, matching, p2p, records and fingerprints read.
+  int32_t match = -1;             // p2p: the matched kernel
+  int32_t parent = -1;            // the NCCL group composite it belongs to
+  uint32_t thread = 0;            // global thread index
+  uint32_t index = NO_INDEX;      // position in the rank's issue order (NO_INDEX: a composite)
   uint32_t seq = 0;
-  uint32_t first_child = 0;    // a composite's ops are kernels first_child .. +child_count
-  uint32_t child_count = 0;
-  int32_t start_cause = -1;    // the kernel whose end set start_ns (-1: the issue time)
-  int32_t end_cause = -1;      // the kernel whose start set end_ns (-1: its own start)
+  uint32_t child_count = 0;       // a composite's ops: the kernels after it (Impl::first_child)
   OpInstance op;
 };
+static_assert(offsetof(Kernel, match) == 64, "what a wave reads of a kernel is its first cache line");
 static_assert(sizeof(Kernel) == 128, "a kernel is two cache lines, its hot fields in the first");
 
 // A stream's kernels are a list through Kernel::next, in enqueue order: progress reads the head
 // and the kernel before it (its end time is kept here), so that a wave over thousands of ranks
 // touches no per-stream array (a vector of every kernel the stream ever held was a cache miss
-// per stream per rank, and memory that grew with every op).
-struct Stream {
-  uint32_t name = 0;                    // id in Impl::names
+// per stream per rank, and memory that grew with every op). What progress reads of a stream is
+// its StreamHead, which the Rank keeps in its first cache line for its first two streams; the
+// rest of a stream (Stream) is read when a kernel is enqueued on it.
+struct StreamHead {
   uint32_t head = NO_INDEX;             // first kernel not done (NO_INDEX: none queued)
-  uint32_t last = NO_INDEX;             // the last kernel enqueued (NO_INDEX: none ever)
   uint32_t before_head = NO_INDEX;      // the done kernel before head (NO_INDEX: none)
   int64_t before_head_end_ns = 0;       // its end time
+};
+
+struct Stream {
+  uint32_t name = 0;                    // id in Impl::names
+  uint32_t last = NO_INDEX;             // the last kernel enqueued (NO_INDEX: none ever)
   std::vector<uint32_t> pending_waits;  // kernels the next enqueued kernel must wait for
 
   void reset(uint32_t name_id) {
     name = name_id;
-    head = last = before_head = NO_INDEX;
-    before_head_end_ns = 0;
+    last = NO_INDEX;
     pending_waits.clear();
   }
 };
@@ -240,21 +265,44 @@ struct ThreadRange {
   uint32_t operator[](size_t i) const { return first + static_cast<uint32_t>(i); }
 };
 
-struct Rank {
-  // Hot: what the progress of every rank in a wave reads, in the object's first cache line.
+// What a rank keeps per group, in one array over all (rank, group) pairs (Impl::rank_group):
+// four vectors per rank were four allocations per rank in an execution's first reset.
+struct RankGroup {
+  uint32_t stream = NO_STREAM;  // the group's default stream, NO_STREAM until used
+  uint32_t coll_seq = 0;        // collectives issued
+  uint32_t agreed_seq = 0;      // agreed chooses reached
+  bool created = false;         // a new_group made it usable here
+};
+
+// What the progress of every rank in a wave reads of it: one cache line. After a collective
+// over N ranks completes, progress visits all N; at 16,384 ranks what it reads of each is no
+// longer in the L2 cache when it comes back, and every line more per rank is a miss more.
+struct RankHot {
+  static constexpr uint32_t INLINE_STREAMS = 2;  // main and one communicator's, in the common case
+
   RankStatus status = RankStatus::RUNNING;
+  bool wake = false;               // a kernel one of its threads blocked on is done: progress
+                                   // looks at its threads (Kernel::waited)
   uint32_t live_threads = 0;
-  uint32_t running_comm = 0;       // comm kernels running (comm_concurrency)
-  uint32_t issued = 0;
-  Recycled<Stream> streams;        // streams[0] is main
+  uint32_t running_comm = 0;       // comm kernels running (kept when Impl::count_comm)
   ThreadRange threads;             // fixed by the scenario
+  uint32_t stream_count = 0;       // streams.size()
+  StreamHead heads[INLINE_STREAMS];  // of streams 0 and 1 (Rank::head)
+  uint32_t issued = 0;
   uint32_t new_groups = 0;         // new_group calls made
+};
+static_assert(sizeof(RankHot) == 64, "what a wave reads of a rank is one cache line");
+
+struct alignas(64) Rank : RankHot {
+  StreamHead& head(uint32_t s) { return s < INLINE_STREAMS ? heads[s] : more_heads[s - INLINE_STREAMS]; }
+  const StreamHead& head(uint32_t s) const {
+    return s < INLINE_STREAMS ? heads[s] : more_heads[s - INLINE_STREAMS];
+  }
+
   // Cold.
+  std::vector<StreamHead> more_heads;  // of streams 2, 3, ...
+  Recycled<Stream> streams;        // streams[0] is main
   std::vector<std::pair<uint32_t, uint32_t>> named_streams;  // name id -> stream, all but main
-  std::vector<uint32_t> group_stream;  // group -> its default stream, NO_STREAM until used
-  std::vector<uint32_t> coll_seq;  // per group: collectives issued
-  std::vector<uint32_t> agreed_seq;  // per group: agreed chooses reached
-  std::vector<bool> created;       // per group: a new_group made it usable here
   std::vector<std::pair<uint32_t, uint32_t>> handles;  // async handle (name id) -> its latest kernel
   std::vector<uint32_t> launch_order;  // comm kernels not yet started, in launch order
   int64_t end_ns = 0;
@@ -268,12 +316,18 @@ struct CollSlot {
   uint32_t done = 0;             // members whose kernel is done (kept when track_state)
   int32_t first = -1;            // the first kernel issued
   bool mismatched = false;       // members issued different ops: it never completes
+  uint32_t group = 0;            // a collective's GroupDef (not kept for new_group)
+  int32_t latest_position = 0;   // of the running members, the lowest position whose start is
+  int64_t latest_start_ns = 0;   // the latest, and that start (0 and 0 before any)
 
   void reset() {
     kernels.clear();
     issued = running = done = 0;
     first = -1;
     mismatched = false;
+    group = 0;
+    latest_position = 0;
+    latest_start_ns = 0;
   }
 };
 
@@ -485,6 +539,7 @@ struct Engine::Impl {
   // Per-execution state.
   Strategy* strategy = nullptr;
   std::vector<Rank> ranks;
+  std::vector<RankGroup> rank_groups;  // [rank * groups + group]
   std::vector<Thread> threads;      // made once, restarted by reset()
   ChunkedArray<Kernel> kernels;
   BigVector<uint32_t> dep_pool;     // Kernel::dep_begin/dep_count index this
@@ -505,9 +560,10 @@ struct Engine::Impl {
   std::vector<Option> options_buf;
   std::vector<Option> branch_buf;    // a choose's options (options_buf may be in use)
   // For state fingerprints (track_state), kept as kernels change so that a fingerprint reads
-  // only what is live: the kernels not done (by Kernel::live_pos), and the done ones that ran
+  // only what is live: the kernels not done (by live_pos), and the done ones that ran
   // past the watchdog (their record is history the verdict reads).
   std::vector<uint32_t> live_kernels;
+  std::vector<uint32_t> live_pos;  // by kernel: its place in live_kernels while not done
   std::vector<uint32_t> timed_out;
   // A live kernel's term of the fingerprint, remembered with every input of it that can still
   // change: most live kernels are queued and untouched from one choice point to the next.
@@ -527,6 +583,9 @@ struct Engine::Impl {
   std::vector<KernelHash> kernel_hashes;  // by kernel
   ExecutionResult result;
   bool stopped = false;
+  // Rank::running_comm is read only under comm_concurrency and by state fingerprints: kept only
+  // then, so that completing a collective's kernels does not read every member's Rank.
+  const bool count_comm;
   uint64_t ops_issued = 0;
   int64_t longest_comm_ns = 0;  // the longest a finished communication kernel ran (timeouts)
   std::vector<bool> threads_may_exit;  // per rank: several threads, one of which can exit/crash
@@ -537,7 +596,10 @@ struct Engine::Impl {
   EventLog* log_debug = nullptr;
 
   Impl(const Scenario& scenario, EngineOptions opts)
-      : sc(scenario), options(opts), stacks(opts.limits.fiber_stack_bytes) {
+      : sc(scenario),
+        options(opts),
+        stacks(opts.limits.fiber_stack_bytes),
+        count_comm(scenario.semantics.comm_concurrency > 0 || opts.track_state) {
     if (EventLog* log = options.log) {
       if (log->level() >= LogLevel::WARN) log_warn = log;
       if (log->level() >= LogLevel::INFO) log_info = log;
@@ -602,6 +664,14 @@ struct Engine::Impl {
     return it != name_ids.end() ? it->second : NO_NAME;
   }
 
+  RankGroup& rank_group(uint32_t r, uint32_t group) { return rank_groups[size_t{r} * sc.groups.size() + group]; }
+  const RankGroup& rank_group(uint32_t r, uint32_t group) const {
+    return rank_groups[size_t{r} * sc.groups.size() + group];
+  }
+
+  // A composite's first op (0 when it has none, as the field this replaces was).
+  uint32_t first_child(uint32_t composite) const { return kernels[composite].child_count > 0 ? composite + 1 : 0; }
+
   // The i-th dependency of a kernel (Kernel::dep_begin).
   uint32_t dep(const Kernel& kernel, uint32_t i) const {
     return kernel.dep_count == 1 ? kernel.dep_begin : dep_pool[kernel.dep_begin + i];
@@ -637,11 +707,11 @@ struct Engine::Impl {
     for (Rank& rank : ranks) {
       rank.streams.clear();
       rank.streams.add().reset(MAIN_NAME);
+      rank.stream_count = 1;
+      rank.heads[MAIN_STREAM] = StreamHead{};
+      rank.more_heads.clear();
+      rank.wake = false;
       rank.named_streams.clear();
-      rank.group_stream.assign(group_count, NO_STREAM);
-      rank.coll_seq.assign(group_count, 0);
-      rank.agreed_seq.assign(group_count, 0);
-      rank.created.assign(group_count, false);
       rank.handles.clear();
       rank.launch_order.clear();
       rank.running_comm = 0;
@@ -651,6 +721,7 @@ struct Engine::Impl {
       rank.issued = 0;
       rank.end_ns = 0;
     }
+    rank_groups.assign(ranks.size() * group_count, RankGroup{});
     kernels.clear();
     dep_pool.clear();
     for (Comm& comm : comms) comm.reset();
@@ -711,48 +782,39 @@ struct Engine::Impl {
   }
 
   // After a collective over thousands of ranks completes, progress visits each of them in turn,
-  // and what it reads of each (its Rank, its streams, the kernels at and after their heads, its
-  // threads and what they wait for) lies at scattered addresses: at 16,384 ranks none of it is
-  // still in the cache. So the queue is read ahead and those lines are prefetched in four steps,
-  // each reading only what the one before fetched a few ranks earlier, so that the misses of
-  // several ranks overlap. A hint only: what the engine does is unchanged.
+  // and what it reads of each (its Rank's first line, the kernels at and after the heads of its
+  // streams) lies at scattered addresses: at 16,384 ranks none of it is still in the cache. So
+  // the queue is read ahead and those lines are prefetched in three steps, each reading only
+  // what the one before fetched a few ranks earlier, so that the misses of several ranks
+  // overlap. A hint only: what the engine does is unchanged.
   static constexpr size_t PREFETCH_STEP = 3;  // ranks between two steps
 
-  // Both lines of a kernel: starting and completing one reads its op too.
-  void prefetch_kernel(uint32_t k) const {
-    const Kernel& kernel = kernels[k];
-    prefetch(&kernel);
-    prefetch(reinterpret_cast<const char*>(&kernel) + 64);
-  }
+  // A kernel's first line: all that starting and completing a compute kernel or a collective
+  // read (Kernel).
+  void prefetch_kernel(uint32_t k) const { prefetch(&kernels[k]); }
 
   void prefetch_progress(const Fifo& queue) const {
-    if (const uint32_t r = queue.peek(4 * PREFETCH_STEP); r != NO_RANK) {
-      prefetch(&ranks[r]);
-      const ThreadRange& range = ranks[r].threads;
-      if (range.count != 0) prefetch(&threads[range.first]);
-    }
-    if (const uint32_t r = queue.peek(3 * PREFETCH_STEP); r != NO_RANK) {
-      const Rank& rank = ranks[r];
-      const char* first = reinterpret_cast<const char*>(rank.streams.begin());
-      for (const char* line = first; line < reinterpret_cast<const char*>(rank.streams.end()); line += 64) prefetch(line);
-      for (uint32_t t : rank.threads) {
-        if (!threads[t].waits.empty()) prefetch(threads[t].waits.data());
-      }
-    }
+    if (const uint32_t r = queue.peek(3 * PREFETCH_STEP); r != NO_RANK) prefetch(&ranks[r]);
     if (const uint32_t r = queue.peek(2 * PREFETCH_STEP); r != NO_RANK) {
       const Rank& rank = ranks[r];
-      for (const Stream& stream : rank.streams) {
-        if (stream.head != NO_INDEX) prefetch_kernel(stream.head);
+      const uint32_t inline_count = std::min(rank.stream_count, Rank::INLINE_STREAMS);
+      for (uint32_t s = 0; s < inline_count; ++s) {
+        if (rank.heads[s].head != NO_INDEX) prefetch_kernel(rank.heads[s].head);
       }
-      for (uint32_t t : rank.threads) {
-        if (!threads[t].waits.empty()) prefetch(&kernels[threads[t].waits.front()]);
+      if (rank.stream_count > Rank::INLINE_STREAMS) {
+        const char* first = reinterpret_cast<const char*>(rank.more_heads.data());
+        const char* end = reinterpret_cast<const char*>(rank.more_heads.data() + rank.more_heads.size());
+        for (const char* line = first; line < end; line += 64) prefetch(line);
       }
     }
     if (const uint32_t r = queue.peek(PREFETCH_STEP); r != NO_RANK) {
       // The head's successor (the head is often done) and first dependency.
-      for (const Stream& stream : ranks[r].streams) {
-        if (stream.head == NO_INDEX) continue;
-        const Kernel& head = kernels[stream.head];
+      const Rank& rank = ranks[r];
+      for (uint32_t s = 0; s < rank.stream_count; ++s) {
+        const uint32_t k = rank.head(s).head;
+        if (k == NO_INDEX) continue;
+        if (s >= Rank::INLINE_STREAMS) prefetch_kernel(k);
+        const Kernel& head = kernels[k];
         if (head.next != NO_INDEX) prefetch_kernel(head.next);
         if (head.dep_count != 0) prefetch(&kernels[dep(head, 0)]);
       }
@@ -878,7 +940,7 @@ struct Engine::Impl {
 
   uint64_t kernel_name(uint32_t k) const {
     const Kernel& kernel = kernels[k];
-    const uint32_t index = kernel.index != NO_INDEX ? kernel.index : kernels[kernel.first_child].index | 0x80000000u;
+    const uint32_t index = kernel.index != NO_INDEX ? kernel.index : kernels[first_child(k)].index | 0x80000000u;
     return (static_cast<uint64_t>(kernel.rank) << 32) | index;
   }
 
@@ -968,18 +1030,21 @@ struct Engine::Impl {
       h.add(rank.issued);
       h.add(rank.new_groups);
       h.add(rank.running_comm);  // not end_ns: a report's number, never read by the future
-      for (const Stream& stream : rank.streams) {
+      for (uint32_t s = 0; s < rank.streams.size(); ++s) {
+        const Stream& stream = rank.streams[s];
         h.add(stream.name);
         h.add(stream.last == NO_INDEX ? 0 : kernel_ref(stream.last));
-        for (uint32_t k = stream.head; k != NO_INDEX; k = kernels[k].next) h.add(kernel_ref(k));
+        for (uint32_t k = rank.head(s).head; k != NO_INDEX; k = kernels[k].next) h.add(kernel_ref(k));
         for (uint32_t k : stream.pending_waits) h.add(kernel_ref(k));
         h.add(0xbeef);
       }
       for (const auto& [name, s] : rank.named_streams) h.add(mix(name) ^ s);
-      for (uint32_t s : rank.group_stream) h.add(s);
-      for (uint32_t seq : rank.coll_seq) h.add(seq);
-      for (uint32_t seq : rank.agreed_seq) h.add(seq);
-      for (bool made : rank.created) h.add(made ? 1 : 2);
+      const RankGroup* per_group = &rank_group(r, 0);
+      const size_t group_count = sc.groups.size();
+      for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].stream);
+      for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].coll_seq);
+      for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].agreed_seq);
+      for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].created ? 1 : 2);
       for (const auto& [name, k] : rank.handles) {
         h.add(name);
         h.add(kernel_ref(k));
@@ -1083,14 +1148,13 @@ struct Engine::Impl {
     uint64_t key = 0;
     bool decided = false;
     if (stmt.agreed) {
-      Rank& rank = ranks[thread.rank];
       if (sc.groups[stmt.group].comm_for(static_cast<int32_t>(thread.rank)) == nullptr) {
         stop_with_error(ExecutionEnd::ERROR, Diagnostic{sc.path, stmt.loc, Severity::ERROR,
                                                         fmt::format("rank {} reaches a choice agreed on group '{}' but is "
                                                                     "not a member of it", thread.rank, sc.groups[stmt.group].name)});
         return false;
       }
-      key = (static_cast<uint64_t>(comm_id(stmt.group, thread.rank)) << 32) | rank.agreed_seq[stmt.group]++;
+      key = (static_cast<uint64_t>(comm_id(stmt.group, thread.rank)) << 32) | rank_group(thread.rank, stmt.group).agreed_seq++;
       if (auto it = agreed_branch.find(key); it != agreed_branch.end()) {
         branch = it->second;
         decided = true;
@@ -1143,6 +1207,7 @@ struct Engine::Impl {
   // The caller advances the thread's program if it is RUNNABLE afterwards.
   void block_thread(uint32_t t) {
     threads[t].state = ThreadState::BLOCKED;
+    for (uint32_t k : threads[t].waits) kernels[k].waited = true;
     wake_if_done(t);
   }
 
@@ -1276,7 +1341,7 @@ struct Engine::Impl {
 
   bool usable_group(uint32_t r, const OpInstance& op) {
     const GroupDef& group = sc.groups[op.group];
-    if (group.from_new_group && !ranks[r].created[op.group]) {
+    if (group.from_new_group && !rank_group(r, op.group).created) {
       runtime_error(op, fmt::format("rank {} uses group '{}' before its new_group created it", r, group.name));
       return false;
     }
@@ -1292,6 +1357,8 @@ struct Engine::Impl {
     kernel.thread = t;
     kernel.index = rank.issued++;
     kernel.op = op;
+    kernel.kind = op.kind;
+    if (op.kind == OpKind::COMPUTE) kernel.run.duration_ns = op.duration_ns;
     kernel.issue_ns = thread.clock_ns;
     track_live(k);
     // Communication ops and new_group are logged once their sequence number is known.
@@ -1313,9 +1380,12 @@ struct Engine::Impl {
   // The bookkeeping of state fingerprints (track_state): a new kernel is live...
   void track_live(uint32_t k) {
     if (!options.track_state) return;
-    kernels[k].live_pos = static_cast<uint32_t>(live_kernels.size());
+    if (k >= kernel_hashes.size()) {
+      kernel_hashes.resize(k + 1);
+      live_pos.resize(k + 1);
+    }
+    live_pos[k] = static_cast<uint32_t>(live_kernels.size());
     live_kernels.push_back(k);
-    if (k >= kernel_hashes.size()) kernel_hashes.resize(k + 1);
     kernel_hashes[k].valid = false;
   }
 
@@ -1324,8 +1394,8 @@ struct Engine::Impl {
   void on_done(uint32_t k) {
     if (!options.track_state) return;
     const uint32_t last = live_kernels.back();
-    live_kernels[kernels[k].live_pos] = last;
-    kernels[last].live_pos = kernels[k].live_pos;
+    live_kernels[live_pos[k]] = last;
+    live_pos[last] = live_pos[k];
     live_kernels.pop_back();
     const Kernel& kernel = kernels[k];
     if (kernel.index == NO_INDEX) return;
@@ -1361,6 +1431,12 @@ struct Engine::Impl {
     const uint32_t s = static_cast<uint32_t>(rank.streams.size());
     rank.named_streams.emplace_back(name, s);
     rank.streams.add().reset(name);
+    if (s < Rank::INLINE_STREAMS) {
+      rank.heads[s] = StreamHead{};
+    } else {
+      rank.more_heads.emplace_back();
+    }
+    rank.stream_count = s + 1;
     return s;
   }
 
@@ -1385,13 +1461,14 @@ struct Engine::Impl {
       const uint32_t b = std::max<uint32_t>(r, static_cast<uint32_t>(op.peer));
       return named_stream(rank, pair_stream_name(op.group, a, b));
     }
-    uint32_t& s = rank.group_stream[op.group];
+    uint32_t& s = rank_group(r, op.group).stream;
     if (s == NO_STREAM) s = add_stream(rank, group_stream_name[op.group]);
     return s;
   }
 
   void enqueue(uint32_t r, uint32_t s, uint32_t k) {
     Stream& stream = ranks[r].streams[s];
+    StreamHead& head = ranks[r].head(s);
     Kernel& kernel = kernels[k];
     assert(kernel.dep_count == 0);
     // Done ones too: their end still bounds this kernel's start (see add_wait). One dependency
@@ -1407,7 +1484,7 @@ struct Engine::Impl {
     kernel.stream = s;
     if (stream.last != NO_INDEX) kernels[stream.last].next = k;
     stream.last = k;
-    if (stream.head == NO_INDEX) stream.head = k;
+    if (head.head == NO_INDEX) head.head = k;
   }
 
   // A communication op's stream waits for prior work on main; main waits for the op unless it
@@ -1446,12 +1523,13 @@ struct Engine::Impl {
   void issue_collective(uint32_t k) {
     Kernel& kernel = kernels[k];
     const uint32_t group = kernel.op.group;
-    Rank& rank = ranks[kernel.rank];
-    kernel.seq = ++rank.coll_seq[group];
+    kernel.seq = ++rank_group(kernel.rank, group).coll_seq;
+    kernel.run.slot = SlotRef{comm_id(group, kernel.rank), kernel.seq};
     if (log_info != nullptr) [[unlikely]] log_issue(k);
-    Comm& comm = comms[comm_id(group, kernel.rank)];
+    Comm& comm = comms[kernel.run.slot.comm];
     join_slot(comm, kernel.seq, members(group, kernel.rank).size(),
               static_cast<size_t>(member_pos[group][kernel.rank]), k);
+    comm.slots[kernel.seq - 1].group = group;
   }
 
   void join_slot(Comm& comm, uint32_t seq, size_t size, size_t position, uint32_t k) {
@@ -1570,7 +1648,11 @@ struct Engine::Impl {
       group_kernel.thread = t;
       group_kernel.comm = true;
       group_kernel.issue_ns = thread.clock_ns;
-      if (!ops.empty()) group_kernel.op = ops.front();
+      group_kernel.composite = true;
+      if (!ops.empty()) {
+        group_kernel.op = ops.front();
+        group_kernel.kind = group_kernel.op.kind;
+      }
       kernels.push_back(std::move(group_kernel));
       track_live(composite);
     }
@@ -1579,11 +1661,13 @@ struct Engine::Impl {
       ++result.events;
       const uint32_t k = new_kernel(t, op);
       kernels[k].parent = static_cast<int32_t>(composite);
-      if (kernels[composite].child_count++ == 0) kernels[composite].first_child = k;
+      kernels[k].in_group = true;
+      ++kernels[composite].child_count;
+      kernels[composite].has_children = true;
     }
     const uint32_t s = ops.empty() ? MAIN_STREAM : comm_stream(r, ops.front());
     link_synchronous(r, s, composite, false);
-    const uint32_t first = kernels[composite].first_child;
+    const uint32_t first = first_child(composite);
     const uint32_t count = kernels[composite].child_count;
     for (uint32_t k = first; k < first + count; ++k) kernels[k].stream = s;
     if (sc.semantics.comm_concurrency > 0) ranks[r].launch_order.push_back(composite);
@@ -1605,12 +1689,12 @@ struct Engine::Impl {
     kernel.seq = ++rank.new_groups;
     kernel.state = KernelState::RUNNING;
     kernel.start_ns = kernel.issue_ns;
-    if (rank.created[op.stmt->new_group]) {
+    if (rank_group(thread.rank, op.stmt->new_group).created) {
       runtime_error(op, fmt::format("rank {} creates group '{}' a second time", thread.rank,
                                     sc.groups[op.stmt->new_group].name));
       return;
     }
-    rank.created[op.stmt->new_group] = true;
+    rank_group(thread.rank, op.stmt->new_group).created = true;
     if (log_info != nullptr) [[unlikely]] log_issue(k);
     join_slot(new_group_calls, kernel.seq, static_cast<size_t>(sc.world), thread.rank, k);
     if (stopped) return;
@@ -1728,8 +1812,8 @@ struct Engine::Impl {
     bool changed = true;
     while (changed && !stopped) {
       changed = false;
-      for (size_t s = 0; s < rank.streams.size(); ++s) {
-        Stream& stream = rank.streams[s];
+      for (uint32_t s = 0; s < rank.stream_count; ++s) {
+        StreamHead& stream = rank.head(s);
         const uint32_t k = stream.head;
         if (k == NO_INDEX) continue;
         if (kernels[k].state == KernelState::DONE) {
@@ -1746,6 +1830,10 @@ struct Engine::Impl {
       }
     }
     progressing = NO_RANK;
+    // Only a kernel becoming done can wake a blocked thread, and complete() sets `wake` when
+    // one that a thread blocked on does: a wave reads no thread of a rank nothing woke.
+    if (!rank.wake) return;
+    rank.wake = false;
     for (uint32_t t : rank.threads) {
       if (wake_if_done(t) && threads[t].state == ThreadState::RUNNABLE) {
         advance_fiber(t);
@@ -1780,8 +1868,8 @@ struct Engine::Impl {
     for (uint32_t r = 0; r < ranks.size(); ++r) {
       const Rank& rank = ranks[r];
       if (!alive(r) || rank.running_comm >= limit) continue;
-      for (const Stream& stream : rank.streams) {
-        const uint32_t k = stream.head;
+      for (uint32_t s = 0; s < rank.stream_count; ++s) {
+        const uint32_t k = rank.head(s).head;
         if (k == NO_INDEX) continue;
         if (kernels[k].comm && startable(k)) {
           options_buf.push_back(Option{ChoiceKind::START, static_cast<int32_t>(r), 0, static_cast<int32_t>(k),
@@ -1793,7 +1881,7 @@ struct Engine::Impl {
 
   int64_t ready_time(uint32_t k, int32_t* cause = nullptr) const {
     const Kernel& kernel = kernels[k];
-    const Stream& stream = ranks[kernel.rank].streams[kernel.stream];
+    const StreamHead& stream = ranks[kernel.rank].head(kernel.stream);
     int64_t start = kernel.issue_ns;
     int32_t by = -1;
     auto consider = [&](uint32_t other) {
@@ -1820,7 +1908,7 @@ struct Engine::Impl {
     kernel.state = KernelState::RUNNING;
     ++result.events;
     if (kernel.comm) {
-      ++rank.running_comm;
+      if (count_comm) ++rank.running_comm;
       // launch_order is kept only under comm_concurrency: testing that first spares a wave the
       // Rank's second cache line.
       if (sc.semantics.comm_concurrency > 0 && !rank.launch_order.empty()) {
@@ -1828,8 +1916,8 @@ struct Engine::Impl {
         if (it != rank.launch_order.end()) rank.launch_order.erase(it);
       }
     }
-    if (kernel.child_count > 0) {
-      const uint32_t first = kernel.first_child;
+    if (kernel.has_children) {
+      const uint32_t first = k + 1;
       const uint32_t count = kernel.child_count;
       for (uint32_t child = first; child < first + count; ++child) {
         kernels[child].start_ns = kernel.start_ns;
@@ -1849,13 +1937,20 @@ struct Engine::Impl {
 
   void on_running(uint32_t k) {
     Kernel& kernel = kernels[k];
-    if (kernel.op.kind == OpKind::COMPUTE) {
-      complete(k, kernel.start_ns + kernel.op.duration_ns);
-    } else if (is_collective(kernel.op.kind)) {
-      const uint32_t comm = comm_id(kernel.op.group, kernel.rank);
-      CollSlot& slot = comms[comm].slots[kernel.seq - 1];
-      if (++slot.running == slot.kernels.size() && !slot.mismatched) complete_collective(comm, kernel.seq);
-    } else if (kernel.child_count == 0) {
+    if (kernel.kind == OpKind::COMPUTE) {
+      complete(k, kernel.start_ns + kernel.run.duration_ns);
+    } else if (is_collective(kernel.kind)) {
+      const SlotRef ref = kernel.run.slot;
+      CollSlot& slot = comms[ref.comm].slots[ref.seq - 1];
+      // The latest start, and the lowest member position that has it (complete_collective).
+      const int32_t position = member_pos[slot.group][kernel.rank];
+      if (kernel.start_ns > slot.latest_start_ns ||
+          (kernel.start_ns == slot.latest_start_ns && position < slot.latest_position)) {
+        slot.latest_start_ns = kernel.start_ns;
+        slot.latest_position = position;
+      }
+      if (++slot.running == slot.kernels.size() && !slot.mismatched) complete_collective(ref.comm, ref.seq);
+    } else if (!kernel.has_children) {
       try_complete_p2p(k);
     }
   }
@@ -1867,12 +1962,13 @@ struct Engine::Impl {
     kernel.end_ns = end_ns;
     on_done(k);
     ++result.events;
-    if (log_debug != nullptr && kernel.index != NO_INDEX) [[unlikely]] log_kernel(k, "done", end_ns);
-    if (kernel.index != NO_INDEX && is_communication(kernel.op.kind)) {
+    if (log_debug != nullptr && !kernel.composite) [[unlikely]] log_kernel(k, "done", end_ns);
+    if (!kernel.composite && is_communication(kernel.kind)) {
       longest_comm_ns = std::max(longest_comm_ns, end_ns - kernel.start_ns);
     }
-    if (kernel.comm && kernel.parent < 0) --ranks[kernel.rank].running_comm;
-    if (kernel.parent >= 0) maybe_complete_group(static_cast<uint32_t>(kernel.parent));
+    if (count_comm && kernel.comm && !kernel.in_group) --ranks[kernel.rank].running_comm;
+    if (kernel.waited) ranks[kernel.rank].wake = true;
+    if (kernel.in_group) maybe_complete_group(static_cast<uint32_t>(kernel.parent));
     mark_dirty(kernel.rank);
   }
 
@@ -1880,39 +1976,31 @@ struct Engine::Impl {
     const Kernel& group = kernels[composite];
     if (group.state != KernelState::RUNNING) return;
     int64_t end = group.start_ns;
-    for (uint32_t child = group.first_child; child < group.first_child + group.child_count; ++child) {
+    const uint32_t first = first_child(composite);
+    for (uint32_t child = first; child < first + group.child_count; ++child) {
       if (kernels[child].state != KernelState::DONE) return;
       end = std::max(end, kernels[child].end_ns);
     }
     complete(composite, end);
   }
 
+  // Every member's kernel runs: each ends at the latest start plus the collective's cost, its
+  // end caused by the member that started last (the lowest position among equals). on_running
+  // kept that latest start, so this is one pass over the members, not two: at 16,384 ranks the
+  // members' kernels are no longer in the L2 cache after a first pass.
   void complete_collective(uint32_t comm, uint32_t seq) {
     CollSlot& slot = comms[comm].slots[seq - 1];
     const size_t size = slot.kernels.size();
-    // Members' kernels (and, below, their ranks) are prefetched a few ahead: on a large
-    // communicator they are scattered lines no longer in the cache (prefetch_progress).
-    constexpr size_t AHEAD = 8;
-    int64_t start = 0;
-    int32_t last = slot.kernels[0];
-    for (size_t i = 0; i < size; ++i) {
-      if (i + AHEAD < size) prefetch(&kernels[static_cast<size_t>(slot.kernels[i + AHEAD])]);
-      const int32_t k = slot.kernels[i];
-      if (kernels[static_cast<size_t>(k)].start_ns > start) {
-        start = kernels[static_cast<size_t>(k)].start_ns;
-        last = k;
-      }
-    }
+    const int64_t start = slot.latest_start_ns;
+    const int32_t last = slot.kernels[static_cast<size_t>(slot.latest_position)];
     const Kernel& any = kernels[static_cast<size_t>(slot.kernels[0])];
-    const std::vector<int32_t>& member_ranks = members(any.op.group, any.rank);
     const int64_t end = start + comm_cost_ns(any.op.kind, any.op.size_bytes, static_cast<int32_t>(size),
                                              link_of(any.op.group), sc.semantics.allreduce_algorithm);
-    // end_cause is read by records only, never by complete(): one pass sets both.
+    // Members' kernels are prefetched a few ahead: on a large communicator they are scattered
+    // lines no longer in the cache (prefetch_progress). Their Ranks are not read (count_comm).
+    constexpr size_t AHEAD = 8;
     for (size_t i = 0; i < size; ++i) {
-      if (i + AHEAD < size) {
-        prefetch_kernel(static_cast<uint32_t>(slot.kernels[i + AHEAD]));
-        prefetch(&ranks[static_cast<size_t>(member_ranks[i + AHEAD])]);
-      }
+      if (i + AHEAD < size) prefetch(&kernels[static_cast<size_t>(slot.kernels[i + AHEAD])]);
       const int32_t k = slot.kernels[i];
       if (k != last) kernels[static_cast<size_t>(k)].end_cause = last;
       complete(static_cast<uint32_t>(k), end);
@@ -2324,7 +2412,7 @@ struct Engine::Impl {
     auto name = [&](int32_t cause, int32_t& rank, uint32_t& index) {
       if (cause < 0) return;
       const Kernel* by = &kernels[static_cast<size_t>(cause)];
-      if (by->index == NO_INDEX && by->child_count > 0) by = &kernels[by->first_child];
+      if (by->index == NO_INDEX && by->child_count > 0) by = &kernels[static_cast<size_t>(cause) + 1];
       rank = static_cast<int32_t>(by->rank);
       index = by->index;
     };
@@ -2338,6 +2426,7 @@ struct Engine::Impl {
     result.rank_status.resize(world);
     result.rank_end_ns.resize(world);
     bool all_finished = true;
+    bool any_unfinished = false;  // running or blocked
     for (size_t r = 0; r < world; ++r) {
       RankStatus status = ranks[r].status;
       if (status == RankStatus::RUNNING) {
@@ -2345,14 +2434,16 @@ struct Engine::Impl {
         for (uint32_t t : ranks[r].threads) blocked |= threads[t].state == ThreadState::BLOCKED;
         if (blocked) status = RankStatus::BLOCKED;
       }
+      any_unfinished |= status == RankStatus::RUNNING || status == RankStatus::BLOCKED;
       result.rank_status[r] = status;
       result.rank_end_ns[r] = ranks[r].end_ns;
       if (status != RankStatus::FINISHED && status != RankStatus::EXITED && status != RankStatus::CRASHED) {
         all_finished = false;
       }
     }
-    // A rank that did not finish: the last moment it made progress.
-    for (size_t k = 0; k < kernels.size(); ++k) {
+    // A rank that did not finish: the last moment it made progress. (Only then: on a large
+    // run that completes, this walk was a cache miss per kernel.)
+    for (size_t k = 0; any_unfinished && k < kernels.size(); ++k) {
       const Kernel& kernel = kernels[k];
       const RankStatus status = result.rank_status[kernel.rank];
       if (status != RankStatus::RUNNING && status != RankStatus::BLOCKED) continue;
