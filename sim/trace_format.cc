@@ -562,11 +562,18 @@ std::vector<std::string> op_line_names() {
   return names;
 }
 
-const OpSpec& spec_of(OpKind kind) {
+constexpr const OpSpec& spec_of(OpKind kind) {
   for (const OpSpec& spec : OP_SPECS) {
     if (spec.kind == kind) return spec;
   }
   return OP_SPECS.back();
+}
+
+// The spec of `KIND`, found at compile time.
+template <OpKind KIND>
+const OpSpec* spec_for() {
+  static constexpr const OpSpec* SPEC = &spec_of(KIND);
+  return SPEC;
 }
 
 std::vector<std::string> arg_names(KeySet keys) {
@@ -742,7 +749,18 @@ class TraceLoader {
     bool ops_ok = false;
     uint32_t line = 0;
     std::string_view text;
-    while (next_line(pos, text)) {
+    while (true) {
+      // An operation line the fast path takes is read from the text directly.
+      if (ops_ok && fast_path_ && line < UINT32_MAX && pos < text_.size()) {
+        line_ = line + 1;
+        size_t length = 0;
+        if (fast_op_line(text_.substr(pos), length)) {
+          ++line;
+          pos += length;
+          continue;
+        }
+      }
+      if (!next_line(pos, text)) break;
       if (line == UINT32_MAX) {
         error({}, "the trace has more than " + std::to_string(UINT32_MAX) + " lines");
         return;
@@ -1072,17 +1090,17 @@ class TraceLoader {
 
   // The common operation line, read in one pass without building JSON values: keys without
   // escapes, each once; values that are strings without escapes or integers; every check
-  // passing. A line that is anything else (or would give any diagnostic) is left untouched
-  // (false) and read again by the general path, which reports exactly what is wrong with it.
-  bool fast_op_line(std::string_view line) {
+  // passing. `rest` is the text from the line's start to the end of the file: the scan finds
+  // the line's end itself (no search for the newline first) and sets `length` to the bytes
+  // the line takes with its end of line. A line that is anything else (or would give any
+  // diagnostic) is left untouched (false) and read again by the general path, which reports
+  // exactly what is wrong with it.
+  bool fast_op_line(std::string_view rest, size_t& length) {
     if (ops_ >= limits_.max_ops) return false;
-    const char* const begin = line.data();
-    const char* const end = begin + line.size();
+    const char* const begin = rest.data();
+    const char* const end = begin + rest.size();
     const char* p = begin;
     const auto col = [begin](const char* at_char) { return static_cast<uint32_t>(at_char - begin + 1); };
-    const auto space = [&] {
-      while (p < end && (*p == ' ' || *p == '\t')) ++p;
-    };
     // A string's contents after its opening quote, up to (and past) its closing quote.
     const auto plain_string = [&](std::string_view& out) {
       const char* const from = p;
@@ -1097,25 +1115,23 @@ class TraceLoader {
     };
     std::array<FastValue, KEY_COUNT> values;  // NOLINT(cppcoreguidelines-pro-type-member-init)
     KeySet seen = 0;
-    space();
+    p = skip_blanks(p, end);
     if (p == end || *p != '{') return false;
     ++p;
     while (true) {
-      space();
+      p = skip_blanks(p, end);
       if (p == end || *p != '"') return false;
       const uint32_t key_col = col(p);
       ++p;
-      std::string_view key;
-      if (!plain_string(key)) return false;
       Key id = Key::RANK;
-      if (!fast_key(key, id) || (seen & bit(id)) != 0) return false;
+      if (!fast_key(p, end, id) || (seen & bit(id)) != 0) return false;
       seen |= bit(id);
       FastValue& value = values[static_cast<size_t>(id)];
       value.key_col = key_col;
-      space();
+      p = skip_blanks(p, end);
       if (p == end || *p != ':') return false;
       ++p;
-      space();
+      p = skip_blanks(p, end);
       if (p == end) return false;
       value.col = col(p);
       if (*p == '"') {
@@ -1141,7 +1157,7 @@ class TraceLoader {
         value.is_string = false;
         value.integer = negative ? -static_cast<int64_t>(magnitude) : static_cast<int64_t>(magnitude);
       }
-      space();
+      p = skip_blanks(p, end);
       if (p < end && *p == ',') {
         ++p;
         continue;
@@ -1152,8 +1168,12 @@ class TraceLoader {
       }
       return false;
     }
-    space();
-    if (p != end) return false;
+    // The end of the line: what next_line takes as one (a newline, a carriage return before
+    // it or before the end of the file, or the end of the file).
+    p = skip_blanks(p, end);
+    if (p < end && *p == '\r') ++p;
+    if (p < end && *p != '\n') return false;
+    length = static_cast<size_t>(p - begin) + (p < end ? 1 : 0);
 
     // The checks of the general path; any that fails sends the line there.
     const auto has = [&](Key key) { return (seen & bit(key)) != 0; };
@@ -1179,8 +1199,10 @@ class TraceLoader {
     if (has(Key::FROM) && (from_any ? get(Key::FROM).str() != "any" : !in_world(get(Key::FROM)))) {
       return false;
     }
-    for (Key key : {Key::TAG, Key::STREAM, Key::ASYNC}) {
-      if (has(key) && !name(get(key))) return false;
+    if ((seen & (bit(Key::TAG) | bit(Key::STREAM) | bit(Key::ASYNC))) != 0) {
+      for (Key key : {Key::TAG, Key::STREAM, Key::ASYNC}) {
+        if (has(key) && !name(get(key))) return false;
+      }
     }
     DType dtype = DType::BF16;
     if (has(Key::DTYPE)) {
@@ -1272,6 +1294,56 @@ class TraceLoader {
     return true;
   }
 
+  // Whether the text at `p` starts with `name` (the closing quote included): a compare of known
+  // length, which the compiler turns into one or two integer compares instead of a call.
+  template <size_t N>
+  static bool starts(const char* p, const char* end, const char (&name)[N]) {
+    return static_cast<size_t>(end - p) >= N - 1 && std::memcmp(p, name, N - 1) == 0;
+  }
+
+  // The key of an operation line whose name starts at `p` (after its opening quote): the name
+  // and its closing quote are compared in place, without finding the quote first (no key
+  // holds a quote, a backslash or a control character, so a key that is anything else fails
+  // every compare). Advances `p` past the closing quote.
+  static bool fast_key(const char*& p, const char* end, Key& id) {
+    const auto is = [&](bool match, Key found, size_t length) {
+      id = found;
+      p += match ? length + 1 : 0;
+      return match;
+    };
+    if (p == end) return false;
+    switch (*p) {
+      case 'r':
+        if (starts(p, end, "rank\"")) return is(true, Key::RANK, 4);
+        if (starts(p, end, "root\"")) return is(true, Key::ROOT, 4);
+        return is(starts(p, end, "ranks\""), Key::RANKS, 5);
+      case 'o': return is(starts(p, end, "op\""), Key::OP, 2);
+      case 's':
+        if (starts(p, end, "size\"")) return is(true, Key::SIZE, 4);
+        return is(starts(p, end, "stream\""), Key::STREAM, 6);
+      case 'd':
+        if (starts(p, end, "duration_ns\"")) return is(true, Key::DURATION, 11);
+        return is(starts(p, end, "dtype\""), Key::DTYPE, 5);
+      case 't':
+        if (starts(p, end, "to\"")) return is(true, Key::TO, 2);
+        if (starts(p, end, "tag\"")) return is(true, Key::TAG, 3);
+        return is(starts(p, end, "thread\""), Key::THREAD, 6);
+      case 'f': return is(starts(p, end, "from\""), Key::FROM, 4);
+      case 'g': return is(starts(p, end, "group\""), Key::GROUP, 5);
+      case 'a': return is(starts(p, end, "async\""), Key::ASYNC, 5);
+      case 'h': return is(starts(p, end, "handle\""), Key::HANDLE, 6);
+      case 'n': return is(starts(p, end, "name\""), Key::NAME, 4);
+      default: return false;
+    }
+  }
+
+  // Past the blanks at `p`: the canonical one space (`", "`, `": "`) is taken before the loop.
+  [[gnu::always_inline]] static const char* skip_blanks(const char* p, const char* end) {
+    if (p < end && *p == ' ') ++p;
+    while (p < end && (*p == ' ' || *p == '\t')) ++p;
+    return p;
+  }
+
   // Whether `text` (of the length of `name`) is `name`: a compare of known length, which the
   // compiler turns into one or two integer compares instead of a call.
   template <size_t N>
@@ -1279,52 +1351,45 @@ class TraceLoader {
     return std::memcmp(text, name, N - 1) == 0;
   }
 
-  // The key named `key` of an operation line, compared at known lengths.
-  static bool fast_key(std::string_view key, Key& id) {
-    const char* const k = key.data();
-    const auto is = [&](bool match, Key found) {
-      id = found;
-      return match;
-    };
-    switch (key.size()) {
-      case 2:
-        if (k[0] == 'o') return is(same(k, "op"), Key::OP);
-        return is(same(k, "to"), Key::TO);
-      case 3: return is(same(k, "tag"), Key::TAG);
+  // The operation named `name` (not a group marker): by length, then compares of known length.
+  static const OpSpec* fast_op(std::string_view name) {
+    const char* const n = name.data();
+    switch (name.size()) {
       case 4:
-        if (k[0] == 'r') return k[1] == 'a' ? is(same(k, "rank"), Key::RANK) : is(same(k, "root"), Key::ROOT);
-        if (k[0] == 's') return is(same(k, "size"), Key::SIZE);
-        if (k[0] == 'f') return is(same(k, "from"), Key::FROM);
-        return is(same(k, "name"), Key::NAME);
+        if (same(n, "send")) return spec_for<OpKind::SEND>();
+        if (same(n, "recv")) return spec_for<OpKind::RECV>();
+        if (same(n, "sync")) return spec_for<OpKind::SYNC>();
+        if (same(n, "wait")) return spec_for<OpKind::WAIT>();
+        if (same(n, "exit")) return spec_for<OpKind::EXIT>();
+        return nullptr;
       case 5:
-        if (k[0] == 'g') return is(same(k, "group"), Key::GROUP);
-        if (k[0] == 'd') return is(same(k, "dtype"), Key::DTYPE);
-        if (k[0] == 'a') return is(same(k, "async"), Key::ASYNC);
-        return is(same(k, "ranks"), Key::RANKS);
+        if (same(n, "sleep")) return spec_for<OpKind::SLEEP>();
+        if (same(n, "crash")) return spec_for<OpKind::CRASH>();
+        return nullptr;
       case 6:
-        if (k[0] == 't') return is(same(k, "thread"), Key::THREAD);
-        if (k[0] == 's') return is(same(k, "stream"), Key::STREAM);
-        return is(same(k, "handle"), Key::HANDLE);
-      case 11: return is(same(k, "duration_ns"), Key::DURATION);
-      default: return false;
+        if (same(n, "reduce")) return spec_for<OpKind::REDUCE>();
+        if (same(n, "gather")) return spec_for<OpKind::GATHER>();
+        return nullptr;
+      case 7:
+        if (same(n, "compute")) return spec_for<OpKind::COMPUTE>();
+        if (same(n, "scatter")) return spec_for<OpKind::SCATTER>();
+        if (same(n, "barrier")) return spec_for<OpKind::BARRIER>();
+        return nullptr;
+      case 9:
+        if (same(n, "allreduce")) return spec_for<OpKind::ALLREDUCE>();
+        if (same(n, "allgather")) return spec_for<OpKind::ALLGATHER>();
+        if (same(n, "broadcast")) return spec_for<OpKind::BROADCAST>();
+        if (same(n, "new_group")) return spec_for<OpKind::NEW_GROUP>();
+        return nullptr;
+      case 10: return same(n, "all_to_all") ? spec_for<OpKind::ALL_TO_ALL>() : nullptr;
+      case 14: return same(n, "reduce_scatter") ? spec_for<OpKind::REDUCE_SCATTER>() : nullptr;
+      default: return nullptr;
     }
-  }
-
-  // The operation named `name` (not a group marker): the last one found is tried first.
-  const OpSpec* fast_op(std::string_view name) {
-    if (last_op_ != nullptr && last_op_->name == name) return last_op_;
-    for (const OpSpec& spec : OP_SPECS) {
-      if (spec.name.size() == name.size() && spec.name[0] == name[0] &&
-          std::memcmp(spec.name.data(), name.data(), name.size()) == 0) {
-        return last_op_ = &spec;
-      }
-    }
-    return nullptr;
   }
 
   // One operation line; false when loading must stop (a bound was hit).
   bool load_op_line(std::string_view text) {
-    if (fast_path_ && fast_op_line(text)) return true;
+    // (load tried fast_op_line on this line already.)
     if (!reader_.read_object(text, members_)) {
       error({line_, reader_.error_col()}, reader_.error_message());
       return true;
@@ -1543,11 +1608,24 @@ class TraceLoader {
   // The thread `name` of the current rank state (made on its first line); false when the rank
   // has too many threads (reported at `name_loc`).
   bool place_thread(int32_t rank, std::string_view name, SourceLoc name_loc, SourceLoc op_loc) {
-    RankState& rs = ranks_[current_state_];
-    if (rs.last_thread < rs.program.size() && rs.program[rs.last_thread].name == name) {
-      current_thread_ = rs.last_thread;
-      return true;
+    const RankState& rs = ranks_[current_state_];
+    if (rs.last_thread < rs.program.size()) {
+      // Compared in line: a thread name is short, and a call to memcmp cost more than this.
+      const std::string& last = rs.program[rs.last_thread].name;
+      bool same_name = last.size() == name.size();
+      for (size_t i = 0; same_name && i < name.size(); ++i) same_name = last[i] == name[i];
+      if (same_name) {
+        current_thread_ = rs.last_thread;
+        return true;
+      }
     }
+    return place_other_thread(rank, name, name_loc, op_loc);
+  }
+
+  // place_thread when the thread is not the rank's last one.
+  [[gnu::noinline]] bool place_other_thread(int32_t rank, std::string_view name, SourceLoc name_loc,
+                                            SourceLoc op_loc) {
+    RankState& rs = ranks_[current_state_];
     const auto found = std::find_if(rs.program.begin(), rs.program.end(),
                                     [&](const ThreadDef& t) { return t.name == name; });
     if (found == rs.program.end() && rs.program.size() >= MAX_TRACE_THREADS_PER_RANK) {
@@ -1937,7 +2015,6 @@ class TraceLoader {
   std::vector<PendingWait> pending_waits_;
   bool placed_ = false;                 // the current line's op goes into ranks_[current_state_]
   bool fast_path_ = true;               // try fast_op_line first (LoadLimits::trace_fast_path)
-  const OpSpec* last_op_ = nullptr;     // fast_op's last answer
   std::string_view last_dtype_name_;    // the fast path's last dtype (a view into the text)
   DType last_dtype_ = DType::BF16;
   std::string last_group_name_;         // the fast path's last group name and its index

@@ -723,6 +723,22 @@ TEST_CASE("trace: the fast path loads every line exactly as the general reader d
   }
 }
 
+TEST_CASE("trace: the fast path ends a line where the general reader does") {
+  // The fast path finds a line's end itself: every way a line can end (or fail to) gives what
+  // the general reader gives, diagnostics and positions included.
+  constexpr std::string_view header = R"({"lockstep_trace": 1, "scenario": "t", "world": 2})";
+  constexpr std::string_view op = R"({"rank": 1, "op": "compute", "duration_ns": 5})";
+  const std::vector<std::string> ends = {"\n", "\r\n", "\r", "", " \r\n", "\t\n", "\r\r\n", "\r \n",
+                                         "\r\r", " x\n", "\n\r\n", "\n \n", "\r\n\r\n", "\v\n"};
+  for (const std::string& end : ends) {
+    for (const std::string& next : {std::string(), std::string(op)}) {
+      const std::string text = std::string(header) + "\n" + std::string(op) + end + next;
+      INFO(text);
+      CHECK(dump_load(text, true) == dump_load(text, false));
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // NCCL groups: group_start / group_end.
 
