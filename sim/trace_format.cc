@@ -1251,7 +1251,7 @@ class TraceLoader {
       const SourceLoc async_loc = has(Key::ASYNC) ? loc(Key::ASYNC) : SourceLoc{};
       if (!check_in_nccl_group(*spec, loc(Key::OP), has(Key::ASYNC) ? &async_loc : nullptr)) return true;
     }
-    Stmt& stmt = current_body().emplace_back();
+    Stmt& stmt = new_op();
     stmt.kind = StmtKind::OP;
     stmt.op = spec->kind;
     stmt.loc = op_loc;
@@ -1412,14 +1412,14 @@ class TraceLoader {
     const bool placed = rank.has_value() && place(*rank, keys);
     placed_ = placed;
     if (placed && !check_in_nccl_group(*spec, keys)) return true;
-    Stmt& stmt = placed ? current_body().emplace_back() : (scratch_ = Stmt{});
+    Stmt& stmt = placed ? new_op() : (scratch_ = Stmt{});
     stmt.kind = StmtKind::OP;
     stmt.op = spec->kind;
     stmt.loc = at(*keys.member[static_cast<size_t>(Key::OP)]);
     pending_name_.clear();
     const bool ok = load_args(keys, stmt, rank.value_or(-1)) && placed;
     if (!ok) {
-      if (placed) current_body().pop_back();
+      if (placed) drop_op();
       return true;
     }
     if (!pending_name_.empty()) commit_pending();
@@ -1430,11 +1430,21 @@ class TraceLoader {
 
   OpenGroup& open_group() { return ranks_[current_state_].open[current_thread_]; }
 
-  // Where the current line's op goes: the thread's body, or its open NCCL group's.
-  std::vector<Stmt>& current_body() {
-    std::vector<Stmt>& body = ranks_[current_state_].program[current_thread_].body;
+  // A new statement for the current line's op: in the thread's body, or its open NCCL group's.
+  Stmt& new_op() {
+    StmtList& body = ranks_[current_state_].program[current_thread_].body;
     const OpenGroup& group = open_group();
-    return group.depth > 0 ? body[group.stmt].body : body;
+    return group.depth > 0 ? body[group.stmt].body.emplace_back() : body.emplace_back();
+  }
+  // Takes back the statement new_op gave.
+  void drop_op() {
+    StmtList& body = ranks_[current_state_].program[current_thread_].body;
+    const OpenGroup& group = open_group();
+    if (group.depth > 0) {
+      body[group.stmt].body.pop_back();
+    } else {
+      body.pop_back();
+    }
   }
 
   // Only communication goes into an NCCL group (as in the YAML `group:`).
@@ -1468,7 +1478,7 @@ class TraceLoader {
     OpenGroup& group = open_group();
     if (&spec == &GROUP_START_SPEC) {
       if (group.depth++ > 0) return;
-      std::vector<Stmt>& body = ranks_[current_state_].program[current_thread_].body;
+      StmtList& body = ranks_[current_state_].program[current_thread_].body;
       group.stmt = static_cast<uint32_t>(body.size());
       group.loc = at(keys.get(Key::OP)->value);
       Stmt& stmt = body.emplace_back();
@@ -1640,8 +1650,11 @@ class TraceLoader {
       // A rank's first thread gets the average share of the file's lines up front: growing
       // a million statements by doubling cost a tenth of the load (copies and page faults).
       // Its pages are backed at once: a page fault per 4 KiB of statements was a sixth.
+      // On a large trace, the statements of every rank come from one arena in huge pages
+      // (StmtArena): backing and freeing them by 4 KiB pages was most of the load.
       if (rs.program.size() == 1) {
-        std::vector<Stmt>& body = rs.program.back().body;
+        StmtList& body = rs.program.back().body;
+        body = StmtList(StmtAllocator<Stmt>(arena()));
         body.reserve(expected_ops_per_rank());
         populate(body.data(), body.capacity() * sizeof(Stmt));
       }
@@ -1814,7 +1827,7 @@ class TraceLoader {
   }
 
   void commit_pending() {
-    const std::vector<Stmt>& body = ranks_[current_state_].program[current_thread_].body;
+    const StmtList& body = ranks_[current_state_].program[current_thread_].body;
     const OpenGroup& group = open_group();
     const size_t stmt = group.depth > 0 ? group.stmt : body.size() - 1;
     const size_t inner = group.depth > 0 ? body[group.stmt].body.size() - 1 : SIZE_MAX;
@@ -1999,11 +2012,29 @@ class TraceLoader {
 
   size_t expected_ops_per_rank() {
     if (expected_ops_per_rank_ == SIZE_MAX) {
-      const size_t lines = count_newlines(text_);
-      expected_ops_per_rank_ = lines / static_cast<size_t>(std::max(scenario_.world, 1)) + 1;
+      expected_ops_per_rank_ = count_lines() / static_cast<size_t>(std::max(scenario_.world, 1)) + 1;
     }
     return expected_ops_per_rank_;
   }
+  size_t line_count_ = SIZE_MAX;  // newlines in the text, counted on first use
+  size_t count_lines() {
+    if (line_count_ == SIZE_MAX) line_count_ = count_newlines(text_);
+    return line_count_;
+  }
+  // The arena of the threads' statements: room for one statement per line and one per rank
+  // (what the first threads reserve, and more), made on first use; none for a small trace,
+  // where a 2 MiB page would cost more than it saves.
+  std::shared_ptr<StmtArena> arena() {
+    static constexpr size_t MIN_ARENA_BYTES = size_t{8} << 20;
+    if (!arena_made_) {
+      arena_made_ = true;
+      const size_t bytes = (count_lines() + static_cast<size_t>(std::max(scenario_.world, 1))) * sizeof(Stmt);
+      if (bytes >= MIN_ARENA_BYTES) arena_ = std::make_shared<StmtArena>(bytes);
+    }
+    return arena_;
+  }
+  std::shared_ptr<StmtArena> arena_;
+  bool arena_made_ = false;
   std::vector<RankState> ranks_;        // in order of first line
   uint32_t current_state_ = 0;
   uint32_t current_thread_ = 0;
@@ -2200,7 +2231,7 @@ void write_op(const Scenario& s, int32_t rank, const ThreadDef& thread, const St
   out += "}\n";
 }
 
-std::string body_problem(const Scenario& s, const std::vector<Stmt>& body, bool in_group = false) {
+std::string body_problem(const Scenario& s, std::span<const Stmt> body, bool in_group = false) {
   for (const Stmt& stmt : body) {
     const std::string where = s.location(stmt.loc) + ": ";
     if (stmt.kind == StmtKind::NCCL_GROUP && !in_group) {
