@@ -18,6 +18,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "sim/input_file.h"
 
 namespace lockstep::sim {
@@ -66,13 +70,29 @@ std::string invalid_value_message(std::string_view value, std::string_view key,
 
 
 
-// The number of '\n' in `text`, eight bytes at a time (std::count on chars was a twentieth of
-// loading a large trace: GCC widens every byte to a 64-bit counter).
+// The number of '\n' in `text`, sixteen bytes at a time with SSE2, else eight (std::count on
+// chars was a twentieth of loading a large trace: GCC widens every byte to a 64-bit counter).
 size_t count_newlines(std::string_view text) {
   constexpr uint64_t ONES = 0x0101010101010101;
   constexpr uint64_t LOW7 = 0x7f7f7f7f7f7f7f7f;
   size_t count = 0;
   size_t i = 0;
+#if defined(__SSE2__)
+  const __m128i newline = _mm_set1_epi8('\n');
+  while (text.size() - i >= 16) {
+    // Per byte lane, minus one for each '\n' (a compare gives all ones), for up to 255 blocks,
+    // then the lanes summed.
+    __m128i lanes = _mm_setzero_si128();
+    const size_t blocks = std::min<size_t>((text.size() - i) / 16, 255);
+    for (size_t b = 0; b < blocks; ++b, i += 16) {
+      const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(text.data() + i));
+      lanes = _mm_sub_epi8(lanes, _mm_cmpeq_epi8(chunk, newline));
+    }
+    const __m128i sums = _mm_sad_epu8(lanes, _mm_setzero_si128());  // two 64-bit sums
+    count += static_cast<size_t>(_mm_cvtsi128_si64(sums)) +
+             static_cast<size_t>(_mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums)));
+  }
+#endif
   while (text.size() - i >= 8) {
     // Per byte lane, 1 where the byte is '\n'; summed in lanes for up to 255 words at a time.
     uint64_t lanes = 0;
@@ -1431,7 +1451,7 @@ class TraceLoader {
   OpenGroup& open_group() { return ranks_[current_state_].open[current_thread_]; }
 
   // A new statement for the current line's op: in the thread's body, or its open NCCL group's.
-  Stmt& new_op() {
+  [[gnu::always_inline]] Stmt& new_op() {
     StmtList& body = ranks_[current_state_].program[current_thread_].body;
     const OpenGroup& group = open_group();
     return group.depth > 0 ? body[group.stmt].body.emplace_back() : body.emplace_back();
@@ -1606,7 +1626,7 @@ class TraceLoader {
   }
 
   // Makes the rank's state the current one (made on its first line).
-  void enter_rank(int32_t rank) {
+  [[gnu::always_inline]] void enter_rank(int32_t rank) {
     int32_t& state = state_of_rank_[static_cast<size_t>(rank)];
     if (state < 0) {
       state = static_cast<int32_t>(ranks_.size());
@@ -1617,7 +1637,7 @@ class TraceLoader {
 
   // The thread `name` of the current rank state (made on its first line); false when the rank
   // has too many threads (reported at `name_loc`).
-  bool place_thread(int32_t rank, std::string_view name, SourceLoc name_loc, SourceLoc op_loc) {
+  [[gnu::always_inline]] bool place_thread(int32_t rank, std::string_view name, SourceLoc name_loc, SourceLoc op_loc) {
     const RankState& rs = ranks_[current_state_];
     if (rs.last_thread < rs.program.size()) {
       // Compared in line: a thread name is short, and a call to memcmp cost more than this.
