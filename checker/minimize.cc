@@ -73,7 +73,7 @@ uint32_t Minimizer::id_in_scenario(int32_t rank, const sim::Stmt* stmt) const {
   const sim::RankProgram& program = sc_.program_of(rank);
   const std::less<const sim::Stmt*> before;
   for (size_t t = 0; t < program.size(); ++t) {
-    const std::vector<sim::Stmt>& body = program[t].body;
+    const sim::StmtList& body = program[t].body;
     if (body.empty() || before(stmt, body.data()) || !before(stmt, body.data() + body.size())) continue;
     return first_id_[static_cast<size_t>(rank)][t] + static_cast<uint32_t>(stmt - body.data());
   }

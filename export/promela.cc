@@ -7,6 +7,7 @@
 #include <optional>
 #include <ostream>
 #include <set>
+#include <span>
 #include <tuple>
 #include <utility>
 
@@ -312,7 +313,7 @@ class Exporter {
     return env;
   }
 
-  bool may_exit(const std::vector<Stmt>& block, std::vector<bool>& seen) const {
+  bool may_exit(std::span<const Stmt> block, std::vector<bool>& seen) const {
     for (const Stmt& stmt : block) {
       if (stmt.kind == StmtKind::OP && (stmt.op == OpKind::EXIT || stmt.op == OpKind::CRASH)) return true;
       if (may_exit(stmt.body, seen) || may_exit(stmt.extra().else_body, seen)) return true;
@@ -613,7 +614,7 @@ class Exporter {
   }
 
   // Returns false when every path through the block ends the thread (exit, crash).
-  bool walk_block(Walk& w, const std::vector<Stmt>& block) {
+  bool walk_block(Walk& w, std::span<const Stmt> block) {
     for (const Stmt& stmt : block) {
       if (!diags_.empty() && diags_.size() >= 64) return false;
       if (ops_ > opt_.max_ops) {

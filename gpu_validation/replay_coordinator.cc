@@ -4,6 +4,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <span>
 #include <tuple>
 #include <utility>
 
@@ -22,7 +23,7 @@ struct GroupMember {
   size_t position = 0;
 };
 
-void collect_nccl_groups(const std::vector<sim::Stmt>& body, std::map<const sim::Stmt*, GroupMember>& out) {
+void collect_nccl_groups(std::span<const sim::Stmt> body, std::map<const sim::Stmt*, GroupMember>& out) {
   for (const sim::Stmt& s : body) {
     if (s.kind == sim::StmtKind::NCCL_GROUP) {
       for (size_t i = 0; i < s.body.size(); ++i) out[&s.body[i]] = {&s, i};

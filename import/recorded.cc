@@ -58,9 +58,9 @@ sim::Stmt stmt_of(const RecordedTrace& trace, sim::NamePool& pool, const Recorde
 
 // One rank's statements: consecutive ops with the same nccl_group, more than one, become one
 // NCCL_GROUP statement (written as group_start, the ops, group_end).
-std::vector<sim::Stmt> body_of(const RecordedTrace& trace, sim::NamePool& pool, int32_t rank) {
+sim::StmtList body_of(const RecordedTrace& trace, sim::NamePool& pool, int32_t rank) {
   const std::vector<RecordedOp>& ops = trace.ranks[static_cast<size_t>(rank)];
-  std::vector<sim::Stmt> body;
+  sim::StmtList body;
   body.reserve(ops.size());
   for (size_t i = 0; i < ops.size();) {
     size_t end = i + 1;

@@ -437,7 +437,7 @@ inline void prefetch(const void* address) {
 bool is_communication(OpKind kind) { return is_collective(kind) || is_p2p(kind); }
 
 // Whether a block can reach an `exit` or `crash` (through calls too; `seen` marks defines).
-bool may_exit(const Scenario& sc, const std::vector<Stmt>& block, std::vector<bool>& seen) {
+bool may_exit(const Scenario& sc, std::span<const Stmt> block, std::vector<bool>& seen) {
   for (const Stmt& stmt : block) {
     if (stmt.kind == StmtKind::OP && (stmt.op == OpKind::EXIT || stmt.op == OpKind::CRASH)) return true;
     if (may_exit(sc, stmt.body, seen) || may_exit(sc, stmt.extra().else_body, seen)) return true;

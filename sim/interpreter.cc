@@ -75,7 +75,7 @@ namespace {
 struct ProgramFailure {};
 
 // The slots a block writes itself: loop variables, through nested blocks but not calls.
-void add_loop_slots(const std::vector<Stmt>& block, std::vector<int32_t>& out) {
+void add_loop_slots(std::span<const Stmt> block, std::vector<int32_t>& out) {
   for (const Stmt& stmt : block) {
     if (stmt.kind == StmtKind::REPEAT && stmt.extra().var_slot >= 0) out.push_back(stmt.extra().var_slot);
     if (stmt.kind == StmtKind::CALL) continue;
@@ -87,7 +87,7 @@ void add_loop_slots(const std::vector<Stmt>& block, std::vector<int32_t>& out) {
 
 }  // namespace
 
-ProgramFiber::ProgramFiber(const Scenario& scenario, const std::vector<Stmt>& body, int32_t rank,
+ProgramFiber::ProgramFiber(const Scenario& scenario, std::span<const Stmt> body, int32_t rank,
                            StackPool& stacks, const EngineLimits& limits)
     : scenario_(scenario), body_(body), limits_(limits), initial_env_(scenario.slot_names.size(), 0),
       stacks_(stacks), rank_(rank) {
@@ -229,7 +229,7 @@ int64_t ProgramFiber::eval_tree(const Expr& expr) {
   }
 }
 
-bool ProgramFiber::run_block(const std::vector<Stmt>& block) {
+bool ProgramFiber::run_block(std::span<const Stmt> block) {
   for (const Stmt& stmt : block) {
     if (!step_ahead()) return false;
     switch (stmt.kind) {

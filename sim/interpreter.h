@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include <boost/context/fiber.hpp>
@@ -64,7 +65,7 @@ class ProgramFiber {
     CHOOSE,      // pick a branch of choose_stmt(), then set_branch()
   };
 
-  ProgramFiber(const Scenario& scenario, const std::vector<Stmt>& body, int32_t rank,
+  ProgramFiber(const Scenario& scenario, std::span<const Stmt> body, int32_t rank,
                StackPool& stacks, const EngineLimits& limits);
   ~ProgramFiber();
   ProgramFiber(const ProgramFiber&) = delete;
@@ -107,7 +108,7 @@ class ProgramFiber {
   bool suspend();
 
   // Each returns false when the program was cancelled.
-  bool run_block(const std::vector<Stmt>& block);
+  bool run_block(std::span<const Stmt> block);
   bool run_call(const Stmt& stmt);
   bool run_choose(const Stmt& stmt);
   // The slots a call of the define writes itself (parameters, loop variables; not those of
@@ -123,7 +124,7 @@ class ProgramFiber {
   [[noreturn]] void fail(SourceLoc loc, std::string message);
 
   const Scenario& scenario_;
-  const std::vector<Stmt>& body_;
+  std::span<const Stmt> body_;  // the thread's statements (owned by the scenario)
   EngineLimits limits_;
   std::vector<int64_t> initial_env_;  // the environment at the start of the program
   std::vector<int64_t> env_;

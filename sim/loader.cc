@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <sstream>
 #include <system_error>
 #include <unordered_map>
@@ -2113,7 +2114,9 @@ class Loader {
 
   // ----- statements
 
-  void load_block(const Node& list, std::vector<Stmt>& out, int32_t depth) {
+  // Into a nested body (std::vector<Stmt>) or a thread's (StmtList).
+  template <typename Body>
+  void load_block(const Node& list, Body& out, int32_t depth) {
     if (!expect_kind(list, NodeKind::LIST, "a list of statements")) return;
     out.reserve(out.size() + list.items.size());
     for (const Node* item : list.items) {
@@ -2695,7 +2698,7 @@ class Loader {
     }
   }
 
-  static void mark_used(const std::vector<Stmt>& body, std::vector<bool>& used) {
+  static void mark_used(std::span<const Stmt> body, std::vector<bool>& used) {
     for (const Stmt& stmt : body) {
       const StmtExtra& extra = stmt.extra();
       for (const Expr* expr :

@@ -1,13 +1,49 @@
 #include "sim/scenario.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <stdexcept>
 #include <utility>
 
 #include "sim/input_file.h"
 
 namespace lockstep::sim {
+
+namespace {
+constexpr size_t HUGE_PAGE_BYTES = size_t{2} << 20;
+}  // namespace
+
+StmtArena::StmtArena(size_t bytes) {
+  if (bytes == 0) return;
+  size_ = (bytes + HUGE_PAGE_BYTES - 1) / HUGE_PAGE_BYTES * HUGE_PAGE_BYTES;
+  // One huge page more, to start on a 2 MiB boundary: a huge page backs only an aligned 2 MiB.
+  mapping_bytes_ = size_ + HUGE_PAGE_BYTES;
+  mapping_ = ::mmap(nullptr, mapping_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapping_ == MAP_FAILED) {  // no arena: every allocation goes to the heap
+    mapping_ = nullptr;
+    size_ = 0;
+    return;
+  }
+  const auto start = reinterpret_cast<uintptr_t>(mapping_);
+  base_ = reinterpret_cast<char*>((start + HUGE_PAGE_BYTES - 1) & ~(uintptr_t{HUGE_PAGE_BYTES} - 1));
+#ifdef MADV_HUGEPAGE
+  ::madvise(base_, size_, MADV_HUGEPAGE);  // advice only: without THP it is plain pages
+#endif
+}
+
+StmtArena::~StmtArena() {
+  if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
+}
+
+void* StmtArena::allocate(size_t bytes, size_t align) {
+  const size_t start = (used_ + align - 1) / align * align;
+  if (start > size_ || size_ - start < bytes) return nullptr;
+  used_ = start + bytes;
+  return base_ + start;
+}
 
 std::string_view op_kind_name(OpKind kind) {
   switch (kind) {

@@ -2,6 +2,7 @@
 // engine. Nothing here knows YAML.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -317,10 +318,78 @@ struct Define {
   std::vector<Stmt> body;
 };
 
+// Memory for the statements of a large recorded scenario: one mapping, marked for transparent
+// huge pages, handed out front to back and given back whole when its last user goes. A
+// recorded op is a 200-byte Stmt, and backing a million of them by 4 KiB pages (allocating,
+// charging and zeroing each page, then freeing it) was most of a trace's load time; by 2 MiB
+// pages it is a small part (docs/trace-format.md, "Loading speed").
+class StmtArena {
+ public:
+  explicit StmtArena(size_t bytes);  // maps `bytes` rounded up to 2 MiB (no page backed yet)
+  ~StmtArena();
+  StmtArena(const StmtArena&) = delete;
+  StmtArena& operator=(const StmtArena&) = delete;
+
+  // `bytes` at `align`, or null when the arena is full (the caller allocates elsewhere).
+  void* allocate(size_t bytes, size_t align);
+  bool owns(const void* block) const {
+    const auto* b = static_cast<const char*>(block);
+    return b >= base_ && b < base_ + size_;
+  }
+
+ private:
+  char* base_ = nullptr;  // 2 MiB aligned
+  size_t size_ = 0;
+  size_t used_ = 0;
+  void* mapping_ = nullptr;
+  size_t mapping_bytes_ = 0;
+};
+
+// The allocator of a thread's statements: from a StmtArena when it has one (the trace loader's
+// threads), else from the heap. A copy of the vector (a copied scenario) takes the heap; what
+// is freed inside the arena is given back with the arena.
+template <typename T>
+class StmtAllocator {
+ public:
+  using value_type = T;
+  using propagate_on_container_move_assignment = std::true_type;
+  using propagate_on_container_swap = std::true_type;
+  using is_always_equal = std::false_type;
+
+  StmtAllocator() = default;
+  explicit StmtAllocator(std::shared_ptr<StmtArena> arena) : arena_(std::move(arena)) {}
+  // Copied, never moved: an allocator keeps its value when moved from (the standard's rule).
+  StmtAllocator(const StmtAllocator&) = default;
+  StmtAllocator& operator=(const StmtAllocator&) = default;
+  ~StmtAllocator() = default;
+  template <typename U>
+  StmtAllocator(const StmtAllocator<U>& other) : arena_(other.arena()) {}  // NOLINT(google-explicit-constructor)
+
+  T* allocate(size_t n) {
+    if (arena_ != nullptr) {
+      if (void* block = arena_->allocate(n * sizeof(T), alignof(T))) return static_cast<T*>(block);
+    }
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* block, size_t n) {
+    if (arena_ != nullptr && arena_->owns(block)) return;
+    std::allocator<T>().deallocate(block, n);
+  }
+  StmtAllocator select_on_container_copy_construction() const { return StmtAllocator(); }
+  const std::shared_ptr<StmtArena>& arena() const { return arena_; }
+  friend bool operator==(const StmtAllocator& a, const StmtAllocator& b) { return a.arena_ == b.arena_; }
+
+ private:
+  std::shared_ptr<StmtArena> arena_;
+};
+
+// A thread's statements (its top level; nested bodies are plain vectors).
+using StmtList = std::vector<Stmt, StmtAllocator<Stmt>>;
+
 struct ThreadDef {
   std::string name;  // `program:` is one thread named "main"
   SourceLoc loc;
-  std::vector<Stmt> body;
+  StmtList body;
 };
 
 // The host threads of a rank.

@@ -18,6 +18,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "sim/input_file.h"
 
 namespace lockstep::sim {
@@ -66,13 +70,29 @@ std::string invalid_value_message(std::string_view value, std::string_view key,
 
 
 
-// The number of '\n' in `text`, eight bytes at a time (std::count on chars was a twentieth of
-// loading a large trace: GCC widens every byte to a 64-bit counter).
+// The number of '\n' in `text`, sixteen bytes at a time with SSE2, else eight (std::count on
+// chars was a twentieth of loading a large trace: GCC widens every byte to a 64-bit counter).
 size_t count_newlines(std::string_view text) {
   constexpr uint64_t ONES = 0x0101010101010101;
   constexpr uint64_t LOW7 = 0x7f7f7f7f7f7f7f7f;
   size_t count = 0;
   size_t i = 0;
+#if defined(__SSE2__)
+  const __m128i newline = _mm_set1_epi8('\n');
+  while (text.size() - i >= 16) {
+    // Per byte lane, minus one for each '\n' (a compare gives all ones), for up to 255 blocks,
+    // then the lanes summed.
+    __m128i lanes = _mm_setzero_si128();
+    const size_t blocks = std::min<size_t>((text.size() - i) / 16, 255);
+    for (size_t b = 0; b < blocks; ++b, i += 16) {
+      const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(text.data() + i));
+      lanes = _mm_sub_epi8(lanes, _mm_cmpeq_epi8(chunk, newline));
+    }
+    const __m128i sums = _mm_sad_epu8(lanes, _mm_setzero_si128());  // two 64-bit sums
+    count += static_cast<size_t>(_mm_cvtsi128_si64(sums)) +
+             static_cast<size_t>(_mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums)));
+  }
+#endif
   while (text.size() - i >= 8) {
     // Per byte lane, 1 where the byte is '\n'; summed in lanes for up to 255 words at a time.
     uint64_t lanes = 0;
@@ -562,11 +582,18 @@ std::vector<std::string> op_line_names() {
   return names;
 }
 
-const OpSpec& spec_of(OpKind kind) {
+constexpr const OpSpec& spec_of(OpKind kind) {
   for (const OpSpec& spec : OP_SPECS) {
     if (spec.kind == kind) return spec;
   }
   return OP_SPECS.back();
+}
+
+// The spec of `KIND`, found at compile time.
+template <OpKind KIND>
+const OpSpec* spec_for() {
+  static constexpr const OpSpec* SPEC = &spec_of(KIND);
+  return SPEC;
 }
 
 std::vector<std::string> arg_names(KeySet keys) {
@@ -742,7 +769,18 @@ class TraceLoader {
     bool ops_ok = false;
     uint32_t line = 0;
     std::string_view text;
-    while (next_line(pos, text)) {
+    while (true) {
+      // An operation line the fast path takes is read from the text directly.
+      if (ops_ok && fast_path_ && line < UINT32_MAX && pos < text_.size()) {
+        line_ = line + 1;
+        size_t length = 0;
+        if (fast_op_line(text_.substr(pos), length)) {
+          ++line;
+          pos += length;
+          continue;
+        }
+      }
+      if (!next_line(pos, text)) break;
       if (line == UINT32_MAX) {
         error({}, "the trace has more than " + std::to_string(UINT32_MAX) + " lines");
         return;
@@ -1072,17 +1110,17 @@ class TraceLoader {
 
   // The common operation line, read in one pass without building JSON values: keys without
   // escapes, each once; values that are strings without escapes or integers; every check
-  // passing. A line that is anything else (or would give any diagnostic) is left untouched
-  // (false) and read again by the general path, which reports exactly what is wrong with it.
-  bool fast_op_line(std::string_view line) {
+  // passing. `rest` is the text from the line's start to the end of the file: the scan finds
+  // the line's end itself (no search for the newline first) and sets `length` to the bytes
+  // the line takes with its end of line. A line that is anything else (or would give any
+  // diagnostic) is left untouched (false) and read again by the general path, which reports
+  // exactly what is wrong with it.
+  bool fast_op_line(std::string_view rest, size_t& length) {
     if (ops_ >= limits_.max_ops) return false;
-    const char* const begin = line.data();
-    const char* const end = begin + line.size();
+    const char* const begin = rest.data();
+    const char* const end = begin + rest.size();
     const char* p = begin;
     const auto col = [begin](const char* at_char) { return static_cast<uint32_t>(at_char - begin + 1); };
-    const auto space = [&] {
-      while (p < end && (*p == ' ' || *p == '\t')) ++p;
-    };
     // A string's contents after its opening quote, up to (and past) its closing quote.
     const auto plain_string = [&](std::string_view& out) {
       const char* const from = p;
@@ -1097,25 +1135,23 @@ class TraceLoader {
     };
     std::array<FastValue, KEY_COUNT> values;  // NOLINT(cppcoreguidelines-pro-type-member-init)
     KeySet seen = 0;
-    space();
+    p = skip_blanks(p, end);
     if (p == end || *p != '{') return false;
     ++p;
     while (true) {
-      space();
+      p = skip_blanks(p, end);
       if (p == end || *p != '"') return false;
       const uint32_t key_col = col(p);
       ++p;
-      std::string_view key;
-      if (!plain_string(key)) return false;
       Key id = Key::RANK;
-      if (!fast_key(key, id) || (seen & bit(id)) != 0) return false;
+      if (!fast_key(p, end, id) || (seen & bit(id)) != 0) return false;
       seen |= bit(id);
       FastValue& value = values[static_cast<size_t>(id)];
       value.key_col = key_col;
-      space();
+      p = skip_blanks(p, end);
       if (p == end || *p != ':') return false;
       ++p;
-      space();
+      p = skip_blanks(p, end);
       if (p == end) return false;
       value.col = col(p);
       if (*p == '"') {
@@ -1141,7 +1177,7 @@ class TraceLoader {
         value.is_string = false;
         value.integer = negative ? -static_cast<int64_t>(magnitude) : static_cast<int64_t>(magnitude);
       }
-      space();
+      p = skip_blanks(p, end);
       if (p < end && *p == ',') {
         ++p;
         continue;
@@ -1152,8 +1188,12 @@ class TraceLoader {
       }
       return false;
     }
-    space();
-    if (p != end) return false;
+    // The end of the line: what next_line takes as one (a newline, a carriage return before
+    // it or before the end of the file, or the end of the file).
+    p = skip_blanks(p, end);
+    if (p < end && *p == '\r') ++p;
+    if (p < end && *p != '\n') return false;
+    length = static_cast<size_t>(p - begin) + (p < end ? 1 : 0);
 
     // The checks of the general path; any that fails sends the line there.
     const auto has = [&](Key key) { return (seen & bit(key)) != 0; };
@@ -1179,8 +1219,10 @@ class TraceLoader {
     if (has(Key::FROM) && (from_any ? get(Key::FROM).str() != "any" : !in_world(get(Key::FROM)))) {
       return false;
     }
-    for (Key key : {Key::TAG, Key::STREAM, Key::ASYNC}) {
-      if (has(key) && !name(get(key))) return false;
+    if ((seen & (bit(Key::TAG) | bit(Key::STREAM) | bit(Key::ASYNC))) != 0) {
+      for (Key key : {Key::TAG, Key::STREAM, Key::ASYNC}) {
+        if (has(key) && !name(get(key))) return false;
+      }
     }
     DType dtype = DType::BF16;
     if (has(Key::DTYPE)) {
@@ -1229,7 +1271,7 @@ class TraceLoader {
       const SourceLoc async_loc = has(Key::ASYNC) ? loc(Key::ASYNC) : SourceLoc{};
       if (!check_in_nccl_group(*spec, loc(Key::OP), has(Key::ASYNC) ? &async_loc : nullptr)) return true;
     }
-    Stmt& stmt = current_body().emplace_back();
+    Stmt& stmt = new_op();
     stmt.kind = StmtKind::OP;
     stmt.op = spec->kind;
     stmt.loc = op_loc;
@@ -1272,6 +1314,56 @@ class TraceLoader {
     return true;
   }
 
+  // Whether the text at `p` starts with `name` (the closing quote included): a compare of known
+  // length, which the compiler turns into one or two integer compares instead of a call.
+  template <size_t N>
+  static bool starts(const char* p, const char* end, const char (&name)[N]) {
+    return static_cast<size_t>(end - p) >= N - 1 && std::memcmp(p, name, N - 1) == 0;
+  }
+
+  // The key of an operation line whose name starts at `p` (after its opening quote): the name
+  // and its closing quote are compared in place, without finding the quote first (no key
+  // holds a quote, a backslash or a control character, so a key that is anything else fails
+  // every compare). Advances `p` past the closing quote.
+  static bool fast_key(const char*& p, const char* end, Key& id) {
+    const auto is = [&](bool match, Key found, size_t length) {
+      id = found;
+      p += match ? length + 1 : 0;
+      return match;
+    };
+    if (p == end) return false;
+    switch (*p) {
+      case 'r':
+        if (starts(p, end, "rank\"")) return is(true, Key::RANK, 4);
+        if (starts(p, end, "root\"")) return is(true, Key::ROOT, 4);
+        return is(starts(p, end, "ranks\""), Key::RANKS, 5);
+      case 'o': return is(starts(p, end, "op\""), Key::OP, 2);
+      case 's':
+        if (starts(p, end, "size\"")) return is(true, Key::SIZE, 4);
+        return is(starts(p, end, "stream\""), Key::STREAM, 6);
+      case 'd':
+        if (starts(p, end, "duration_ns\"")) return is(true, Key::DURATION, 11);
+        return is(starts(p, end, "dtype\""), Key::DTYPE, 5);
+      case 't':
+        if (starts(p, end, "to\"")) return is(true, Key::TO, 2);
+        if (starts(p, end, "tag\"")) return is(true, Key::TAG, 3);
+        return is(starts(p, end, "thread\""), Key::THREAD, 6);
+      case 'f': return is(starts(p, end, "from\""), Key::FROM, 4);
+      case 'g': return is(starts(p, end, "group\""), Key::GROUP, 5);
+      case 'a': return is(starts(p, end, "async\""), Key::ASYNC, 5);
+      case 'h': return is(starts(p, end, "handle\""), Key::HANDLE, 6);
+      case 'n': return is(starts(p, end, "name\""), Key::NAME, 4);
+      default: return false;
+    }
+  }
+
+  // Past the blanks at `p`: the canonical one space (`", "`, `": "`) is taken before the loop.
+  [[gnu::always_inline]] static const char* skip_blanks(const char* p, const char* end) {
+    if (p < end && *p == ' ') ++p;
+    while (p < end && (*p == ' ' || *p == '\t')) ++p;
+    return p;
+  }
+
   // Whether `text` (of the length of `name`) is `name`: a compare of known length, which the
   // compiler turns into one or two integer compares instead of a call.
   template <size_t N>
@@ -1279,52 +1371,45 @@ class TraceLoader {
     return std::memcmp(text, name, N - 1) == 0;
   }
 
-  // The key named `key` of an operation line, compared at known lengths.
-  static bool fast_key(std::string_view key, Key& id) {
-    const char* const k = key.data();
-    const auto is = [&](bool match, Key found) {
-      id = found;
-      return match;
-    };
-    switch (key.size()) {
-      case 2:
-        if (k[0] == 'o') return is(same(k, "op"), Key::OP);
-        return is(same(k, "to"), Key::TO);
-      case 3: return is(same(k, "tag"), Key::TAG);
+  // The operation named `name` (not a group marker): by length, then compares of known length.
+  static const OpSpec* fast_op(std::string_view name) {
+    const char* const n = name.data();
+    switch (name.size()) {
       case 4:
-        if (k[0] == 'r') return k[1] == 'a' ? is(same(k, "rank"), Key::RANK) : is(same(k, "root"), Key::ROOT);
-        if (k[0] == 's') return is(same(k, "size"), Key::SIZE);
-        if (k[0] == 'f') return is(same(k, "from"), Key::FROM);
-        return is(same(k, "name"), Key::NAME);
+        if (same(n, "send")) return spec_for<OpKind::SEND>();
+        if (same(n, "recv")) return spec_for<OpKind::RECV>();
+        if (same(n, "sync")) return spec_for<OpKind::SYNC>();
+        if (same(n, "wait")) return spec_for<OpKind::WAIT>();
+        if (same(n, "exit")) return spec_for<OpKind::EXIT>();
+        return nullptr;
       case 5:
-        if (k[0] == 'g') return is(same(k, "group"), Key::GROUP);
-        if (k[0] == 'd') return is(same(k, "dtype"), Key::DTYPE);
-        if (k[0] == 'a') return is(same(k, "async"), Key::ASYNC);
-        return is(same(k, "ranks"), Key::RANKS);
+        if (same(n, "sleep")) return spec_for<OpKind::SLEEP>();
+        if (same(n, "crash")) return spec_for<OpKind::CRASH>();
+        return nullptr;
       case 6:
-        if (k[0] == 't') return is(same(k, "thread"), Key::THREAD);
-        if (k[0] == 's') return is(same(k, "stream"), Key::STREAM);
-        return is(same(k, "handle"), Key::HANDLE);
-      case 11: return is(same(k, "duration_ns"), Key::DURATION);
-      default: return false;
+        if (same(n, "reduce")) return spec_for<OpKind::REDUCE>();
+        if (same(n, "gather")) return spec_for<OpKind::GATHER>();
+        return nullptr;
+      case 7:
+        if (same(n, "compute")) return spec_for<OpKind::COMPUTE>();
+        if (same(n, "scatter")) return spec_for<OpKind::SCATTER>();
+        if (same(n, "barrier")) return spec_for<OpKind::BARRIER>();
+        return nullptr;
+      case 9:
+        if (same(n, "allreduce")) return spec_for<OpKind::ALLREDUCE>();
+        if (same(n, "allgather")) return spec_for<OpKind::ALLGATHER>();
+        if (same(n, "broadcast")) return spec_for<OpKind::BROADCAST>();
+        if (same(n, "new_group")) return spec_for<OpKind::NEW_GROUP>();
+        return nullptr;
+      case 10: return same(n, "all_to_all") ? spec_for<OpKind::ALL_TO_ALL>() : nullptr;
+      case 14: return same(n, "reduce_scatter") ? spec_for<OpKind::REDUCE_SCATTER>() : nullptr;
+      default: return nullptr;
     }
-  }
-
-  // The operation named `name` (not a group marker): the last one found is tried first.
-  const OpSpec* fast_op(std::string_view name) {
-    if (last_op_ != nullptr && last_op_->name == name) return last_op_;
-    for (const OpSpec& spec : OP_SPECS) {
-      if (spec.name.size() == name.size() && spec.name[0] == name[0] &&
-          std::memcmp(spec.name.data(), name.data(), name.size()) == 0) {
-        return last_op_ = &spec;
-      }
-    }
-    return nullptr;
   }
 
   // One operation line; false when loading must stop (a bound was hit).
   bool load_op_line(std::string_view text) {
-    if (fast_path_ && fast_op_line(text)) return true;
+    // (load tried fast_op_line on this line already.)
     if (!reader_.read_object(text, members_)) {
       error({line_, reader_.error_col()}, reader_.error_message());
       return true;
@@ -1347,14 +1432,14 @@ class TraceLoader {
     const bool placed = rank.has_value() && place(*rank, keys);
     placed_ = placed;
     if (placed && !check_in_nccl_group(*spec, keys)) return true;
-    Stmt& stmt = placed ? current_body().emplace_back() : (scratch_ = Stmt{});
+    Stmt& stmt = placed ? new_op() : (scratch_ = Stmt{});
     stmt.kind = StmtKind::OP;
     stmt.op = spec->kind;
     stmt.loc = at(*keys.member[static_cast<size_t>(Key::OP)]);
     pending_name_.clear();
     const bool ok = load_args(keys, stmt, rank.value_or(-1)) && placed;
     if (!ok) {
-      if (placed) current_body().pop_back();
+      if (placed) drop_op();
       return true;
     }
     if (!pending_name_.empty()) commit_pending();
@@ -1365,11 +1450,21 @@ class TraceLoader {
 
   OpenGroup& open_group() { return ranks_[current_state_].open[current_thread_]; }
 
-  // Where the current line's op goes: the thread's body, or its open NCCL group's.
-  std::vector<Stmt>& current_body() {
-    std::vector<Stmt>& body = ranks_[current_state_].program[current_thread_].body;
+  // A new statement for the current line's op: in the thread's body, or its open NCCL group's.
+  [[gnu::always_inline]] Stmt& new_op() {
+    StmtList& body = ranks_[current_state_].program[current_thread_].body;
     const OpenGroup& group = open_group();
-    return group.depth > 0 ? body[group.stmt].body : body;
+    return group.depth > 0 ? body[group.stmt].body.emplace_back() : body.emplace_back();
+  }
+  // Takes back the statement new_op gave.
+  void drop_op() {
+    StmtList& body = ranks_[current_state_].program[current_thread_].body;
+    const OpenGroup& group = open_group();
+    if (group.depth > 0) {
+      body[group.stmt].body.pop_back();
+    } else {
+      body.pop_back();
+    }
   }
 
   // Only communication goes into an NCCL group (as in the YAML `group:`).
@@ -1403,7 +1498,7 @@ class TraceLoader {
     OpenGroup& group = open_group();
     if (&spec == &GROUP_START_SPEC) {
       if (group.depth++ > 0) return;
-      std::vector<Stmt>& body = ranks_[current_state_].program[current_thread_].body;
+      StmtList& body = ranks_[current_state_].program[current_thread_].body;
       group.stmt = static_cast<uint32_t>(body.size());
       group.loc = at(keys.get(Key::OP)->value);
       Stmt& stmt = body.emplace_back();
@@ -1531,7 +1626,7 @@ class TraceLoader {
   }
 
   // Makes the rank's state the current one (made on its first line).
-  void enter_rank(int32_t rank) {
+  [[gnu::always_inline]] void enter_rank(int32_t rank) {
     int32_t& state = state_of_rank_[static_cast<size_t>(rank)];
     if (state < 0) {
       state = static_cast<int32_t>(ranks_.size());
@@ -1542,12 +1637,25 @@ class TraceLoader {
 
   // The thread `name` of the current rank state (made on its first line); false when the rank
   // has too many threads (reported at `name_loc`).
-  bool place_thread(int32_t rank, std::string_view name, SourceLoc name_loc, SourceLoc op_loc) {
-    RankState& rs = ranks_[current_state_];
-    if (rs.last_thread < rs.program.size() && rs.program[rs.last_thread].name == name) {
-      current_thread_ = rs.last_thread;
-      return true;
+  [[gnu::always_inline]] bool place_thread(int32_t rank, std::string_view name, SourceLoc name_loc, SourceLoc op_loc) {
+    const RankState& rs = ranks_[current_state_];
+    if (rs.last_thread < rs.program.size()) {
+      // Compared in line: a thread name is short, and a call to memcmp cost more than this.
+      const std::string& last = rs.program[rs.last_thread].name;
+      bool same_name = last.size() == name.size();
+      for (size_t i = 0; same_name && i < name.size(); ++i) same_name = last[i] == name[i];
+      if (same_name) {
+        current_thread_ = rs.last_thread;
+        return true;
+      }
     }
+    return place_other_thread(rank, name, name_loc, op_loc);
+  }
+
+  // place_thread when the thread is not the rank's last one.
+  [[gnu::noinline]] bool place_other_thread(int32_t rank, std::string_view name, SourceLoc name_loc,
+                                            SourceLoc op_loc) {
+    RankState& rs = ranks_[current_state_];
     const auto found = std::find_if(rs.program.begin(), rs.program.end(),
                                     [&](const ThreadDef& t) { return t.name == name; });
     if (found == rs.program.end() && rs.program.size() >= MAX_TRACE_THREADS_PER_RANK) {
@@ -1562,8 +1670,11 @@ class TraceLoader {
       // A rank's first thread gets the average share of the file's lines up front: growing
       // a million statements by doubling cost a tenth of the load (copies and page faults).
       // Its pages are backed at once: a page fault per 4 KiB of statements was a sixth.
+      // On a large trace, the statements of every rank come from one arena in huge pages
+      // (StmtArena): backing and freeing them by 4 KiB pages was most of the load.
       if (rs.program.size() == 1) {
-        std::vector<Stmt>& body = rs.program.back().body;
+        StmtList& body = rs.program.back().body;
+        body = StmtList(StmtAllocator<Stmt>(arena()));
         body.reserve(expected_ops_per_rank());
         populate(body.data(), body.capacity() * sizeof(Stmt));
       }
@@ -1736,7 +1847,7 @@ class TraceLoader {
   }
 
   void commit_pending() {
-    const std::vector<Stmt>& body = ranks_[current_state_].program[current_thread_].body;
+    const StmtList& body = ranks_[current_state_].program[current_thread_].body;
     const OpenGroup& group = open_group();
     const size_t stmt = group.depth > 0 ? group.stmt : body.size() - 1;
     const size_t inner = group.depth > 0 ? body[group.stmt].body.size() - 1 : SIZE_MAX;
@@ -1921,11 +2032,29 @@ class TraceLoader {
 
   size_t expected_ops_per_rank() {
     if (expected_ops_per_rank_ == SIZE_MAX) {
-      const size_t lines = count_newlines(text_);
-      expected_ops_per_rank_ = lines / static_cast<size_t>(std::max(scenario_.world, 1)) + 1;
+      expected_ops_per_rank_ = count_lines() / static_cast<size_t>(std::max(scenario_.world, 1)) + 1;
     }
     return expected_ops_per_rank_;
   }
+  size_t line_count_ = SIZE_MAX;  // newlines in the text, counted on first use
+  size_t count_lines() {
+    if (line_count_ == SIZE_MAX) line_count_ = count_newlines(text_);
+    return line_count_;
+  }
+  // The arena of the threads' statements: room for one statement per line and one per rank
+  // (what the first threads reserve, and more), made on first use; none for a small trace,
+  // where a 2 MiB page would cost more than it saves.
+  std::shared_ptr<StmtArena> arena() {
+    static constexpr size_t MIN_ARENA_BYTES = size_t{8} << 20;
+    if (!arena_made_) {
+      arena_made_ = true;
+      const size_t bytes = (count_lines() + static_cast<size_t>(std::max(scenario_.world, 1))) * sizeof(Stmt);
+      if (bytes >= MIN_ARENA_BYTES) arena_ = std::make_shared<StmtArena>(bytes);
+    }
+    return arena_;
+  }
+  std::shared_ptr<StmtArena> arena_;
+  bool arena_made_ = false;
   std::vector<RankState> ranks_;        // in order of first line
   uint32_t current_state_ = 0;
   uint32_t current_thread_ = 0;
@@ -1937,7 +2066,6 @@ class TraceLoader {
   std::vector<PendingWait> pending_waits_;
   bool placed_ = false;                 // the current line's op goes into ranks_[current_state_]
   bool fast_path_ = true;               // try fast_op_line first (LoadLimits::trace_fast_path)
-  const OpSpec* last_op_ = nullptr;     // fast_op's last answer
   std::string_view last_dtype_name_;    // the fast path's last dtype (a view into the text)
   DType last_dtype_ = DType::BF16;
   std::string last_group_name_;         // the fast path's last group name and its index
@@ -2123,7 +2251,7 @@ void write_op(const Scenario& s, int32_t rank, const ThreadDef& thread, const St
   out += "}\n";
 }
 
-std::string body_problem(const Scenario& s, const std::vector<Stmt>& body, bool in_group = false) {
+std::string body_problem(const Scenario& s, std::span<const Stmt> body, bool in_group = false) {
   for (const Stmt& stmt : body) {
     const std::string where = s.location(stmt.loc) + ": ";
     if (stmt.kind == StmtKind::NCCL_GROUP && !in_group) {

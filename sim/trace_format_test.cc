@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,7 +54,7 @@ Scenario loaded(std::string_view text) {
   return std::move(*result.scenario);
 }
 
-const std::vector<Stmt>& body(const Scenario& s, int32_t rank, size_t thread = 0) {
+const StmtList& body(const Scenario& s, int32_t rank, size_t thread = 0) {
   return s.program_of(rank).at(thread).body;
 }
 
@@ -626,7 +628,7 @@ void dump_expr(const Expr& e, std::string& out) {
   out += fmt::format(" {}:{}@{}:{}", static_cast<int>(e.op), e.value, e.loc.line, e.loc.col);
 }
 
-void dump_body(const std::vector<Stmt>& body, std::string& out) {
+void dump_body(std::span<const Stmt> body, std::string& out) {
   for (const Stmt& st : body) {
     out += fmt::format("[{} {} {} {}{}{} g{} n{} @{}:{}", static_cast<int>(st.kind), static_cast<int>(st.op),
                        static_cast<int>(st.dtype), st.has_peer, st.peer_any, st.has_root, st.group,
@@ -723,6 +725,46 @@ TEST_CASE("trace: the fast path loads every line exactly as the general reader d
   }
 }
 
+TEST_CASE("trace: the fast path ends a line where the general reader does") {
+  // The fast path finds a line's end itself: every way a line can end (or fail to) gives what
+  // the general reader gives, diagnostics and positions included.
+  constexpr std::string_view header = R"({"lockstep_trace": 1, "scenario": "t", "world": 2})";
+  constexpr std::string_view op = R"({"rank": 1, "op": "compute", "duration_ns": 5})";
+  const std::vector<std::string> ends = {"\n", "\r\n", "\r", "", " \r\n", "\t\n", "\r\r\n", "\r \n",
+                                         "\r\r", " x\n", "\n\r\n", "\n \n", "\r\n\r\n", "\v\n"};
+  for (const std::string& end : ends) {
+    for (const std::string& next : {std::string(), std::string(op)}) {
+      const std::string text = std::string(header) + "\n" + std::string(op) + end + next;
+      INFO(text);
+      CHECK(dump_load(text, true) == dump_load(text, false));
+    }
+  }
+}
+
+TEST_CASE("trace: a large trace's threads share one arena of statements, a small one's and a copy's use the heap") {
+  // 8 MiB of statements and more take an arena: 50,000 lines of two ranks.
+  std::string text = R"({"lockstep_trace": 1, "scenario": "big", "world": 2})" "\n";
+  for (int i = 0; i < 50'000; ++i) {
+    text += R"({"rank": )" + std::to_string(i % 2) + R"(, "op": "compute", "duration_ns": )" + std::to_string(i) + "}\n";
+  }
+  const Scenario big = loaded(text);
+  const std::shared_ptr<StmtArena>& arena = body(big, 0).get_allocator().arena();
+  REQUIRE(arena != nullptr);
+  CHECK(body(big, 1).get_allocator().arena() == arena);
+  CHECK(arena->owns(body(big, 0).data()));
+  CHECK(arena->owns(body(big, 1).data()));
+  REQUIRE(body(big, 1).size() == 25'000);
+  CHECK(body(big, 1).back().duration.value == 49'999);
+  CHECK(body(big, 1).back().loc == SourceLoc{50'001, 13});
+
+  const Scenario copy = big;
+  CHECK(body(copy, 0).get_allocator().arena() == nullptr);
+  CHECK(body(copy, 1).back().duration.value == 49'999);
+
+  const Scenario small = loaded(trace4(R"({"rank": 0, "op": "compute", "duration_ns": 5})"));
+  CHECK(body(small, 0).get_allocator().arena() == nullptr);
+}
+
 // ---------------------------------------------------------------------------------------------
 // NCCL groups: group_start / group_end.
 
@@ -790,7 +832,7 @@ TEST_CASE("trace: nested group_start counts once, as in NCCL, and threads keep t
       R"({"rank": 0, "op": "compute", "duration_ns": 5})" "\n"
       R"({"rank": 0, "op": "group_start"})" "\n"
       R"({"rank": 0, "op": "group_end"})"));
-  const std::vector<Stmt>& main = body(s, 0, 0);
+  const StmtList& main = body(s, 0, 0);
   REQUIRE(main.size() == 3);
   CHECK(main[0].kind == StmtKind::NCCL_GROUP);
   REQUIRE(main[0].body.size() == 2);
@@ -1002,8 +1044,8 @@ TEST_CASE("trace: a YAML scenario of constant ops writes as a trace with the sam
   const std::string written = write_trace(*yaml.scenario);
   const Scenario trace = loaded(written);
   for (int32_t rank = 0; rank < 2; ++rank) {
-    const std::vector<Stmt>& from_yaml = yaml.scenario->program_of(rank).front().body;
-    const std::vector<Stmt>& from_trace = body(trace, rank);
+    const StmtList& from_yaml = yaml.scenario->program_of(rank).front().body;
+    const StmtList& from_trace = body(trace, rank);
     REQUIRE(from_yaml.size() == from_trace.size());
     for (size_t i = 0; i < from_yaml.size(); ++i) {
       CHECK(from_yaml[i].op == from_trace[i].op);

@@ -1,0 +1,58 @@
+#include "sim/scenario.h"
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+namespace lockstep::sim {
+namespace {
+
+TEST_CASE("StmtArena: blocks front to back, aligned, none past its end") {
+  StmtArena arena(100);  // rounded up to 2 MiB
+  void* first = arena.allocate(10, 1);
+  void* second = arena.allocate(16, 8);
+  REQUIRE(first != nullptr);
+  REQUIRE(second != nullptr);
+  CHECK(reinterpret_cast<uintptr_t>(first) % (uintptr_t{2} << 20) == 0);  // the huge page's start
+  CHECK(static_cast<char*>(second) == static_cast<char*>(first) + 16);   // 10 bytes, aligned to 8
+  CHECK(arena.owns(first));
+  CHECK(arena.owns(static_cast<char*>(first) + (size_t{2} << 20) - 1));
+  CHECK_FALSE(arena.owns(static_cast<char*>(first) + (size_t{2} << 20)));
+  CHECK(arena.allocate(size_t{2} << 20, 8) == nullptr);  // full: the caller takes the heap
+  CHECK(arena.allocate((size_t{2} << 20) - 32, 8) != nullptr);  // what is left still fits
+  CHECK(arena.allocate(1, 1) == nullptr);
+}
+
+TEST_CASE("StmtList: an arena's vector grows past it into the heap, copies take the heap, moves keep the arena") {
+  auto arena = std::make_shared<StmtArena>(sizeof(Stmt) * 4);  // one huge page: about 10,000
+  StmtList body{StmtAllocator<Stmt>(arena)};
+  body.reserve(8);
+  CHECK(arena->owns(body.data()));
+  for (int i = 0; i < 20'000; ++i) body.emplace_back().loc = {static_cast<uint32_t>(i + 1), 1};
+  CHECK_FALSE(arena->owns(body.data()));  // grown past the arena's 2 MiB
+  CHECK(body.back().loc.line == 20'000);
+
+  StmtList small{StmtAllocator<Stmt>(arena)};
+  small.emplace_back().loc = {7, 3};
+  CHECK(arena->owns(small.data()));
+  const StmtList copy = small;  // a copied scenario's thread
+  CHECK(copy.get_allocator().arena() == nullptr);
+  CHECK_FALSE(arena->owns(copy.data()));
+  CHECK(copy.front().loc == SourceLoc{7, 3});
+  StmtList moved = std::move(small);
+  CHECK(moved.get_allocator().arena() == arena);
+  CHECK(arena->owns(moved.data()));
+  CHECK(moved.front().loc == SourceLoc{7, 3});
+  // Every user holds the arena: it goes with the last of them.
+  const std::weak_ptr<StmtArena> watch = arena;
+  arena.reset();
+  body = StmtList();
+  moved = StmtList();
+  small = StmtList();
+  CHECK(watch.expired());
+}
+
+}  // namespace
+}  // namespace lockstep::sim
