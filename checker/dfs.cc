@@ -7,10 +7,6 @@
 
 namespace lockstep::checker {
 
-bool same_option(const sim::Option& a, const sim::Option& b) {
-  return a.kind == b.kind && a.rank == b.rank && a.thread == b.thread && a.detail == b.detail;
-}
-
 bool option_before(const sim::Option& a, const sim::Option& b) {
   return std::tie(a.kind, a.rank, a.thread, a.detail) < std::tie(b.kind, b.rank, b.thread, b.detail);
 }

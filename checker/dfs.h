@@ -17,7 +17,6 @@ namespace lockstep::checker {
 // thread, detail), no duplicates.
 using SleepSet = std::vector<sim::Option>;
 
-bool same_option(const sim::Option& a, const sim::Option& b);
 bool option_before(const sim::Option& a, const sim::Option& b);
 bool asleep(const SleepSet& sleep, const sim::Option& option);
 

@@ -271,6 +271,38 @@ TEST_CASE("state cache: a set of fingerprints, bounded") {
   CHECK(big.size() == 100'000);
 }
 
+TEST_CASE("state cache with sleep sets: a visit is covered only by one that had no more asleep") {
+  auto thread = [](int32_t rank) {
+    sim::Option o;
+    o.kind = sim::ChoiceKind::THREAD;
+    o.rank = rank;
+    o.thread = 1;
+    o.detail = rank * 2 + 1;
+    return o;
+  };
+  StateCache cache;
+  const SleepSet one{thread(1)};
+  const SleepSet both{thread(1), thread(2)};
+  const SleepSet other{thread(2)};
+  CHECK(cache.visit(42, one));          // new
+  CHECK_FALSE(cache.visit(42, both));   // more asleep now: the first visit explored all it would
+  CHECK_FALSE(cache.visit(42, one));
+  CHECK(cache.visit(42, other));        // rank 1's step slept then, not now: explored again
+  CHECK_FALSE(cache.visit(42, one));    // remembered with the intersection (nothing): covers all
+  CHECK_FALSE(cache.visit(42, {}));
+  CHECK(cache.visit(43, {}));
+  CHECK_FALSE(cache.visit(43, both));
+  // A START names its kernel by engine slot: never taken as the same option on another path.
+  sim::Option start;
+  start.kind = sim::ChoiceKind::START;
+  start.rank = 0;
+  start.detail = 5;
+  CHECK(cache.visit(7, {start}));
+  CHECK(cache.visit(7, {start}));
+  CHECK_FALSE(cache.visit(7, {start}));
+  CHECK(cache.size() == 3);
+}
+
 TEST_CASE("dpor's state cache: N-1 senders to N-1 wildcard receives converge") {
   const sim::Scenario scenario = wildcard_gather(8);
   CheckOptions options;
