@@ -367,6 +367,89 @@ threads:
   CHECK(dfs.executions > dpor.executions);
 }
 
+TEST_CASE("dpor and dfs agree where the property test's three-rank, two-thread shape once found them apart") {
+  // Each scenario made dpor miss an outcome dfs reports (docs/semantics.md): the lowest rank's
+  // options taken as persistent while its main thread waited in a barrier; a mismatch that
+  // stopped the execution at whichever pair of issuers came first; a timeout's late ops listed
+  // in the engine's order.
+  const char* const cases[] = {
+      R"Y(
+scenario: blocked-thread
+world: 3
+threads:
+  main:
+    - if: "rank == 0"
+      then: [{compute: 1us}]
+    - if: "rank == 1"
+      then: [barrier, {send: {to: 2, size: 4}}]
+    - if: "rank == 2"
+      then: [{compute: 20us}]
+  bg:
+    - if: "rank == 0"
+      then: [barrier]
+    - if: "rank == 1"
+      then: [{send: {to: 0, size: 4}}]
+    - if: "rank == 2"
+      then: [barrier]
+)Y",
+      R"Y(
+scenario: mismatch-pair
+world: 3
+semantics: {timeout: 12us}
+threads:
+  main:
+    - if: "rank == 0"
+      then: [{compute: 1us}]
+    - if: "rank == 1"
+      then: [{allreduce: {group: world, size: 8}}]
+    - if: "rank == 2"
+      then: [{allreduce: {group: world, size: 4}}]
+  bg:
+    - if: "rank == 0"
+      then: [{allreduce: {group: world, size: 4}}]
+    - if: "rank == 1"
+      then: [{compute: 20us}]
+    - if: "rank == 2"
+      then: [sync]
+)Y",
+      R"Y(
+scenario: timeout-order
+world: 3
+groups: {g: [0, 1, 2]}
+semantics: {p2p: eager, eager_limit: 4, timeout: 12us}
+threads:
+  main:
+    - if: "rank == 0"
+      then: [{choose: {a: [{allreduce: {group: g, size: 4}}], b: [{compute: 1us}]}}, {recv: {from: any, size: 4}}]
+    - if: "rank == 1"
+      then: [{choose: {a: [{allreduce: {group: g, size: 4}}], b: [{compute: 1us}]}}]
+    - if: "rank == 2"
+      then: [{allreduce: {group: g, size: 4}}]
+  bg:
+    - if: "rank == 0"
+      then: [{compute: 1us}]
+    - if: "rank == 1"
+      then: [{send: {to: 0, size: 4}}]
+    - if: "rank == 2"
+      then: [sync]
+)Y",
+  };
+  for (const char* text : cases) {
+    const sim::Scenario scenario = testing::scenario_from(text);
+    CAPTURE(scenario.name);
+    CheckOptions options;
+    options.collect_terminal_states = true;
+    options.strategy = "dfs";
+    const CheckResult dfs = check_scenario(scenario, options);
+    REQUIRE(dfs.exhaustive);
+    REQUIRE_FALSE(dfs.terminal_states.empty());
+    options.strategy = "dpor";
+    const CheckResult dpor = check_scenario(scenario, options);
+    CHECK(dpor.terminal_states == dfs.terminal_states);
+    CHECK(dpor.executions < dfs.executions);
+  }
+}
+
 TEST_CASE("a kernel waits for work finished earlier in the interleaving but later in virtual time") {
   // Found by the property test: rank 0's all-reduce, issued after its receive, must start after
   // the receive ends even when the receive completed first in the engine's order; otherwise some

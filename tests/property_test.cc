@@ -67,7 +67,7 @@ TEST_CASE("property: dpor and dfs agree on verdicts and terminal states - dpor n
 
 TEST_CASE("property: the same with three ranks of two threads and host-blocking ops") {
   // Spaces grow fast with three two-threaded ranks: about half exceed the oracle's budget.
-  compare_dpor_with_dfs(400, 20261204, true, 2'000, 50);
+  compare_dpor_with_dfs(200, 20261204, true, 2'000, 45);
 }
 
 }  // namespace lockstep
