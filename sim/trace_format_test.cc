@@ -748,7 +748,7 @@ TEST_CASE("trace: a large trace's threads share one arena of statements, a small
     text += R"({"rank": )" + std::to_string(i % 2) + R"(, "op": "compute", "duration_ns": )" + std::to_string(i) + "}\n";
   }
   const Scenario big = loaded(text);
-  const std::shared_ptr<StmtArena>& arena = body(big, 0).get_allocator().arena();
+  const std::shared_ptr<StmtArena> arena = body(big, 0).get_allocator().arena();  // a copy: the allocator is a temporary
   REQUIRE(arena != nullptr);
   CHECK(body(big, 1).get_allocator().arena() == arena);
   CHECK(arena->owns(body(big, 0).data()));
