@@ -209,6 +209,19 @@ groups: {g: [0, 1]}
 threads:
   main: [{allreduce: {size: 4, tag: a}}, {allreduce: {group: g, size: 4}}]
   bg: [{allreduce: {size: 4, tag: b}}, {choose: {x: [{barrier: world}], y: []}}]
+)Y",
+                         R"Y(
+scenario: wildcard-threads
+world: 3
+threads:
+  main:
+    - if: "rank == 0"
+      then: [{recv: {from: any, size: 4}}, {recv: {from: any, size: 4}}, {recv: {from: 2, size: 4}}]
+      else: [{send: {to: 0, size: 4}}]
+  bg:
+    - if: "rank == 0"
+      then: [{compute: 1us}]
+      else: [{compute: 2us}, barrier]
 )Y"};
   for (const char* text : texts) {
     const sim::Scenario scenario = testing::scenario_from(text);
