@@ -839,20 +839,17 @@ struct Engine::Impl {
   // The strategy's pick, or Strategy::PRUNE (the execution is then stopped as PRUNED).
   // `state`: the state's fingerprint, 0 when not tracked or not at quiescence.
   size_t ask(std::vector<Option>& opts, uint64_t state = 0) {
-    if (opts.size() == 1) {
-      if (strategy->forced(opts[0])) return 0;
-      result.end = ExecutionEnd::PRUNED;
-      stopped = true;
-      return Strategy::PRUNE;
-    }
-    const size_t pick = strategy->choose(ChoicePoint{opts, result.choice_points, state});
+    // One option is no choice (not counted, no schedule entry), but the strategy hears of it.
+    const bool lone = opts.size() == 1;
+    const size_t pick = lone ? (strategy->forced(opts[0]) ? 0 : Strategy::PRUNE)
+                             : strategy->choose(ChoicePoint{opts, result.choice_points, state});
     if (pick == Strategy::PRUNE) {
       result.end = ExecutionEnd::PRUNED;
       stopped = true;
       return pick;
     }
     assert(pick < opts.size());
-    ++result.choice_points;
+    if (!lone) ++result.choice_points;
     return pick;
   }
 
