@@ -16,7 +16,16 @@ bool asleep(const SleepSet& sleep, const sim::Option& option) {
 }
 
 DfsStrategy::DfsStrategy(std::vector<uint32_t> prefix) : frozen_(prefix.size()) {
-  for (uint32_t chosen : prefix) stack_.push_back(Frame{chosen, 0, {}, {}});
+  for (uint32_t chosen : prefix) {
+    stack_.emplace_back();
+    stack_.back().chosen = chosen;
+  }
+}
+
+bool DfsStrategy::expands(const Frame& f) { return (f.seen & (SEEN_ABORT | seen_new_option(f.lazy_rank))) != 0; }
+
+void DfsStrategy::new_option(int32_t rank) {
+  if (lazy_) report(seen_new_option(rank));
 }
 
 void DfsStrategy::descend(const Frame& f) {
@@ -46,7 +55,10 @@ bool DfsStrategy::take(const sim::Option& taken) {
   return true;
 }
 
-bool DfsStrategy::forced(const sim::Option& option) { return !sleep_sets_ || take(option); }
+bool DfsStrategy::forced(const sim::Option& option) {
+  if (lazy_ && option.may_abort) report(SEEN_ABORT);
+  return !sleep_sets_ || take(option);
+}
 
 size_t DfsStrategy::choose(const sim::ChoicePoint& point) {
   const uint32_t count = static_cast<uint32_t>(point.options.size());
@@ -74,14 +86,28 @@ size_t DfsStrategy::choose(const sim::ChoicePoint& point) {
     while (first < count && asleep(pending_, point.options[first])) ++first;
     if (first == count) return sim::Strategy::PRUNE;  // every option's future is covered
   }
+  if (lazy_ && std::any_of(point.options.begin(), point.options.end(), [](const sim::Option& o) { return o.may_abort; })) {
+    report(SEEN_ABORT);
+  }
   if (cache_ != nullptr && point.state != 0) {
     const bool fresh = sleep_sets_ ? cache_->visit(point.state, pending_) : cache_->insert(point.state);
-    if (!fresh) return sim::Strategy::PRUNE;
+    if (!fresh) {
+      // The state's future was explored before: what it reported is this path's future too.
+      if (lazy_) report(cache_->seen(point.state));
+      return sim::Strategy::PRUNE;
+    }
   }
-  stack_.push_back(Frame{first, count, {}, {}});
+  stack_.emplace_back();
+  Frame& f = stack_.back();
+  f.chosen = first;
+  f.count = count;
+  if (sleep_sets_ || lazy_) f.options.assign(point.options.begin(), point.options.end());
+  if (lazy_) {
+    // Lazy only while the first option taken is the lazy rank's (all of its asleep: every one).
+    if (point.lazy_rank >= 0 && point.options[first].rank == point.lazy_rank) f.lazy_rank = point.lazy_rank;
+    f.state = point.state;
+  }
   if (sleep_sets_) {
-    Frame& f = stack_.back();
-    f.options.assign(point.options.begin(), point.options.end());
     f.sleep = pending_;
     descend(f);
   }
@@ -101,9 +127,24 @@ bool DfsStrategy::next() {
     if (sleep_sets_) {
       while (n < f.count && asleep(f.sleep, f.options[n])) ++n;
     }
+    if (n < f.count && f.lazy_rank >= 0 && f.options[n].rank != f.lazy_rank) {
+      // The lazy rank's options are done: the other ranks' are needed only if a step below
+      // gave the lazy rank a new option (or may have aborted a rank).
+      if (expands(f)) {
+        f.lazy_rank = -1;
+      } else {
+        ++lazy_kept_;
+        n = f.count;
+      }
+    }
     if (n < f.count) {
       f.chosen = n;
       return true;
+    }
+    // Done: what the subtree reported belongs to the state's future and to the point above.
+    if (f.seen != 0) {
+      if (cache_ != nullptr && f.state != 0) cache_->add_seen(f.state, f.seen);
+      if (stack_.size() >= 2) stack_[stack_.size() - 2].seen |= f.seen;
     }
     stack_.pop_back();
   }
@@ -161,15 +202,43 @@ bool StateCache::visit(uint64_t state, const SleepSet& sleep) {
   return true;
 }
 
+size_t StateCache::find(uint64_t state) const {
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = static_cast<size_t>(state) & mask;; i = (i + 1) & mask) {
+    if (slots_[i] == state) return i;
+    if (slots_[i] == 0) return slots_.size();
+  }
+}
+
+void StateCache::add_seen(uint64_t state, uint64_t seen) {
+  const size_t i = find(state);
+  if (i == slots_.size()) return;  // not kept (the cache was full): never met again
+  if (seen_.empty()) seen_.assign(slots_.size(), 0);
+  seen_[i] |= seen;
+}
+
+uint64_t StateCache::seen(uint64_t state) const {
+  if (seen_.empty()) return 0;
+  const size_t i = find(state);
+  return i == slots_.size() ? 0 : seen_[i];
+}
+
 void StateCache::grow() {
   std::vector<uint64_t> old(slots_.size() * 2, 0);
   old.swap(slots_);
+  std::vector<uint64_t> old_seen;
+  if (!seen_.empty()) {
+    old_seen.assign(slots_.size(), 0);
+    old_seen.swap(seen_);
+  }
   const size_t mask = slots_.size() - 1;
-  for (uint64_t state : old) {
+  for (size_t j = 0; j < old.size(); ++j) {
+    const uint64_t state = old[j];
     if (state == 0) continue;
     size_t i = static_cast<size_t>(state) & mask;
     while (slots_[i] != 0) i = (i + 1) & mask;
     slots_[i] = state;
+    if (!old_seen.empty()) seen_[i] = old_seen[j];
   }
 }
 

@@ -34,6 +34,11 @@ class StateCache {
   // was a subset of this one's: it explored every option this one would); true when the state
   // must be explored, and then it is remembered with the options neither visit explored.
   bool visit(uint64_t state, const SleepSet& sleep);
+  // Dynamic source sets: what the explored future of a state reported (a DfsStrategy "seen"
+  // mask), merged into what is kept for it; and what a covered visit takes as its own future.
+  // Kept beside the fingerprints (8 more bytes per slot, from the first mask on).
+  void add_seen(uint64_t state, uint64_t seen);
+  uint64_t seen(uint64_t state) const;
   size_t size() const { return size_; }
   bool full() const { return full_; }
 
@@ -42,7 +47,10 @@ class StateCache {
  private:
   void grow();
 
+  size_t find(uint64_t state) const;  // its slot, or slots_.size()
+
   std::vector<uint64_t> slots_;
+  std::vector<uint64_t> seen_;  // empty, or one mask per slot
   size_t size_ = 0;
   size_t max_states_;
   bool full_ = false;
@@ -63,9 +71,18 @@ class DfsStrategy final : public sim::Strategy {
   // Sleep sets (dpor): an option asleep is not taken; a choice point whose options are all
   // asleep, or a forced step that is asleep, ends the execution (PRUNE).
   void use_sleep_sets(bool on) { sleep_sets_ = on; }
+  // Dynamic source sets (dpor, with sim::EngineOptions::lazy_points): at a point with a lazy
+  // rank, only that rank's options are explored, and the others too once a step below the
+  // point, in any execution of its subtree (or in the stored future of a state the subtree met
+  // again), gave that rank a new option or may have aborted a rank (docs/semantics.md).
+  void use_lazy_points(bool on) { lazy_ = on; }
 
   size_t choose(const sim::ChoicePoint& point) override;
   bool forced(const sim::Option& option) override;
+  void new_option(int32_t rank) override;
+
+  // Points explored lazily that stayed so (their other ranks' options never run), so far.
+  uint64_t lazy_kept() const { return lazy_kept_; }
 
   // Moves to the next unexplored execution; false when every execution has been run.
   bool next();
@@ -77,19 +94,37 @@ class DfsStrategy final : public sim::Strategy {
   struct Frame {
     uint32_t chosen = 0;
     uint32_t count = 0;
-    std::vector<sim::Option> options;  // sleep sets only: what the point offered
+    std::vector<sim::Option> options;  // sleep sets or lazy points: what the point offered
     SleepSet sleep;                    // sleep sets only: asleep on arrival
+    // Lazy points: the rank explored first, whose options come first (the engine sorts options
+    // by rank; -1: every option from the start), the point's fingerprint, and what the steps
+    // after it reported in its subtree so far (a seen mask).
+    int32_t lazy_rank = -1;
+    uint64_t state = 0;
+    uint64_t seen = 0;
   };
+  // What a step below a point reports, as a mask: bit r % 63 for "rank r may have a new
+  // option" (ranks sharing a bit only expand more), bit 63 for a step that may abort its rank.
+  static constexpr uint64_t SEEN_ABORT = uint64_t{1} << 63;
+  static uint64_t seen_new_option(int32_t rank) { return uint64_t{1} << (static_cast<uint32_t>(rank) % 63); }
+  // Records `seen` for the frame whose choice came last (nothing before the first point).
+  void report(uint64_t seen) {
+    if (depth_ > 0) stack_[depth_ - 1].seen |= seen;
+  }
   // The sleep set below frame `f` after its current choice.
   void descend(const Frame& f);
   // Drops from pending_ what `taken` does not commute with; false when `taken` is asleep.
   bool take(const sim::Option& taken);
+  // Whether a lazy frame's subtree reported what makes its other ranks' options needed.
+  static bool expands(const Frame& f);
 
   std::vector<Frame> stack_;
   size_t depth_ = 0;
   size_t frozen_ = 0;  // the first frozen_ frames are the fixed prefix
   StateCache* cache_ = nullptr;
   bool sleep_sets_ = false;
+  bool lazy_ = false;
+  uint64_t lazy_kept_ = 0;
   SleepSet pending_;  // the sleep set at the next choice point
 };
 

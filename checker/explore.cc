@@ -55,6 +55,7 @@ sim::EngineOptions engine_options_for(const CheckOptions& options) {
   // dfs is the plain exhaustive oracle: every interleaving of the ranks' choices, no cache.
   engine.rank_persistent_sets = options.strategy != "dfs";
   engine.track_state = options.strategy == "dpor";
+  engine.lazy_points = options.strategy == "dpor" && options.lazy_points;
   return engine;
 }
 
@@ -112,6 +113,7 @@ struct Search {
     if (dfs != nullptr && options.strategy == "dpor") {
       dfs->use_cache(&cache);
       dfs->use_sleep_sets(options.sleep_sets);
+      dfs->use_lazy_points(options.lazy_points);
     }
     std::set<std::string> seen;
     uint64_t longest = 0;  // most choice points in one execution (PCT's change point range)

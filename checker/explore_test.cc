@@ -319,6 +319,120 @@ TEST_CASE("state cache with sleep sets: a visit is covered only by one that had 
   CHECK(cache.size() == 3);
 }
 
+TEST_CASE("dynamic source sets: a lazy point explores its other ranks only after a race below it") {
+  auto thread = [](int32_t rank, int32_t local) {
+    sim::Option o;
+    o.kind = sim::ChoiceKind::THREAD;
+    o.rank = rank;
+    o.thread = local;
+    o.detail = rank * 2 + local;
+    return o;
+  };
+  const std::vector<sim::Option> lazy_point{thread(0, 0), thread(2, 0)};
+  const std::vector<sim::Option> rank1_point{thread(1, 0), thread(1, 1)};
+  auto point = [](const std::vector<sim::Option>& options, uint64_t state, int32_t lazy_rank) {
+    return sim::ChoicePoint{options, 0, state, lazy_rank};
+  };
+  SUBCASE("nothing reported: rank 2's option is never taken") {
+    DfsStrategy dfs;
+    dfs.use_lazy_points(true);
+    CHECK(dfs.choose(point(lazy_point, 0, 0)) == 0);
+    dfs.new_option(2);  // another rank's new option is no race with rank 0's
+    CHECK_FALSE(dfs.next());
+    CHECK(dfs.lazy_kept() == 1);
+  }
+  SUBCASE("the lazy rank got a new option, or a step may abort: rank 2's option runs too") {
+    for (const bool abort : {false, true}) {
+      DfsStrategy dfs;
+      dfs.use_lazy_points(true);
+      CHECK(dfs.choose(point(lazy_point, 0, 0)) == 0);
+      if (abort) {
+        sim::Option step = thread(1, 0);
+        step.may_abort = true;
+        CHECK(dfs.forced(step));
+      } else {
+        dfs.new_option(0);
+      }
+      REQUIRE(dfs.next());
+      CHECK(dfs.choose(point(lazy_point, 0, 0)) == 1);
+      CHECK_FALSE(dfs.next());
+      CHECK(dfs.lazy_kept() == 0);
+    }
+  }
+  SUBCASE("without lazy points (dfs) every option runs") {
+    DfsStrategy dfs;
+    CHECK(dfs.choose(point(lazy_point, 0, 0)) == 0);
+    REQUIRE(dfs.next());
+    CHECK(dfs.choose(point(lazy_point, 0, 0)) == 1);
+  }
+  SUBCASE("a race deep in the subtree, or in the stored future of a state met again, counts") {
+    StateCache cache;
+    DfsStrategy dfs;
+    dfs.use_lazy_points(true);
+    dfs.use_cache(&cache);
+    CHECK(dfs.choose(point(lazy_point, 10, 0)) == 0);
+    CHECK(dfs.choose(point(rank1_point, 20, -1)) == 0);
+    REQUIRE(dfs.next());  // rank 1's second option, below the lazy point
+    CHECK(dfs.choose(point(lazy_point, 10, 0)) == 0);
+    CHECK(dfs.choose(point(rank1_point, 20, -1)) == 1);
+    dfs.new_option(0);  // the race: reported at the deeper point, passed up when it is done
+    REQUIRE(dfs.next());
+    CHECK(dfs.choose(point(lazy_point, 10, 0)) == 1);
+    CHECK(dfs.choose(point(rank1_point, 20, -1)) == sim::Strategy::PRUNE);  // met again
+    CHECK_FALSE(dfs.next());
+    CHECK(cache.seen(20) != 0);
+    // Another search through the same cache: its lazy point meets state 20 at once, pruned,
+    // and takes 20's stored future (the race) as its own.
+    DfsStrategy again;
+    again.use_lazy_points(true);
+    again.use_cache(&cache);
+    CHECK(again.choose(point(lazy_point, 11, 0)) == 0);
+    CHECK(again.choose(point(rank1_point, 20, -1)) == sim::Strategy::PRUNE);
+    REQUIRE(again.next());
+    CHECK(again.choose(point(lazy_point, 11, 0)) == 1);
+  }
+  SUBCASE("the kept futures survive the table's growth") {
+    StateCache cache;
+    for (uint64_t s = 1; s <= 3000; ++s) {
+      cache.insert(s * 0x9e3779b97f4a7c15ULL);
+      if (s % 7 == 0) cache.add_seen(s * 0x9e3779b97f4a7c15ULL, s);
+    }
+    for (uint64_t s = 1; s <= 3000; ++s) REQUIRE(cache.seen(s * 0x9e3779b97f4a7c15ULL) == (s % 7 == 0 ? s : 0));
+  }
+}
+
+TEST_CASE("dynamic source sets: a send that races with a wildcard match makes the others run") {
+  // Rank 0 takes one message from anyone, then one from rank 1. Rank 1's send is posted at
+  // once; rank 2's comes from one of its two threads. The match point's lazy rank is 0: taking
+  // rank 1's message first, rank 2's send then reaches rank 0 (a race), so rank 2's steps run
+  // first too, and the other outcome (rank 2's message first, then rank 1's: ok) is found.
+  const sim::Scenario scenario = testing::scenario_from(R"Y(
+scenario: race-below
+world: 3
+threads:
+  main:
+    - if: "rank == 0"
+      then: [{recv: {from: any, size: 4}}, {recv: {from: 1, size: 4}}]
+    - if: "rank == 1"
+      then: [{send: {to: 0, size: 4}}]
+    - if: "rank == 2"
+      then: [{send: {to: 0, size: 4}}]
+  bg:
+    - if: "rank == 2"
+      then: [{compute: 1us}]
+)Y");
+  CheckOptions options;
+  options.collect_terminal_states = true;
+  options.strategy = "dfs";
+  const CheckResult dfs = check_scenario(scenario, options);
+  options.strategy = "dpor";
+  const CheckResult dpor = check_scenario(scenario, options);
+  REQUIRE(dfs.terminal_states.size() == 2);  // the hang and the ok outcome
+  CHECK(dpor.terminal_states == dfs.terminal_states);
+  CHECK(dpor.verdict == dfs.verdict);
+  CHECK(dpor.executions <= dfs.executions);
+}
+
 TEST_CASE("dpor's state cache: N-1 senders to N-1 wildcard receives converge") {
   const sim::Scenario scenario = wildcard_gather(8);
   CheckOptions options;
@@ -372,11 +486,22 @@ threads:
   const CheckResult orders = check_scenario(without, options);
   REQUIRE(orders.pruned == 0);
   REQUIRE(orders.executions > 2);
+  // Sleep sets alone (the dynamic source sets below would not offer rank 2's steps there).
+  options.lazy_points = false;
   const CheckResult dpor = check_scenario(with, options);
   CHECK(dpor.verdict == sim::Verdict::OK);
   CHECK(dpor.exhaustive);
   CHECK(dpor.pruned > 0);
   CHECK(dpor.executions - dpor.pruned == orders.executions);
+  // With them, the match point explores rank 0's option alone: no step of rank 2 ever gives
+  // rank 0 a new option, so its other ranks' options are never needed and nothing is pruned.
+  options.lazy_points = true;
+  const CheckResult lazy = check_scenario(with, options);
+  CHECK(lazy.verdict == sim::Verdict::OK);
+  CHECK(lazy.exhaustive);
+  CHECK(lazy.pruned == 0);
+  CHECK(lazy.executions == orders.executions);
+  CHECK(lazy.terminal_states == dpor.terminal_states);
   options.strategy = "dfs";
   const CheckResult dfs = check_scenario(with, options);
   CHECK(dfs.terminal_states == dpor.terminal_states);

@@ -25,6 +25,7 @@ class RecordingStrategy final : public sim::Strategy {
   explicit RecordingStrategy(sim::Strategy& inner) : inner_(inner) {}
   size_t choose(const sim::ChoicePoint& point) override;
   bool forced(const sim::Option& option) override { return inner_.forced(option); }
+  void new_option(int32_t rank) override { inner_.new_option(rank); }
   const std::vector<sim::Option>& choices() const { return choices_; }
   void clear() { choices_.clear(); }
 

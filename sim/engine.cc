@@ -838,11 +838,11 @@ struct Engine::Impl {
 
   // The strategy's pick, or Strategy::PRUNE (the execution is then stopped as PRUNED).
   // `state`: the state's fingerprint, 0 when not tracked or not at quiescence.
-  size_t ask(std::vector<Option>& opts, uint64_t state = 0) {
+  size_t ask(std::vector<Option>& opts, uint64_t state = 0, int32_t lazy_rank = -1) {
     // One option is no choice (not counted, no schedule entry), but the strategy hears of it.
     const bool lone = opts.size() == 1;
     const size_t pick = lone ? (strategy->forced(opts[0]) ? 0 : Strategy::PRUNE)
-                             : strategy->choose(ChoicePoint{opts, result.choice_points, state});
+                             : strategy->choose(ChoicePoint{opts, result.choice_points, state, lazy_rank});
     if (pick == Strategy::PRUNE) {
       result.end = ExecutionEnd::PRUNED;
       stopped = true;
@@ -860,7 +860,18 @@ struct Engine::Impl {
       // A thread blocked at its end (waiting for the streams) becomes DONE when woken: no option.
       if (threads[t].state == ThreadState::BLOCKED && !threads[t].ending) return false;
     }
-    return sc.semantics.comm_concurrency == 0 || sc.semantics.launch_order_implicit || rank.running_comm == 0;
+    return waits_for_no_slot(r);
+  }
+
+  // Under comm_concurrency, a rank with a communication kernel running gets a slot (a new
+  // START) when other ranks complete it.
+  bool waits_for_no_slot(uint32_t r) const {
+    return sc.semantics.comm_concurrency == 0 || sc.semantics.launch_order_implicit || ranks[r].running_comm == 0;
+  }
+
+  // EngineOptions::lazy_points: rank r may have a new option (Strategy::new_option).
+  void note_new_option(uint32_t r) {
+    if (options.lazy_points) strategy->new_option(static_cast<int32_t>(r));
   }
 
   // At quiescence: every option that needs a choice, then the strategy's pick.
@@ -908,7 +919,18 @@ struct Engine::Impl {
                           options_buf.end());
       }
     }
-    const size_t pick = ask(options_buf, options.track_state && options_buf.size() > 1 ? state_fingerprint() : 0);
+    // Every option is offered: the lowest rank's alone still suffice, unless another rank's step
+    // gives it a new option, which the strategy hears of (note_new_option) and then explores
+    // the others. Not when a step may abort its rank, nor for a rank waiting for a slot.
+    int32_t lazy_rank = -1;
+    const int32_t lowest = options_buf.front().rank;
+    if (options.lazy_points && options_buf.back().rank != lowest &&
+        std::none_of(options_buf.begin(), options_buf.end(), [](const Option& o) { return o.may_abort; }) &&
+        waits_for_no_slot(static_cast<uint32_t>(lowest))) {
+      lazy_rank = lowest;
+    }
+    const size_t pick =
+        ask(options_buf, options.track_state && options_buf.size() > 1 ? state_fingerprint() : 0, lazy_rank);
     if (pick == Strategy::PRUNE) return false;
     const Option chosen = options_buf[pick];
     switch (chosen.kind) {
@@ -1219,6 +1241,7 @@ struct Engine::Impl {
     thread.waits.clear();
     if (!thread.ending) {
       thread.state = ThreadState::RUNNABLE;
+      note_new_option(thread.rank);
       return true;
     }
     thread.state = ThreadState::DONE;
@@ -1948,6 +1971,9 @@ struct Engine::Impl {
       }
       if (++slot.running == slot.kernels.size() && !slot.mismatched) complete_collective(ref.comm, ref.seq);
     } else if (!kernel.has_children) {
+      // A send, or a wildcard receive, may now be matched by a wildcard choice.
+      if (kernel.kind == OpKind::SEND) note_new_option(static_cast<uint32_t>(kernel.op.peer));
+      else if (kernel.op.peer < 0) note_new_option(kernel.rank);
       try_complete_p2p(k);
     }
   }

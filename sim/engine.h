@@ -157,6 +157,11 @@ struct EngineOptions {
   // Give each choice point taken at quiescence a fingerprint of the global state
   // (ChoicePoint::state), for the checker's state cache.
   bool track_state = false;
+  // Where no rank's options are a persistent set, offer every option but name in
+  // ChoicePoint::lazy_rank a rank whose options alone suffice unless another rank's step gives
+  // it a new option, and report each such step (Strategy::new_option): the checker's dpor
+  // explores the others only when one happens (docs/semantics.md, "Dynamic source sets").
+  bool lazy_points = false;
   // Per-rank event log (null: none; the engine then pays one pointer test per event).
   EventLog* log = nullptr;
 };

@@ -48,6 +48,11 @@ struct ChoicePoint {
   // A fingerprint of the global state here (EngineOptions::track_state; 0 when off): equal
   // fingerprints mean equal states, so the same futures (docs/semantics.md, "State cache").
   uint64_t state = 0;
+  // EngineOptions::lazy_points: every option is offered because no rank's options are a
+  // persistent set, but this rank's options alone are one unless another rank's step gives it
+  // a new option (Strategy::new_option). -1: no such rank (a step may abort its rank, or the
+  // rank waits for a communication slot), or not asked for.
+  int32_t lazy_rank = -1;
 };
 
 // Strategies (dfs, dpor, random, pct, replay, timed) implement this. The engine asks at every
@@ -65,6 +70,11 @@ class Strategy {
     (void)option;
     return true;
   }
+
+  // EngineOptions::lazy_points: rank `rank` may have a new option — a send to it or a wildcard
+  // receive of its own became matchable, or one of its threads woke (docs/semantics.md,
+  // "Dynamic source sets").
+  virtual void new_option(int32_t rank) { (void)rank; }
 
   static constexpr size_t PRUNE = SIZE_MAX;
 };
