@@ -1,6 +1,7 @@
 #include "sim/scenario.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -39,10 +40,66 @@ StmtArena::~StmtArena() {
 }
 
 void* StmtArena::allocate(size_t bytes, size_t align) {
-  const size_t start = (used_ + align - 1) / align * align;
-  if (start > size_ || size_ - start < bytes) return nullptr;
-  used_ = start + bytes;
+  size_t used = used_.load(std::memory_order_relaxed);
+  size_t start = 0;
+  do {
+    start = (used + align - 1) / align * align;
+    if (start > size_ || size_ - start < bytes) return nullptr;
+  } while (!used_.compare_exchange_weak(used, start + bytes, std::memory_order_relaxed));
   return base_ + start;
+}
+
+void populate_pages(void* data, size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
+  const auto end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(page - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+#else
+  static_cast<void>(data);
+  static_cast<void>(bytes);
+#endif
+}
+
+Stmt RecordedOp::to_stmt() const {
+  Stmt stmt;
+  stmt.kind = StmtKind::OP;
+  stmt.op = op;
+  stmt.loc = {line, col};
+  stmt.dtype = dtype;
+  stmt.group = group;
+  if ((flags & SIZE) != 0) stmt.size = Expr::constant(value, {line, value_col});
+  if ((flags & DURATION) != 0) stmt.duration = Expr::constant(value, {line, value_col});
+  if ((flags & ROOT) != 0) {
+    stmt.set_extra().root = Expr::constant(peer, {line, peer_col});
+    stmt.has_root = true;
+  }
+  if ((flags & PEER) != 0) {
+    stmt.peer = Expr::constant(peer, {line, peer_col});
+    stmt.has_peer = true;
+    stmt.peer_any = (flags & PEER_ANY) != 0;
+  }
+  if (op == OpKind::BARRIER) stmt.size = Expr::constant(dtype_bytes(dtype), stmt.loc);
+  return stmt;
+}
+
+void ThreadDef::build() const {
+  RecordedBody& recorded = *recorded_;
+  std::call_once(recorded.built, [&] {
+    StmtList body{StmtAllocator<Stmt>(recorded.arena)};
+    body.reserve(recorded.ops.size());
+    if (recorded.arena != nullptr) populate_pages(body.data(), body.capacity() * sizeof(Stmt));
+    for (const RecordedOp& op : recorded.ops) {
+      if (op.stmt == RecordedOp::NO_STMT) {
+        body.push_back(op.to_stmt());
+      } else {
+        body.push_back(std::move(recorded.stmts[op.stmt]));
+      }
+    }
+    body_ = std::move(body);
+    recorded.ops = {};
+    recorded.stmts = {};
+  });
 }
 
 std::string_view op_kind_name(OpKind kind) {

@@ -111,21 +111,6 @@ size_t count_newlines(std::string_view text) {
   return count;
 }
 
-// Asks the kernel to back the whole pages of [data, data + bytes) now, in one call, instead of
-// one page fault per page as they are first written (a hint; nothing changes where the kernel
-// lacks MADV_POPULATE_WRITE).
-void populate(void* data, size_t bytes) {
-#ifdef MADV_POPULATE_WRITE
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
-  const auto end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(page - 1);
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
-#else
-  static_cast<void>(data);
-  static_cast<void>(bytes);
-#endif
-}
-
 uint32_t to_u32(size_t value) {
   return value > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(value);
 }
@@ -626,14 +611,15 @@ struct CreatedGroup {
 // once, as in NCCL), the NCCL_GROUP statement the ops go into, and where it was opened.
 struct OpenGroup {
   uint32_t depth = 0;
-  uint32_t stmt = 0;  // index into the thread's body
+  uint32_t stmt = 0;  // index into the thread's ops (one in the side table)
   SourceLoc loc;      // the outermost group_start's operation name
 };
 
 // What the loader keeps per rank that has lines.
 struct RankState {
   int32_t rank = 0;
-  RankProgram program;
+  RankProgram program;  // the threads' names and positions; their ops are in `recorded`
+  std::vector<std::shared_ptr<RecordedBody>> recorded;  // per thread of `program`
   std::vector<OpenGroup> open;  // per thread of `program`
   uint32_t last_thread = 0;
   std::vector<CreatedGroup> created;  // sorted by group
@@ -653,8 +639,8 @@ struct PendingWait {
 struct PendingUse {
   uint32_t state = 0;   // index into ranks_
   uint32_t thread = 0;
-  size_t stmt = 0;      // index into the thread's body
-  size_t inner = SIZE_MAX;  // index into body[stmt].body when the op is in an NCCL group
+  size_t stmt = 0;      // index into the thread's ops (one in the side table)
+  size_t inner = SIZE_MAX;  // index into that statement's body when the op is in an NCCL group
   std::string name;     // the group's name
   SourceLoc loc;        // of the group's name
   bool unknown = false; // the name was unknown on its line: members are checked at the end
@@ -1267,6 +1253,45 @@ class TraceLoader {
     const std::string_view thread = has(Key::THREAD) ? get(Key::THREAD).str() : "main";
     if (!place_thread(rank, thread, has(Key::THREAD) ? loc(Key::THREAD) : op_loc, op_loc)) return true;
     placed_ = true;
+    const bool uses_group = has(Key::GROUP) || is_collective(spec->kind) || is_p2p(spec->kind);
+    const bool names = (seen & (bit(Key::TAG) | bit(Key::STREAM) | bit(Key::ASYNC))) != 0;
+    if (!names && open_group().depth == 0) {
+      // The common op: a flat record (RecordedOp), made into a statement when first read.
+      RecordedOp& op = recorded().ops.emplace_back();
+      op.line = line_;
+      op.col = op_loc.col;
+      op.op = spec->kind;
+      op.dtype = dtype;
+      op.group = group;
+      uint8_t flags = 0;
+      // No operation takes both a size and a duration, or a root and a peer.
+      if (has(Key::SIZE)) {
+        op.value = get(Key::SIZE).integer;
+        op.value_col = get(Key::SIZE).col;
+        flags |= RecordedOp::SIZE;
+      } else if (has(Key::DURATION)) {
+        op.value = get(Key::DURATION).integer;
+        op.value_col = get(Key::DURATION).col;
+        flags |= RecordedOp::DURATION;
+      }
+      if (has(Key::ROOT)) {
+        op.peer = static_cast<int32_t>(get(Key::ROOT).integer);
+        op.peer_col = get(Key::ROOT).col;
+        flags |= RecordedOp::ROOT;
+      } else if (has(Key::TO)) {
+        op.peer = static_cast<int32_t>(get(Key::TO).integer);
+        op.peer_col = get(Key::TO).col;
+        flags |= RecordedOp::PEER;
+      } else if (has(Key::FROM)) {
+        op.peer = from_any ? 0 : static_cast<int32_t>(get(Key::FROM).integer);
+        op.peer_col = get(Key::FROM).col;
+        flags |= from_any ? RecordedOp::PEER | RecordedOp::PEER_ANY : RecordedOp::PEER;
+      }
+      op.flags = flags;
+      if (uses_group) group_used_[group] = true;
+      return true;
+    }
+    // An op with names, or in an NCCL group: a statement in the side table.
     if (open_group().depth > 0) {
       const SourceLoc async_loc = has(Key::ASYNC) ? loc(Key::ASYNC) : SourceLoc{};
       if (!check_in_nccl_group(*spec, loc(Key::OP), has(Key::ASYNC) ? &async_loc : nullptr)) return true;
@@ -1277,7 +1302,7 @@ class TraceLoader {
     stmt.loc = op_loc;
     stmt.dtype = dtype;
     stmt.group = group;
-    if (has(Key::GROUP) || is_collective(spec->kind) || is_p2p(spec->kind)) group_used_[group] = true;
+    if (uses_group) group_used_[group] = true;
     // The statement is new: its expressions are constants already (of value 0), set in place.
     const auto constant = [&](Expr& expr, int64_t value, Key key) {
       expr.value = value;
@@ -1450,20 +1475,32 @@ class TraceLoader {
 
   OpenGroup& open_group() { return ranks_[current_state_].open[current_thread_]; }
 
-  // A new statement for the current line's op: in the thread's body, or its open NCCL group's.
-  [[gnu::always_inline]] Stmt& new_op() {
-    StmtList& body = ranks_[current_state_].program[current_thread_].body;
+  // The current thread's ops.
+  RecordedBody& recorded() { return *ranks_[current_state_].recorded[current_thread_]; }
+  // Op `index` of a thread, one of its side table.
+  static Stmt& side_stmt(RecordedBody& body, size_t index) { return body.stmts[body.ops[index].stmt]; }
+  // A new op of the current thread, as a statement in its side table.
+  static Stmt& new_side_stmt(RecordedBody& body) {
+    body.ops.emplace_back().stmt = static_cast<uint32_t>(body.stmts.size());
+    return body.stmts.emplace_back();
+  }
+
+  // A new statement for the current line's op: in the thread's ops (its side table), or its
+  // open NCCL group's.
+  Stmt& new_op() {
+    RecordedBody& body = recorded();
     const OpenGroup& group = open_group();
-    return group.depth > 0 ? body[group.stmt].body.emplace_back() : body.emplace_back();
+    return group.depth > 0 ? side_stmt(body, group.stmt).body.emplace_back() : new_side_stmt(body);
   }
   // Takes back the statement new_op gave.
   void drop_op() {
-    StmtList& body = ranks_[current_state_].program[current_thread_].body;
+    RecordedBody& body = recorded();
     const OpenGroup& group = open_group();
     if (group.depth > 0) {
-      body[group.stmt].body.pop_back();
+      side_stmt(body, group.stmt).body.pop_back();
     } else {
-      body.pop_back();
+      body.stmts.pop_back();
+      body.ops.pop_back();
     }
   }
 
@@ -1498,10 +1535,10 @@ class TraceLoader {
     OpenGroup& group = open_group();
     if (&spec == &GROUP_START_SPEC) {
       if (group.depth++ > 0) return;
-      StmtList& body = ranks_[current_state_].program[current_thread_].body;
-      group.stmt = static_cast<uint32_t>(body.size());
+      RecordedBody& body = recorded();
+      group.stmt = static_cast<uint32_t>(body.ops.size());
       group.loc = at(keys.get(Key::OP)->value);
-      Stmt& stmt = body.emplace_back();
+      Stmt& stmt = new_side_stmt(body);
       stmt.kind = StmtKind::NCCL_GROUP;
       stmt.loc = at(*keys.get(Key::OP));
       return;
@@ -1665,18 +1702,19 @@ class TraceLoader {
     }
     current_thread_ = static_cast<uint32_t>(found - rs.program.begin());
     if (found == rs.program.end()) {
-      rs.program.push_back(ThreadDef{std::string(name), op_loc, {}});
+      rs.program.push_back(ThreadDef{std::string(name), op_loc});
       rs.open.emplace_back();
+      auto& recorded = *rs.recorded.emplace_back(std::make_shared<RecordedBody>());
+      recorded.ops = std::vector<RecordedOp, StmtAllocator<RecordedOp>>(StmtAllocator<RecordedOp>(ops_arena()));
+      recorded.arena = stmt_arena();
       // A rank's first thread gets the average share of the file's lines up front: growing
       // a million statements by doubling cost a tenth of the load (copies and page faults).
       // Its pages are backed at once: a page fault per 4 KiB of statements was a sixth.
       // On a large trace, the statements of every rank come from one arena in huge pages
       // (StmtArena): backing and freeing them by 4 KiB pages was most of the load.
       if (rs.program.size() == 1) {
-        StmtList& body = rs.program.back().body;
-        body = StmtList(StmtAllocator<Stmt>(arena()));
-        body.reserve(expected_ops_per_rank());
-        populate(body.data(), body.capacity() * sizeof(Stmt));
+        recorded.ops.reserve(expected_ops_per_rank());
+        populate_pages(recorded.ops.data(), recorded.ops.capacity() * sizeof(RecordedOp));
       }
     }
     rs.last_thread = current_thread_;
@@ -1847,10 +1885,10 @@ class TraceLoader {
   }
 
   void commit_pending() {
-    const StmtList& body = ranks_[current_state_].program[current_thread_].body;
+    RecordedBody& body = recorded();
     const OpenGroup& group = open_group();
-    const size_t stmt = group.depth > 0 ? group.stmt : body.size() - 1;
-    const size_t inner = group.depth > 0 ? body[group.stmt].body.size() - 1 : SIZE_MAX;
+    const size_t stmt = group.depth > 0 ? group.stmt : body.ops.size() - 1;
+    const size_t inner = group.depth > 0 ? side_stmt(body, group.stmt).body.size() - 1 : SIZE_MAX;
     pending_.push_back({current_state_, current_thread_, stmt, inner, std::move(pending_name_),
                         pending_loc_, pending_unknown_});
     pending_name_.clear();
@@ -1955,6 +1993,7 @@ class TraceLoader {
     for (RankState& rs : ranks_) {
       scenario_.rank_program[static_cast<size_t>(rs.rank)] =
           static_cast<uint32_t>(scenario_.programs.size());
+      for (size_t t = 0; t < rs.program.size(); ++t) rs.program[t].set_recorded(std::move(rs.recorded[t]));
       scenario_.programs.push_back(std::move(rs.program));
     }
     if (ranks_.size() < static_cast<size_t>(scenario_.world)) {
@@ -1971,7 +2010,7 @@ class TraceLoader {
 
   void resolve(PendingUse& use) {
     RankState& rs = ranks_[use.state];
-    Stmt& outer = rs.program[use.thread].body[use.stmt];
+    Stmt& outer = side_stmt(*rs.recorded[use.thread], use.stmt);
     Stmt& stmt = use.inner == SIZE_MAX ? outer : outer.body[use.inner];
     line_ = stmt.loc.line;
     const auto found = group_index_.find(use.name);
@@ -2041,20 +2080,31 @@ class TraceLoader {
     if (line_count_ == SIZE_MAX) line_count_ = count_newlines(text_);
     return line_count_;
   }
-  // The arena of the threads' statements: room for one statement per line and one per rank
-  // (what the first threads reserve, and more), made on first use; none for a small trace,
-  // where a 2 MiB page would cost more than it saves.
-  std::shared_ptr<StmtArena> arena() {
-    static constexpr size_t MIN_ARENA_BYTES = size_t{8} << 20;
-    if (!arena_made_) {
-      arena_made_ = true;
-      const size_t bytes = (count_lines() + static_cast<size_t>(std::max(scenario_.world, 1))) * sizeof(Stmt);
-      if (bytes >= MIN_ARENA_BYTES) arena_ = std::make_shared<StmtArena>(bytes);
-    }
-    return arena_;
+  // The arenas of the threads' ops and of their statements when made: room for one of each
+  // per line and one per rank (what the first threads reserve, and more), made on first use;
+  // none for a small trace, where a 2 MiB page would cost more than it saves. The statements'
+  // is only address space until the statements are made.
+  static constexpr size_t MIN_ARENA_BYTES = size_t{8} << 20;
+  std::shared_ptr<StmtArena> make_arena(size_t bytes_per_line) {
+    const size_t bytes = (count_lines() + static_cast<size_t>(std::max(scenario_.world, 1))) * bytes_per_line;
+    return bytes >= MIN_ARENA_BYTES ? std::make_shared<StmtArena>(bytes) : nullptr;
   }
-  std::shared_ptr<StmtArena> arena_;
-  bool arena_made_ = false;
+  std::shared_ptr<StmtArena> ops_arena() {
+    if (!arenas_made_) make_arenas();
+    return ops_arena_;
+  }
+  std::shared_ptr<StmtArena> stmt_arena() {
+    if (!arenas_made_) make_arenas();
+    return stmt_arena_;
+  }
+  void make_arenas() {
+    arenas_made_ = true;
+    ops_arena_ = make_arena(sizeof(RecordedOp));
+    stmt_arena_ = make_arena(sizeof(Stmt));
+  }
+  std::shared_ptr<StmtArena> ops_arena_;
+  std::shared_ptr<StmtArena> stmt_arena_;
+  bool arenas_made_ = false;
   std::vector<RankState> ranks_;        // in order of first line
   uint32_t current_state_ = 0;
   uint32_t current_thread_ = 0;
@@ -2336,7 +2386,7 @@ std::string trace_write_problem(const Scenario& recorded) {
   for (const RankProgram& program : recorded.programs) {
     for (const ThreadDef& thread : program) {
       if (thread.name.empty()) return "a thread has no name";
-      std::string problem = body_problem(recorded, thread.body);
+      std::string problem = body_problem(recorded, thread.body());
       if (!problem.empty()) return problem;
     }
   }
@@ -2349,7 +2399,7 @@ std::string write_trace(const Scenario& recorded) {
   write_header(recorded, out);
   for (int32_t rank = 0; rank < recorded.world; ++rank) {
     for (const ThreadDef& thread : recorded.program_of(rank)) {
-      for (const Stmt& stmt : thread.body) write_op(recorded, rank, thread, stmt, out);
+      for (const Stmt& stmt : thread.body()) write_op(recorded, rank, thread, stmt, out);
     }
   }
   return out;
