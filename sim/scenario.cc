@@ -62,25 +62,25 @@ void populate_pages(void* data, size_t bytes) {
 }
 
 Stmt RecordedOp::to_stmt() const {
-  Stmt stmt;
-  stmt.kind = StmtKind::OP;
-  stmt.op = op;
-  stmt.loc = {line, col};
-  stmt.dtype = dtype;
-  stmt.group = group;
-  if ((flags & SIZE) != 0) stmt.size = Expr::constant(value, {line, value_col});
-  if ((flags & DURATION) != 0) stmt.duration = Expr::constant(value, {line, value_col});
+  Stmt made;
+  made.kind = StmtKind::OP;
+  made.op = op;
+  made.loc = {line, col};
+  made.dtype = dtype;
+  made.group = group;
+  if ((flags & SIZE) != 0) made.size = Expr::constant(value, {line, value_col});
+  if ((flags & DURATION) != 0) made.duration = Expr::constant(value, {line, value_col});
   if ((flags & ROOT) != 0) {
-    stmt.set_extra().root = Expr::constant(peer, {line, peer_col});
-    stmt.has_root = true;
+    made.set_extra().root = Expr::constant(peer, {line, peer_col});
+    made.has_root = true;
   }
   if ((flags & PEER) != 0) {
-    stmt.peer = Expr::constant(peer, {line, peer_col});
-    stmt.has_peer = true;
-    stmt.peer_any = (flags & PEER_ANY) != 0;
+    made.peer = Expr::constant(peer, {line, peer_col});
+    made.has_peer = true;
+    made.peer_any = (flags & PEER_ANY) != 0;
   }
-  if (op == OpKind::BARRIER) stmt.size = Expr::constant(dtype_bytes(dtype), stmt.loc);
-  return stmt;
+  if (op == OpKind::BARRIER) made.size = Expr::constant(dtype_bytes(dtype), made.loc);
+  return made;
 }
 
 void ThreadDef::build() const {

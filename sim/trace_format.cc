@@ -622,6 +622,7 @@ struct RankState {
   std::vector<std::shared_ptr<RecordedBody>> recorded;  // per thread of `program`
   std::vector<OpenGroup> open;  // per thread of `program`
   uint32_t last_thread = 0;
+  bool last_is_main = false;  // program[last_thread] is "main"
   std::vector<CreatedGroup> created;  // sorted by group
   std::map<std::string, std::vector<uint32_t>, std::less<>> handles;  // threads issuing each
 };
@@ -755,12 +756,15 @@ class TraceLoader {
     bool ops_ok = false;
     uint32_t line = 0;
     std::string_view text;
+    const bool ends_in_newline = !text_.empty() && text_.back() == '\n';
     while (true) {
       // An operation line the fast path takes is read from the text directly.
       if (ops_ok && fast_path_ && line < UINT32_MAX && pos < text_.size()) {
         line_ = line + 1;
         size_t length = 0;
-        if (fast_op_line(text_.substr(pos), length)) {
+        const std::string_view rest(text_.data() + pos, text_.size() - pos);
+        const bool taken = ends_in_newline ? fast_op_line<false>(rest, length) : fast_op_line<true>(rest, length);
+        if (taken) {
           ++line;
           pos += length;
           continue;
@@ -1101,32 +1105,36 @@ class TraceLoader {
   // the line takes with its end of line. A line that is anything else (or would give any
   // diagnostic) is left untouched (false) and read again by the general path, which reports
   // exactly what is wrong with it.
+  template <bool BOUNDED>
   bool fast_op_line(std::string_view rest, size_t& length) {
     if (ops_ >= limits_.max_ops) return false;
     const char* const begin = rest.data();
     const char* const end = begin + rest.size();
     const char* p = begin;
     const auto col = [begin](const char* at_char) { return static_cast<uint32_t>(at_char - begin + 1); };
+    // Whether `at` is inside the text. Without BOUNDED the text ends in a newline, which ends
+    // every loop below: a scan never passes it, so it needs no bound.
+    const auto more = [end](const char* at) { return !BOUNDED || at < end; };
     // A string's contents after its opening quote, up to (and past) its closing quote.
     const auto plain_string = [&](std::string_view& out) {
       const char* const from = p;
-      while (p < end && *p != '"') {
+      while (more(p) && *p != '"') {
         if (*p == '\\' || static_cast<unsigned char>(*p) < 0x20) return false;
         ++p;
       }
-      if (p == end) return false;
+      if (!more(p)) return false;
       out = std::string_view(from, static_cast<size_t>(p - from));
       ++p;
       return true;
     };
     std::array<FastValue, KEY_COUNT> values;  // NOLINT(cppcoreguidelines-pro-type-member-init)
     KeySet seen = 0;
-    p = skip_blanks(p, end);
-    if (p == end || *p != '{') return false;
+    p = skip_blanks<BOUNDED>(p, end);
+    if (!more(p) || *p != '{') return false;
     ++p;
     while (true) {
-      p = skip_blanks(p, end);
-      if (p == end || *p != '"') return false;
+      p = skip_blanks<BOUNDED>(p, end);
+      if (!more(p) || *p != '"') return false;
       const uint32_t key_col = col(p);
       ++p;
       Key id = Key::RANK;
@@ -1134,11 +1142,11 @@ class TraceLoader {
       seen |= bit(id);
       FastValue& value = values[static_cast<size_t>(id)];
       value.key_col = key_col;
-      p = skip_blanks(p, end);
-      if (p == end || *p != ':') return false;
+      p = skip_blanks<BOUNDED>(p, end);
+      if (!more(p) || *p != ':') return false;
       ++p;
-      p = skip_blanks(p, end);
-      if (p == end) return false;
+      p = skip_blanks<BOUNDED>(p, end);
+      if (!more(p)) return false;
       value.col = col(p);
       if (*p == '"') {
         ++p;
@@ -1152,23 +1160,40 @@ class TraceLoader {
         if (negative) ++p;
         const char* const digits = p;
         uint64_t magnitude = 0;
-        while (p < end && *p >= '0' && *p <= '9' && p - digits < 18) {
+        if (end - p >= 8) {
+          // Up to eight digits at once (SWAR): the digits' bytes as values 0-9, the leading
+          // ones found by a mask, then combined in three multiplications.
+          uint64_t chunk = 0;
+          std::memcpy(&chunk, p, 8);
+          const uint64_t x = chunk ^ 0x3030303030303030ULL;
+          const uint64_t not_digit =
+              (((x & 0x7f7f7f7f7f7f7f7fULL) + 0x7676767676767676ULL) | x) & 0x8080808080808080ULL;
+          const int count = not_digit == 0 ? 8 : __builtin_ctzll(not_digit) / 8;
+          if (count > 0) {
+            uint64_t v = x << (64 - 8 * count);  // little endian: the first digit lowest
+            v = (v * 2561) >> 8 & 0x00ff00ff00ff00ffULL;
+            v = (v * 6553601) >> 16 & 0x0000ffff0000ffffULL;
+            magnitude = (v * 42949672960001ULL) >> 32;
+            p += count;
+          }
+        }
+        while (more(p) && *p >= '0' && *p <= '9' && p - digits < 18) {
           magnitude = magnitude * 10 + static_cast<uint64_t>(*p - '0');
           ++p;
         }
         // 18 digits at most (no overflow), no leading zero, no fraction or exponent.
-        if (p == digits || (p < end && (*p >= '0' && *p <= '9'))) return false;
+        if (p == digits || (more(p) && (*p >= '0' && *p <= '9'))) return false;
         if (*digits == '0' && p - digits > 1) return false;
-        if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) return false;
+        if (more(p) && (*p == '.' || *p == 'e' || *p == 'E')) return false;
         value.is_string = false;
         value.integer = negative ? -static_cast<int64_t>(magnitude) : static_cast<int64_t>(magnitude);
       }
-      p = skip_blanks(p, end);
-      if (p < end && *p == ',') {
+      p = skip_blanks<BOUNDED>(p, end);
+      if (more(p) && *p == ',') {
         ++p;
         continue;
       }
-      if (p < end && *p == '}') {
+      if (more(p) && *p == '}') {
         ++p;
         break;
       }
@@ -1176,10 +1201,10 @@ class TraceLoader {
     }
     // The end of the line: what next_line takes as one (a newline, a carriage return before
     // it or before the end of the file, or the end of the file).
-    p = skip_blanks(p, end);
-    if (p < end && *p == '\r') ++p;
-    if (p < end && *p != '\n') return false;
-    length = static_cast<size_t>(p - begin) + (p < end ? 1 : 0);
+    p = skip_blanks<BOUNDED>(p, end);
+    if (more(p) && *p == '\r') ++p;
+    if (more(p) && *p != '\n') return false;
+    length = static_cast<size_t>(p - begin) + (more(p) ? 1 : 0);
 
     // The checks of the general path; any that fails sends the line there.
     const auto has = [&](Key key) { return (seen & bit(key)) != 0; };
@@ -1251,7 +1276,11 @@ class TraceLoader {
     const auto loc = [&](Key key) { return SourceLoc{line_, get(key).col}; };
     enter_rank(rank);
     const std::string_view thread = has(Key::THREAD) ? get(Key::THREAD).str() : "main";
-    if (!place_thread(rank, thread, has(Key::THREAD) ? loc(Key::THREAD) : op_loc, op_loc)) return true;
+    if (!has(Key::THREAD) && ranks_[current_state_].last_is_main) {
+      current_thread_ = ranks_[current_state_].last_thread;  // the common line: no thread named
+    } else if (!place_thread(rank, thread, has(Key::THREAD) ? loc(Key::THREAD) : op_loc, op_loc)) {
+      return true;
+    }
     placed_ = true;
     const bool uses_group = has(Key::GROUP) || is_collective(spec->kind) || is_p2p(spec->kind);
     const bool names = (seen & (bit(Key::TAG) | bit(Key::STREAM) | bit(Key::ASYNC))) != 0;
@@ -1350,7 +1379,7 @@ class TraceLoader {
   // and its closing quote are compared in place, without finding the quote first (no key
   // holds a quote, a backslash or a control character, so a key that is anything else fails
   // every compare). Advances `p` past the closing quote.
-  static bool fast_key(const char*& p, const char* end, Key& id) {
+  [[gnu::always_inline]] static bool fast_key(const char*& p, const char* end, Key& id) {
     const auto is = [&](bool match, Key found, size_t length) {
       id = found;
       p += match ? length + 1 : 0;
@@ -1382,10 +1411,11 @@ class TraceLoader {
     }
   }
 
-  // Past the blanks at `p`: the canonical one space (`", "`, `": "`) is taken before the loop.
+  // Past the blanks (spaces and tabs) at `p`.
+  template <bool BOUNDED>
   [[gnu::always_inline]] static const char* skip_blanks(const char* p, const char* end) {
-    if (p < end && *p == ' ') ++p;
-    while (p < end && (*p == ' ' || *p == '\t')) ++p;
+    // A byte above ' ' ends the blanks at once: the common case is one compare.
+    while ((!BOUNDED || p < end) && static_cast<unsigned char>(*p) <= ' ' && (*p == ' ' || *p == '\t')) ++p;
     return p;
   }
 
@@ -1718,6 +1748,7 @@ class TraceLoader {
       }
     }
     rs.last_thread = current_thread_;
+    rs.last_is_main = rs.program[current_thread_].name == "main";
     return true;
   }
 

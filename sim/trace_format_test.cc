@@ -723,6 +723,8 @@ TEST_CASE("trace: the fast path loads every line exactly as the general reader d
     }
     INFO(text);
     CHECK(dump_load(text, true) == dump_load(text, false));
+    // Ending in a newline, the scanner reads without bounds checks (the newline stops it).
+    CHECK(dump_load(text + "\n", true) == dump_load(text + "\n", false));
   }
 }
 
