@@ -14,7 +14,7 @@ namespace {
 size_t count_ops(const lockstep::sim::Scenario& scenario) {
   size_t ops = 0;
   for (int32_t rank = 0; rank < scenario.world; ++rank) {
-    for (const lockstep::sim::ThreadDef& thread : scenario.program_of(rank)) ops += thread.body.size();
+    for (const lockstep::sim::ThreadDef& thread : scenario.program_of(rank)) ops += thread.body().size();
   }
   return ops;
 }

@@ -73,7 +73,7 @@ uint32_t Minimizer::id_in_scenario(int32_t rank, const sim::Stmt* stmt) const {
   const sim::RankProgram& program = sc_.program_of(rank);
   const std::less<const sim::Stmt*> before;
   for (size_t t = 0; t < program.size(); ++t) {
-    const sim::StmtList& body = program[t].body;
+    const sim::StmtList& body = program[t].body();
     if (body.empty() || before(stmt, body.data()) || !before(stmt, body.data() + body.size())) continue;
     return first_id_[static_cast<size_t>(rank)][t] + static_cast<uint32_t>(stmt - body.data());
   }
@@ -108,7 +108,7 @@ std::string Minimizer::write(const std::vector<char>& keep) const {
   for (size_t id = 0; id < refs_.size(); ++id) {
     if (!keep[id]) continue;
     const OpRef& ref = refs_[id];
-    const sim::Stmt& stmt = sc_.program_of(ref.rank)[ref.thread].body[ref.pos];
+    const sim::Stmt& stmt = sc_.program_of(ref.rank)[ref.thread].body()[ref.pos];
     used[stmt.group] = 1;
     if (stmt.op == sim::OpKind::NEW_GROUP) used[stmt.new_group] = 1;
   }
@@ -127,14 +127,14 @@ std::string Minimizer::write(const std::vector<char>& keep) const {
     sim::RankProgram program;
     for (const sim::ThreadDef& thread : sc_.program_of(rank)) {
       sim::ThreadDef copy{thread.name, thread.loc, {}};
-      for (const sim::Stmt& stmt : thread.body) {
+      for (const sim::Stmt& stmt : thread.body()) {
         if (keep[id++]) {
-          copy.body.push_back(stmt);
-          copy.body.back().group = remap[stmt.group];
-          if (stmt.op == sim::OpKind::NEW_GROUP) copy.body.back().new_group = remap[stmt.new_group];
+          copy.mutable_body().push_back(stmt);
+          copy.mutable_body().back().group = remap[stmt.group];
+          if (stmt.op == sim::OpKind::NEW_GROUP) copy.mutable_body().back().new_group = remap[stmt.new_group];
         }
       }
-      if (!copy.body.empty()) program.push_back(std::move(copy));
+      if (!copy.body().empty()) program.push_back(std::move(copy));
     }
     if (program.empty()) continue;
     out.rank_program[static_cast<size_t>(rank)] = static_cast<uint32_t>(out.programs.size());
@@ -222,7 +222,7 @@ MinimizeResult Minimizer::run() {
   // Op ids are top-level statements and trace lines (below): NCCL groups are not cut yet.
   for (const sim::RankProgram& program : sc_.programs) {
     for (const sim::ThreadDef& thread : program) {
-      for (const sim::Stmt& stmt : thread.body) {
+      for (const sim::Stmt& stmt : thread.body()) {
         if (stmt.kind != sim::StmtKind::NCCL_GROUP) continue;
         result.refused = fmt::format("--minimize does not cut schedules with NCCL groups yet ({})", sc_.location(stmt.loc));
         return result;
@@ -236,8 +236,8 @@ MinimizeResult Minimizer::run() {
     const sim::RankProgram& program = sc_.program_of(rank);
     for (uint32_t t = 0; t < program.size(); ++t) {
       first_id_[static_cast<size_t>(rank)].push_back(static_cast<uint32_t>(refs_.size()));
-      for (uint32_t pos = 0; pos < program[t].body.size(); ++pos) refs_.push_back({rank, t, pos});
-      if (!program[t].body.empty()) ranks_with_ops.insert(rank);
+      for (uint32_t pos = 0; pos < program[t].body().size(); ++pos) refs_.push_back({rank, t, pos});
+      if (!program[t].body().empty()) ranks_with_ops.insert(rank);
     }
   }
   result.ops_before = refs_.size();
@@ -341,7 +341,7 @@ MinimizeResult Minimizer::run() {
     if (!keep_[id]) continue;
     const OpRef& ref = refs_[id];
     ranks_left.insert(ref.rank);
-    result.sources.push_back(sc_.location(sc_.program_of(ref.rank)[ref.thread].body[ref.pos].loc));
+    result.sources.push_back(sc_.location(sc_.program_of(ref.rank)[ref.thread].body()[ref.pos].loc));
   }
   result.ops_after = result.sources.size();
   result.ranks_after = ranks_left.size();

@@ -116,7 +116,7 @@ class Exporter {
       bool exits = false;
       for (const sim::ThreadDef& thread : program) {
         std::vector<bool> seen(sc_.defines.size(), false);
-        exits = exits || may_exit(thread.body, seen);
+        exits = exits || may_exit(thread.body(), seen);
       }
       int64_t rank_kernels = 0;
       Counts rank_max;
@@ -128,7 +128,7 @@ class Exporter {
         w.queue = multi ? fmt::format("{}q{}", p_, r) : "q";
         w.kernels_of = multi ? fmt::format("r{}", r) : "l";
         w.env = initial_env(r);
-        const bool finished = walk_block(w, program[t].body);
+        const bool finished = walk_block(w, program[t].body());
         if (!multi) {
           if (finished) {
             line(w, fmt::format("{}drain();", p_));

@@ -265,7 +265,7 @@ PlanResult build_plan(const sim::Scenario& scenario, const sim::ExecutionResult&
   }
   std::map<const sim::Stmt*, GroupMember> nccl_groups;
   for (const sim::RankProgram& program : scenario.programs) {
-    for (const sim::ThreadDef& thread : program) collect_nccl_groups(thread.body, nccl_groups);
+    for (const sim::ThreadDef& thread : program) collect_nccl_groups(thread.body(), nccl_groups);
   }
   for (const sim::Define& define : scenario.defines) collect_nccl_groups(define.body, nccl_groups);
 

@@ -202,7 +202,7 @@ std::string write_recorded_trace_reference(const RecordedTrace& trace, std::FILE
     if (trace.ranks[static_cast<size_t>(rank)].empty()) continue;
     sim::ThreadDef thread;
     thread.name = "main";
-    thread.body = body_of(trace, *base.names, rank);
+    thread.mutable_body() = body_of(trace, *base.names, rank);
     base.programs[1] = {std::move(thread)};
     base.rank_program[static_cast<size_t>(rank)] = 1;
     const std::string text = sim::write_trace(base);

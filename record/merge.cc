@@ -789,13 +789,13 @@ MergeResult merge_texts(const std::vector<std::pair<std::string, std::string>>& 
       if (o.stmts.empty()) return;
       sim::ThreadDef& thread = thread_of(tid);
       if (o.stmts.size() == 1) {
-        thread.body.push_back(std::move(o.stmts.front()));
+        thread.mutable_body().push_back(std::move(o.stmts.front()));
       } else {
         sim::Stmt group;
         group.kind = sim::StmtKind::NCCL_GROUP;
         group.loc = o.stmts.front().loc;
         group.body = std::move(o.stmts);
-        thread.body.push_back(std::move(group));
+        thread.mutable_body().push_back(std::move(group));
       }
       o.stmts.clear();
       o.group = 0;
@@ -846,7 +846,7 @@ MergeResult merge_texts(const std::vector<std::pair<std::string, std::string>>& 
         o.group = e.group;
         o.stmts.push_back(std::move(stmt));
       } else {
-        thread_of(e.tid).body.push_back(std::move(stmt));
+        thread_of(e.tid).mutable_body().push_back(std::move(stmt));
       }
     }
     for (uint64_t tid : tids) close_group(tid);  // a group never ended: its ops were issued

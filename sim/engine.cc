@@ -610,7 +610,7 @@ struct Engine::Impl {
       bool any = false;
       for (const ThreadDef& thread : program) {
         std::vector<bool> seen(sc.defines.size(), false);
-        any = any || may_exit(sc, thread.body, seen);
+        any = any || may_exit(sc, thread.body(), seen);
       }
       program_may_exit.push_back(any && program.size() > 1);
     }
@@ -641,7 +641,7 @@ struct Engine::Impl {
         thread.rank = static_cast<uint32_t>(r);
         thread.local = static_cast<uint32_t>(rank.threads.size());
         thread.name = def.name;
-        thread.fiber = std::make_unique<ProgramFiber>(sc, def.body, r, stacks, options.limits);
+        thread.fiber = std::make_unique<ProgramFiber>(sc, def.body(), r, stacks, options.limits);
         ++rank.threads.count;
         threads.push_back(std::move(thread));
       }

@@ -1980,7 +1980,7 @@ class Loader {
   void load_program(const Entry& entry) {
     ThreadDef thread{"main", entry.key_node->loc, {}};
     owner_ = 0;
-    load_block(*entry.value, thread.body, 0);
+    load_block(*entry.value, thread.mutable_body(), 0);
     scenario_.programs.emplace_back().push_back(std::move(thread));  // no initializer list: it copies
     scenario_.rank_program.assign(static_cast<size_t>(std::max(scenario_.world, 0)), 0);
   }
@@ -1993,7 +1993,7 @@ class Loader {
       for (const Entry& thread : entries_of(*entry.value)) {
         if (!check_name(*thread.key_node, "thread", false)) continue;
         ThreadDef def{std::string(thread.key), thread.key_node->loc, {}};
-        load_block(*thread.value, def.body, 0);
+        load_block(*thread.value, def.mutable_body(), 0);
         program.push_back(std::move(def));
       }
     }
@@ -2043,7 +2043,7 @@ class Loader {
       }
       ThreadDef thread{"main", ranks.key_node->loc, {}};
       owner_ = static_cast<int32_t>(program);
-      load_block(*ranks.value, thread.body, 0);
+      load_block(*ranks.value, thread.mutable_body(), 0);
       scenario_.programs.emplace_back().push_back(std::move(thread));  // no initializer list: it copies
     }
     std::vector<int32_t> missing;
@@ -2660,7 +2660,7 @@ class Loader {
     std::vector<bool> used;
     if (!scenario_.params.empty()) {
       for (const RankProgram& program : scenario_.programs) {
-        for (const ThreadDef& thread : program) mark_used(thread.body, used);
+        for (const ThreadDef& thread : program) mark_used(thread.body(), used);
       }
       for (const Define& def : scenario_.defines) mark_used(def.body, used);
     }

@@ -125,7 +125,7 @@ TEST_CASE("loader: the SPEC example loads into the model") {
   REQUIRE(s.programs.at(0).size() == 1);
   CHECK(s.programs.at(0)[0].name == "main");
   CHECK(s.programs.at(0)[0].loc == SourceLoc{9, 1});
-  const StmtList& body = s.programs.at(0)[0].body;
+  const StmtList& body = s.programs.at(0)[0].body();
   REQUIRE(body.size() == 2);
   const Stmt& repeat = body[0];
   CHECK(repeat.kind == StmtKind::REPEAT);
@@ -169,7 +169,7 @@ TEST_CASE("loader: ops take their arguments, defaults and dtype aliases") {
 )y",
       "groups: {evens: [0, 2]}\n"));
   const Scenario& s = loaded(result);
-  const StmtList& body = s.programs.at(0).at(0).body;
+  const StmtList& body = s.programs.at(0).at(0).body();
   REQUIRE(body.size() == 10);
   CHECK(body[0].op == OpKind::BROADCAST);
   CHECK(body[0].group == 1);
@@ -217,7 +217,7 @@ TEST_CASE("loader: every dtype name and alias") {
   for (const auto& [name, dtype] : names) {
     CAPTURE(name);
     const LoadResult result = load(with_program("  - allreduce: {size: 1, dtype: " + name + "}\n"));
-    CHECK(loaded(result).programs.at(0).at(0).body.at(0).dtype == dtype);
+    CHECK(loaded(result).programs.at(0).at(0).body().at(0).dtype == dtype);
   }
 }
 
@@ -241,7 +241,7 @@ TEST_CASE("loader: if and repeat with loop variables get their own slots") {
                                               "params: {n: 2}\n"));
   const Scenario& s = loaded(result);
   CHECK(s.slot_names == std::vector<std::string>{"rank", "world", "n", "i", "i", "j"});
-  const StmtList& body = s.programs.at(0).at(0).body;
+  const StmtList& body = s.programs.at(0).at(0).body();
   REQUIRE(body.size() == 2);
   CHECK(body[0].extra().var_slot == 3);
   CHECK(value_of(body[0].extra().count) == 2);
@@ -538,8 +538,8 @@ TEST_CASE("loader: aliases are shared, self references and alias bombs are error
   const LoadResult result =
       load(with_program("  - allreduce: &ar {size: 1MiB}\n  - allreduce: *ar\n"));
   const Scenario& s = loaded(result);
-  REQUIRE(s.programs.at(0).at(0).body.size() == 2);
-  CHECK(value_of(s.programs.at(0)[0].body[1].size) == 1LL << 20);
+  REQUIRE(s.programs.at(0).at(0).body().size() == 2);
+  CHECK(value_of(s.programs.at(0)[0].body()[1].size) == 1LL << 20);
 
   CHECK(problems("a: &a [*a]\n") ==
         std::vector<std::string>{"1:8: error: an alias may not refer to a node that contains it"});
@@ -702,7 +702,7 @@ program:
   CHECK(s.groups[2].comm_of_rank == std::vector<int32_t>{0, 1, 0, 1, 2, 3, 2, 3});
   CHECK(s.groups[3].comm_of_rank == std::vector<int32_t>{0, 1, 2, 3, 0, 1, 2, 3});
   CHECK(*s.groups[2].comm_for(5) == std::vector<int32_t>{5, 7});
-  const StmtList& body = s.program_of(0).at(0).body;
+  const StmtList& body = s.program_of(0).at(0).body();
   REQUIRE(body.size() == 3);
   CHECK(body[0].group == 1);
   const std::array<int64_t, 9> env = {5, 8, 3, 1, 2, 0, 2, 1, 2};
@@ -739,7 +739,7 @@ threads:
   CHECK(s.programs[0][0].name == "main");
   CHECK(s.programs[0][0].loc == SourceLoc{4, 3});
   CHECK(s.programs[0][1].name == "bg");
-  const StmtList& bg = s.programs[0][1].body;
+  const StmtList& bg = s.programs[0][1].body();
   REQUIRE(bg.size() == 3);
   CHECK(bg[0].op == OpKind::COMPUTE);
   CHECK(bg[0].stream == "side");
@@ -767,13 +767,13 @@ ranks:
   CHECK(s.rank_program == std::vector<uint32_t>{0, 1, 1, 1, 2, 3, 2});
   CHECK(s.programs[0].at(0).name == "main");
   CHECK(s.programs[0].at(0).loc == SourceLoc{4, 3});
-  const StmtList& first = s.programs[0][0].body;
+  const StmtList& first = s.programs[0][0].body();
   REQUIRE(first.size() == 2);
   CHECK(first[1].kind == StmtKind::NCCL_GROUP);
   CHECK(first[1].body.at(0).op == OpKind::SEND);
-  CHECK(s.programs[1][0].body.at(1).op == OpKind::EXIT);
-  CHECK(s.programs[2][0].body.at(0).op == OpKind::CRASH);
-  CHECK(s.programs[3][0].body.empty());
+  CHECK(s.programs[1][0].body().at(1).op == OpKind::EXIT);
+  CHECK(s.programs[2][0].body().at(0).op == OpKind::CRASH);
+  CHECK(s.programs[3][0].body().empty());
   CHECK(&s.program_of(6) == &s.programs[2]);
 }
 
@@ -788,7 +788,7 @@ program:
   - choose: {a: [barrier], b: [barrier: dp]}
     agreed: dp
 )y"));
-  const StmtList& body = s.program_of(0).at(0).body;
+  const StmtList& body = s.program_of(0).at(0).body();
   REQUIRE(body.size() == 2);
   CHECK(body[0].kind == StmtKind::CHOOSE);
   CHECK_FALSE(body[0].agreed);
@@ -839,7 +839,7 @@ program:
   CHECK(forward.body[1].extra().var_slot == 5);
   CHECK(s.defines[1].body.at(0).kind == StmtKind::CALL);
   CHECK(s.defines[1].body.at(0).extra().callee == 1);
-  const StmtList& body = s.program_of(0).at(0).body;
+  const StmtList& body = s.program_of(0).at(0).body();
   const Stmt& call = body.at(0).body.at(0);
   CHECK(call.kind == StmtKind::CALL);
   CHECK(call.extra().callee == 0);
@@ -869,7 +869,7 @@ TEST_CASE("loader: NCCL groups hold communication operations only") {
       - recv: {from: "(rank + 3) % world", size: 1MiB}
       - allreduce: {size: 1KiB}
 )y")));
-  const Stmt& group = s.program_of(0).at(0).body.at(0);
+  const Stmt& group = s.program_of(0).at(0).body().at(0);
   CHECK(group.kind == StmtKind::NCCL_GROUP);
   CHECK(group.loc == SourceLoc{4, 5});
   REQUIRE(group.body.size() == 3);
@@ -895,7 +895,7 @@ TEST_CASE("loader: async handles, wait, streams, exit and crash") {
   const Scenario& s = loaded(result);
   CHECK(problems(result) ==
         std::vector<std::string>{"6:22: warning: handle 'b' is never waited for (no 'wait: b')"});
-  const StmtList& body = s.program_of(0).at(0).body;
+  const StmtList& body = s.program_of(0).at(0).body();
   REQUIRE(body.size() == 8);
   CHECK(body[0].handle == "grads");
   CHECK(body[0].stream == "side");
@@ -937,7 +937,7 @@ TEST_CASE("loader: new_group creates a group at load time, usable by later ops")
   CHECK(s.groups[1].comms.at(0) == std::vector<int32_t>{0, 1});
   CHECK(s.groups[1].comm_of_rank == std::vector<int32_t>{0, 0, -1, -1});
   CHECK(s.groups[1].loc == SourceLoc{6, 5});
-  const StmtList& body = s.program_of(0).at(0).body;
+  const StmtList& body = s.program_of(0).at(0).body();
   CHECK(body.at(0).body.at(0).group == 1);
   CHECK(body.at(1).op == OpKind::NEW_GROUP);
   CHECK(body.at(1).new_group == 1);
@@ -951,8 +951,8 @@ ranks:
   1: [new_group: {name: g, ranks: [0, 1]}, barrier: g]
 )y"));
   REQUIRE(r.groups.size() == 2);
-  CHECK(r.programs.at(0).at(0).body.at(0).new_group == 1);
-  CHECK(r.programs.at(1).at(0).body.at(0).new_group == 1);
+  CHECK(r.programs.at(0).at(0).body().at(0).new_group == 1);
+  CHECK(r.programs.at(1).at(0).body().at(0).new_group == 1);
 }
 
 TEST_CASE("loader: link settings per scenario and per group - the allreduce algorithm") {

@@ -1,6 +1,7 @@
 #include "sim/scenario.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -39,10 +40,66 @@ StmtArena::~StmtArena() {
 }
 
 void* StmtArena::allocate(size_t bytes, size_t align) {
-  const size_t start = (used_ + align - 1) / align * align;
-  if (start > size_ || size_ - start < bytes) return nullptr;
-  used_ = start + bytes;
+  size_t used = used_.load(std::memory_order_relaxed);
+  size_t start = 0;
+  do {
+    start = (used + align - 1) / align * align;
+    if (start > size_ || size_ - start < bytes) return nullptr;
+  } while (!used_.compare_exchange_weak(used, start + bytes, std::memory_order_relaxed));
   return base_ + start;
+}
+
+void populate_pages(void* data, size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
+  const auto end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(page - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+#else
+  static_cast<void>(data);
+  static_cast<void>(bytes);
+#endif
+}
+
+Stmt RecordedOp::to_stmt() const {
+  Stmt made;
+  made.kind = StmtKind::OP;
+  made.op = op;
+  made.loc = {line, col};
+  made.dtype = dtype;
+  made.group = group;
+  if ((flags & SIZE) != 0) made.size = Expr::constant(value, {line, value_col});
+  if ((flags & DURATION) != 0) made.duration = Expr::constant(value, {line, value_col});
+  if ((flags & ROOT) != 0) {
+    made.set_extra().root = Expr::constant(peer, {line, peer_col});
+    made.has_root = true;
+  }
+  if ((flags & PEER) != 0) {
+    made.peer = Expr::constant(peer, {line, peer_col});
+    made.has_peer = true;
+    made.peer_any = (flags & PEER_ANY) != 0;
+  }
+  if (op == OpKind::BARRIER) made.size = Expr::constant(dtype_bytes(dtype), made.loc);
+  return made;
+}
+
+void ThreadDef::build() const {
+  RecordedBody& recorded = *recorded_;
+  std::call_once(recorded.built, [&] {
+    StmtList body{StmtAllocator<Stmt>(recorded.arena)};
+    body.reserve(recorded.ops.size());
+    if (recorded.arena != nullptr) populate_pages(body.data(), body.capacity() * sizeof(Stmt));
+    for (const RecordedOp& op : recorded.ops) {
+      if (op.stmt == RecordedOp::NO_STMT) {
+        body.push_back(op.to_stmt());
+      } else {
+        body.push_back(std::move(recorded.stmts[op.stmt]));
+      }
+    }
+    body_ = std::move(body);
+    recorded.ops = {};
+    recorded.stmts = {};
+  });
 }
 
 std::string_view op_kind_name(OpKind kind) {

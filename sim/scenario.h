@@ -2,6 +2,7 @@
 // engine. Nothing here knows YAML.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -330,7 +331,8 @@ class StmtArena {
   StmtArena(const StmtArena&) = delete;
   StmtArena& operator=(const StmtArena&) = delete;
 
-  // `bytes` at `align`, or null when the arena is full (the caller allocates elsewhere).
+  // `bytes` at `align`, or null when the arena is full (the caller allocates elsewhere). Safe
+  // from several threads at once (recorded threads make their statements on first use).
   void* allocate(size_t bytes, size_t align);
   bool owns(const void* block) const {
     const auto* b = static_cast<const char*>(block);
@@ -340,10 +342,15 @@ class StmtArena {
  private:
   char* base_ = nullptr;  // 2 MiB aligned
   size_t size_ = 0;
-  size_t used_ = 0;
+  std::atomic<size_t> used_ = 0;
   void* mapping_ = nullptr;
   size_t mapping_bytes_ = 0;
 };
+
+// Asks the kernel to back the whole pages of [data, data + bytes) now, in one call, instead of
+// one page fault per page as they are first written (a hint; nothing changes where the kernel
+// lacks MADV_POPULATE_WRITE).
+void populate_pages(void* data, size_t bytes);
 
 // The allocator of a thread's statements: from a StmtArena when it has one (the trace loader's
 // threads), else from the heap. A copy of the vector (a copied scenario) takes the heap; what
@@ -386,10 +393,81 @@ class StmtAllocator {
 // A thread's statements (its top level; nested bodies are plain vectors).
 using StmtList = std::vector<Stmt, StmtAllocator<Stmt>>;
 
+// One operation of a recorded thread as the trace loader's scanner leaves it: 40 bytes instead
+// of a 200-byte Stmt, in one flat array per thread (docs/trace-format.md, "How a trace is
+// read"). Every position is on the op's line. An op the scanner does not take (a line with a
+// tag, stream or handle, an NCCL group, a wait, a new_group, anything read by the general
+// path) is a whole Stmt in the thread's side table instead.
+struct RecordedOp {
+  static constexpr uint32_t NO_STMT = UINT32_MAX;
+  enum Flag : uint8_t { SIZE = 1, DURATION = 2, PEER = 4, PEER_ANY = 8, ROOT = 16 };
+
+  int64_t value = 0;        // SIZE: bytes; DURATION: nanoseconds
+  uint32_t line = 0;
+  uint32_t col = 0;         // of the operation's key (Stmt::loc)
+  uint32_t value_col = 0;
+  int32_t peer = 0;         // PEER: to or from (0 with PEER_ANY); ROOT: the root
+  uint32_t peer_col = 0;
+  uint32_t group = 0;
+  uint32_t stmt = NO_STMT;  // else the op is RecordedBody::stmts[stmt] (the fields above unused)
+  OpKind op = OpKind::COMPUTE;
+  DType dtype = DType::BF16;
+  uint8_t flags = 0;
+
+  // The statement the op stands for (`stmt` == NO_STMT).
+  Stmt to_stmt() const;
+};
+
+// A recorded thread's operations, made by the trace loader: turned into the thread's statements
+// when they are first read (ThreadDef::body), once, then dropped.
+struct RecordedBody {
+  std::vector<RecordedOp, StmtAllocator<RecordedOp>> ops;
+  std::vector<Stmt> stmts;            // the side table (RecordedOp::stmt)
+  std::shared_ptr<StmtArena> arena;   // where the statements are made, when set
+  std::once_flag built;
+};
+
 struct ThreadDef {
   std::string name;  // `program:` is one thread named "main"
   SourceLoc loc;
-  StmtList body;
+
+  ThreadDef() = default;
+  ThreadDef(std::string thread_name, SourceLoc at, StmtList stmts = {})
+      : name(std::move(thread_name)), loc(at), body_(std::move(stmts)) {}
+  // A copy has the statements (a recorded thread's are made first) and takes the heap.
+  ThreadDef(const ThreadDef& other) : name(other.name), loc(other.loc), body_(other.body()) {}
+  ThreadDef& operator=(const ThreadDef& other) {
+    if (this != &other) *this = ThreadDef(other);
+    return *this;
+  }
+  ThreadDef(ThreadDef&&) noexcept = default;
+  ThreadDef& operator=(ThreadDef&&) noexcept = default;
+  ~ThreadDef() = default;
+
+  // The thread's statements. A recorded thread's are made here on first use (safe from
+  // several threads at once).
+  const StmtList& body() const {
+    if (recorded_ != nullptr) build();
+    return body_;
+  }
+  StmtList& mutable_body() {
+    if (recorded_ != nullptr) {
+      build();
+      recorded_.reset();
+    }
+    return body_;
+  }
+  // The trace loader's: the thread's operations, made into statements on first use.
+  void set_recorded(std::shared_ptr<RecordedBody> recorded) {
+    body_.clear();
+    recorded_ = std::move(recorded);
+  }
+
+ private:
+  void build() const;
+
+  mutable StmtList body_;
+  std::shared_ptr<RecordedBody> recorded_;
 };
 
 // The host threads of a rank.

@@ -111,21 +111,6 @@ size_t count_newlines(std::string_view text) {
   return count;
 }
 
-// Asks the kernel to back the whole pages of [data, data + bytes) now, in one call, instead of
-// one page fault per page as they are first written (a hint; nothing changes where the kernel
-// lacks MADV_POPULATE_WRITE).
-void populate(void* data, size_t bytes) {
-#ifdef MADV_POPULATE_WRITE
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
-  const auto end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(page - 1);
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
-#else
-  static_cast<void>(data);
-  static_cast<void>(bytes);
-#endif
-}
-
 uint32_t to_u32(size_t value) {
   return value > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(value);
 }
@@ -626,16 +611,18 @@ struct CreatedGroup {
 // once, as in NCCL), the NCCL_GROUP statement the ops go into, and where it was opened.
 struct OpenGroup {
   uint32_t depth = 0;
-  uint32_t stmt = 0;  // index into the thread's body
+  uint32_t stmt = 0;  // index into the thread's ops (one in the side table)
   SourceLoc loc;      // the outermost group_start's operation name
 };
 
 // What the loader keeps per rank that has lines.
 struct RankState {
   int32_t rank = 0;
-  RankProgram program;
+  RankProgram program;  // the threads' names and positions; their ops are in `recorded`
+  std::vector<std::shared_ptr<RecordedBody>> recorded;  // per thread of `program`
   std::vector<OpenGroup> open;  // per thread of `program`
   uint32_t last_thread = 0;
+  bool last_is_main = false;  // program[last_thread] is "main"
   std::vector<CreatedGroup> created;  // sorted by group
   std::map<std::string, std::vector<uint32_t>, std::less<>> handles;  // threads issuing each
 };
@@ -653,8 +640,8 @@ struct PendingWait {
 struct PendingUse {
   uint32_t state = 0;   // index into ranks_
   uint32_t thread = 0;
-  size_t stmt = 0;      // index into the thread's body
-  size_t inner = SIZE_MAX;  // index into body[stmt].body when the op is in an NCCL group
+  size_t stmt = 0;      // index into the thread's ops (one in the side table)
+  size_t inner = SIZE_MAX;  // index into that statement's body when the op is in an NCCL group
   std::string name;     // the group's name
   SourceLoc loc;        // of the group's name
   bool unknown = false; // the name was unknown on its line: members are checked at the end
@@ -769,12 +756,15 @@ class TraceLoader {
     bool ops_ok = false;
     uint32_t line = 0;
     std::string_view text;
+    const bool ends_in_newline = !text_.empty() && text_.back() == '\n';
     while (true) {
       // An operation line the fast path takes is read from the text directly.
       if (ops_ok && fast_path_ && line < UINT32_MAX && pos < text_.size()) {
         line_ = line + 1;
         size_t length = 0;
-        if (fast_op_line(text_.substr(pos), length)) {
+        const std::string_view rest(text_.data() + pos, text_.size() - pos);
+        const bool taken = ends_in_newline ? fast_op_line<false>(rest, length) : fast_op_line<true>(rest, length);
+        if (taken) {
           ++line;
           pos += length;
           continue;
@@ -1115,32 +1105,36 @@ class TraceLoader {
   // the line takes with its end of line. A line that is anything else (or would give any
   // diagnostic) is left untouched (false) and read again by the general path, which reports
   // exactly what is wrong with it.
+  template <bool BOUNDED>
   bool fast_op_line(std::string_view rest, size_t& length) {
     if (ops_ >= limits_.max_ops) return false;
     const char* const begin = rest.data();
     const char* const end = begin + rest.size();
     const char* p = begin;
     const auto col = [begin](const char* at_char) { return static_cast<uint32_t>(at_char - begin + 1); };
+    // Whether `at` is inside the text. Without BOUNDED the text ends in a newline, which ends
+    // every loop below: a scan never passes it, so it needs no bound.
+    const auto more = [end](const char* at) { return !BOUNDED || at < end; };
     // A string's contents after its opening quote, up to (and past) its closing quote.
     const auto plain_string = [&](std::string_view& out) {
       const char* const from = p;
-      while (p < end && *p != '"') {
+      while (more(p) && *p != '"') {
         if (*p == '\\' || static_cast<unsigned char>(*p) < 0x20) return false;
         ++p;
       }
-      if (p == end) return false;
+      if (!more(p)) return false;
       out = std::string_view(from, static_cast<size_t>(p - from));
       ++p;
       return true;
     };
     std::array<FastValue, KEY_COUNT> values;  // NOLINT(cppcoreguidelines-pro-type-member-init)
     KeySet seen = 0;
-    p = skip_blanks(p, end);
-    if (p == end || *p != '{') return false;
+    p = skip_blanks<BOUNDED>(p, end);
+    if (!more(p) || *p != '{') return false;
     ++p;
     while (true) {
-      p = skip_blanks(p, end);
-      if (p == end || *p != '"') return false;
+      p = skip_blanks<BOUNDED>(p, end);
+      if (!more(p) || *p != '"') return false;
       const uint32_t key_col = col(p);
       ++p;
       Key id = Key::RANK;
@@ -1148,11 +1142,11 @@ class TraceLoader {
       seen |= bit(id);
       FastValue& value = values[static_cast<size_t>(id)];
       value.key_col = key_col;
-      p = skip_blanks(p, end);
-      if (p == end || *p != ':') return false;
+      p = skip_blanks<BOUNDED>(p, end);
+      if (!more(p) || *p != ':') return false;
       ++p;
-      p = skip_blanks(p, end);
-      if (p == end) return false;
+      p = skip_blanks<BOUNDED>(p, end);
+      if (!more(p)) return false;
       value.col = col(p);
       if (*p == '"') {
         ++p;
@@ -1166,23 +1160,40 @@ class TraceLoader {
         if (negative) ++p;
         const char* const digits = p;
         uint64_t magnitude = 0;
-        while (p < end && *p >= '0' && *p <= '9' && p - digits < 18) {
+        if (end - p >= 8) {
+          // Up to eight digits at once (SWAR): the digits' bytes as values 0-9, the leading
+          // ones found by a mask, then combined in three multiplications.
+          uint64_t chunk = 0;
+          std::memcpy(&chunk, p, 8);
+          const uint64_t x = chunk ^ 0x3030303030303030ULL;
+          const uint64_t not_digit =
+              (((x & 0x7f7f7f7f7f7f7f7fULL) + 0x7676767676767676ULL) | x) & 0x8080808080808080ULL;
+          const int count = not_digit == 0 ? 8 : __builtin_ctzll(not_digit) / 8;
+          if (count > 0) {
+            uint64_t v = x << (64 - 8 * count);  // little endian: the first digit lowest
+            v = (v * 2561) >> 8 & 0x00ff00ff00ff00ffULL;
+            v = (v * 6553601) >> 16 & 0x0000ffff0000ffffULL;
+            magnitude = (v * 42949672960001ULL) >> 32;
+            p += count;
+          }
+        }
+        while (more(p) && *p >= '0' && *p <= '9' && p - digits < 18) {
           magnitude = magnitude * 10 + static_cast<uint64_t>(*p - '0');
           ++p;
         }
         // 18 digits at most (no overflow), no leading zero, no fraction or exponent.
-        if (p == digits || (p < end && (*p >= '0' && *p <= '9'))) return false;
+        if (p == digits || (more(p) && (*p >= '0' && *p <= '9'))) return false;
         if (*digits == '0' && p - digits > 1) return false;
-        if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) return false;
+        if (more(p) && (*p == '.' || *p == 'e' || *p == 'E')) return false;
         value.is_string = false;
         value.integer = negative ? -static_cast<int64_t>(magnitude) : static_cast<int64_t>(magnitude);
       }
-      p = skip_blanks(p, end);
-      if (p < end && *p == ',') {
+      p = skip_blanks<BOUNDED>(p, end);
+      if (more(p) && *p == ',') {
         ++p;
         continue;
       }
-      if (p < end && *p == '}') {
+      if (more(p) && *p == '}') {
         ++p;
         break;
       }
@@ -1190,10 +1201,10 @@ class TraceLoader {
     }
     // The end of the line: what next_line takes as one (a newline, a carriage return before
     // it or before the end of the file, or the end of the file).
-    p = skip_blanks(p, end);
-    if (p < end && *p == '\r') ++p;
-    if (p < end && *p != '\n') return false;
-    length = static_cast<size_t>(p - begin) + (p < end ? 1 : 0);
+    p = skip_blanks<BOUNDED>(p, end);
+    if (more(p) && *p == '\r') ++p;
+    if (more(p) && *p != '\n') return false;
+    length = static_cast<size_t>(p - begin) + (more(p) ? 1 : 0);
 
     // The checks of the general path; any that fails sends the line there.
     const auto has = [&](Key key) { return (seen & bit(key)) != 0; };
@@ -1265,8 +1276,51 @@ class TraceLoader {
     const auto loc = [&](Key key) { return SourceLoc{line_, get(key).col}; };
     enter_rank(rank);
     const std::string_view thread = has(Key::THREAD) ? get(Key::THREAD).str() : "main";
-    if (!place_thread(rank, thread, has(Key::THREAD) ? loc(Key::THREAD) : op_loc, op_loc)) return true;
+    if (!has(Key::THREAD) && ranks_[current_state_].last_is_main) {
+      current_thread_ = ranks_[current_state_].last_thread;  // the common line: no thread named
+    } else if (!place_thread(rank, thread, has(Key::THREAD) ? loc(Key::THREAD) : op_loc, op_loc)) {
+      return true;
+    }
     placed_ = true;
+    const bool uses_group = has(Key::GROUP) || is_collective(spec->kind) || is_p2p(spec->kind);
+    const bool names = (seen & (bit(Key::TAG) | bit(Key::STREAM) | bit(Key::ASYNC))) != 0;
+    if (!names && open_group().depth == 0) {
+      // The common op: a flat record (RecordedOp), made into a statement when first read.
+      RecordedOp& op = recorded().ops.emplace_back();
+      op.line = line_;
+      op.col = op_loc.col;
+      op.op = spec->kind;
+      op.dtype = dtype;
+      op.group = group;
+      uint8_t flags = 0;
+      // No operation takes both a size and a duration, or a root and a peer.
+      if (has(Key::SIZE)) {
+        op.value = get(Key::SIZE).integer;
+        op.value_col = get(Key::SIZE).col;
+        flags |= RecordedOp::SIZE;
+      } else if (has(Key::DURATION)) {
+        op.value = get(Key::DURATION).integer;
+        op.value_col = get(Key::DURATION).col;
+        flags |= RecordedOp::DURATION;
+      }
+      if (has(Key::ROOT)) {
+        op.peer = static_cast<int32_t>(get(Key::ROOT).integer);
+        op.peer_col = get(Key::ROOT).col;
+        flags |= RecordedOp::ROOT;
+      } else if (has(Key::TO)) {
+        op.peer = static_cast<int32_t>(get(Key::TO).integer);
+        op.peer_col = get(Key::TO).col;
+        flags |= RecordedOp::PEER;
+      } else if (has(Key::FROM)) {
+        op.peer = from_any ? 0 : static_cast<int32_t>(get(Key::FROM).integer);
+        op.peer_col = get(Key::FROM).col;
+        flags |= from_any ? RecordedOp::PEER | RecordedOp::PEER_ANY : RecordedOp::PEER;
+      }
+      op.flags = flags;
+      if (uses_group) group_used_[group] = true;
+      return true;
+    }
+    // An op with names, or in an NCCL group: a statement in the side table.
     if (open_group().depth > 0) {
       const SourceLoc async_loc = has(Key::ASYNC) ? loc(Key::ASYNC) : SourceLoc{};
       if (!check_in_nccl_group(*spec, loc(Key::OP), has(Key::ASYNC) ? &async_loc : nullptr)) return true;
@@ -1277,7 +1331,7 @@ class TraceLoader {
     stmt.loc = op_loc;
     stmt.dtype = dtype;
     stmt.group = group;
-    if (has(Key::GROUP) || is_collective(spec->kind) || is_p2p(spec->kind)) group_used_[group] = true;
+    if (uses_group) group_used_[group] = true;
     // The statement is new: its expressions are constants already (of value 0), set in place.
     const auto constant = [&](Expr& expr, int64_t value, Key key) {
       expr.value = value;
@@ -1325,7 +1379,7 @@ class TraceLoader {
   // and its closing quote are compared in place, without finding the quote first (no key
   // holds a quote, a backslash or a control character, so a key that is anything else fails
   // every compare). Advances `p` past the closing quote.
-  static bool fast_key(const char*& p, const char* end, Key& id) {
+  [[gnu::always_inline]] static bool fast_key(const char*& p, const char* end, Key& id) {
     const auto is = [&](bool match, Key found, size_t length) {
       id = found;
       p += match ? length + 1 : 0;
@@ -1357,10 +1411,11 @@ class TraceLoader {
     }
   }
 
-  // Past the blanks at `p`: the canonical one space (`", "`, `": "`) is taken before the loop.
+  // Past the blanks (spaces and tabs) at `p`.
+  template <bool BOUNDED>
   [[gnu::always_inline]] static const char* skip_blanks(const char* p, const char* end) {
-    if (p < end && *p == ' ') ++p;
-    while (p < end && (*p == ' ' || *p == '\t')) ++p;
+    // A byte above ' ' ends the blanks at once: the common case is one compare.
+    while ((!BOUNDED || p < end) && static_cast<unsigned char>(*p) <= ' ' && (*p == ' ' || *p == '\t')) ++p;
     return p;
   }
 
@@ -1450,20 +1505,32 @@ class TraceLoader {
 
   OpenGroup& open_group() { return ranks_[current_state_].open[current_thread_]; }
 
-  // A new statement for the current line's op: in the thread's body, or its open NCCL group's.
-  [[gnu::always_inline]] Stmt& new_op() {
-    StmtList& body = ranks_[current_state_].program[current_thread_].body;
+  // The current thread's ops.
+  RecordedBody& recorded() { return *ranks_[current_state_].recorded[current_thread_]; }
+  // Op `index` of a thread, one of its side table.
+  static Stmt& side_stmt(RecordedBody& body, size_t index) { return body.stmts[body.ops[index].stmt]; }
+  // A new op of the current thread, as a statement in its side table.
+  static Stmt& new_side_stmt(RecordedBody& body) {
+    body.ops.emplace_back().stmt = static_cast<uint32_t>(body.stmts.size());
+    return body.stmts.emplace_back();
+  }
+
+  // A new statement for the current line's op: in the thread's ops (its side table), or its
+  // open NCCL group's.
+  Stmt& new_op() {
+    RecordedBody& body = recorded();
     const OpenGroup& group = open_group();
-    return group.depth > 0 ? body[group.stmt].body.emplace_back() : body.emplace_back();
+    return group.depth > 0 ? side_stmt(body, group.stmt).body.emplace_back() : new_side_stmt(body);
   }
   // Takes back the statement new_op gave.
   void drop_op() {
-    StmtList& body = ranks_[current_state_].program[current_thread_].body;
+    RecordedBody& body = recorded();
     const OpenGroup& group = open_group();
     if (group.depth > 0) {
-      body[group.stmt].body.pop_back();
+      side_stmt(body, group.stmt).body.pop_back();
     } else {
-      body.pop_back();
+      body.stmts.pop_back();
+      body.ops.pop_back();
     }
   }
 
@@ -1498,10 +1565,10 @@ class TraceLoader {
     OpenGroup& group = open_group();
     if (&spec == &GROUP_START_SPEC) {
       if (group.depth++ > 0) return;
-      StmtList& body = ranks_[current_state_].program[current_thread_].body;
-      group.stmt = static_cast<uint32_t>(body.size());
+      RecordedBody& body = recorded();
+      group.stmt = static_cast<uint32_t>(body.ops.size());
       group.loc = at(keys.get(Key::OP)->value);
-      Stmt& stmt = body.emplace_back();
+      Stmt& stmt = new_side_stmt(body);
       stmt.kind = StmtKind::NCCL_GROUP;
       stmt.loc = at(*keys.get(Key::OP));
       return;
@@ -1665,21 +1732,23 @@ class TraceLoader {
     }
     current_thread_ = static_cast<uint32_t>(found - rs.program.begin());
     if (found == rs.program.end()) {
-      rs.program.push_back(ThreadDef{std::string(name), op_loc, {}});
+      rs.program.push_back(ThreadDef{std::string(name), op_loc});
       rs.open.emplace_back();
+      auto& recorded = *rs.recorded.emplace_back(std::make_shared<RecordedBody>());
+      recorded.ops = std::vector<RecordedOp, StmtAllocator<RecordedOp>>(StmtAllocator<RecordedOp>(ops_arena()));
+      recorded.arena = stmt_arena();
       // A rank's first thread gets the average share of the file's lines up front: growing
       // a million statements by doubling cost a tenth of the load (copies and page faults).
       // Its pages are backed at once: a page fault per 4 KiB of statements was a sixth.
       // On a large trace, the statements of every rank come from one arena in huge pages
       // (StmtArena): backing and freeing them by 4 KiB pages was most of the load.
       if (rs.program.size() == 1) {
-        StmtList& body = rs.program.back().body;
-        body = StmtList(StmtAllocator<Stmt>(arena()));
-        body.reserve(expected_ops_per_rank());
-        populate(body.data(), body.capacity() * sizeof(Stmt));
+        recorded.ops.reserve(expected_ops_per_rank());
+        populate_pages(recorded.ops.data(), recorded.ops.capacity() * sizeof(RecordedOp));
       }
     }
     rs.last_thread = current_thread_;
+    rs.last_is_main = rs.program[current_thread_].name == "main";
     return true;
   }
 
@@ -1847,10 +1916,10 @@ class TraceLoader {
   }
 
   void commit_pending() {
-    const StmtList& body = ranks_[current_state_].program[current_thread_].body;
+    RecordedBody& body = recorded();
     const OpenGroup& group = open_group();
-    const size_t stmt = group.depth > 0 ? group.stmt : body.size() - 1;
-    const size_t inner = group.depth > 0 ? body[group.stmt].body.size() - 1 : SIZE_MAX;
+    const size_t stmt = group.depth > 0 ? group.stmt : body.ops.size() - 1;
+    const size_t inner = group.depth > 0 ? side_stmt(body, group.stmt).body.size() - 1 : SIZE_MAX;
     pending_.push_back({current_state_, current_thread_, stmt, inner, std::move(pending_name_),
                         pending_loc_, pending_unknown_});
     pending_name_.clear();
@@ -1955,6 +2024,7 @@ class TraceLoader {
     for (RankState& rs : ranks_) {
       scenario_.rank_program[static_cast<size_t>(rs.rank)] =
           static_cast<uint32_t>(scenario_.programs.size());
+      for (size_t t = 0; t < rs.program.size(); ++t) rs.program[t].set_recorded(std::move(rs.recorded[t]));
       scenario_.programs.push_back(std::move(rs.program));
     }
     if (ranks_.size() < static_cast<size_t>(scenario_.world)) {
@@ -1971,7 +2041,7 @@ class TraceLoader {
 
   void resolve(PendingUse& use) {
     RankState& rs = ranks_[use.state];
-    Stmt& outer = rs.program[use.thread].body[use.stmt];
+    Stmt& outer = side_stmt(*rs.recorded[use.thread], use.stmt);
     Stmt& stmt = use.inner == SIZE_MAX ? outer : outer.body[use.inner];
     line_ = stmt.loc.line;
     const auto found = group_index_.find(use.name);
@@ -2041,20 +2111,31 @@ class TraceLoader {
     if (line_count_ == SIZE_MAX) line_count_ = count_newlines(text_);
     return line_count_;
   }
-  // The arena of the threads' statements: room for one statement per line and one per rank
-  // (what the first threads reserve, and more), made on first use; none for a small trace,
-  // where a 2 MiB page would cost more than it saves.
-  std::shared_ptr<StmtArena> arena() {
-    static constexpr size_t MIN_ARENA_BYTES = size_t{8} << 20;
-    if (!arena_made_) {
-      arena_made_ = true;
-      const size_t bytes = (count_lines() + static_cast<size_t>(std::max(scenario_.world, 1))) * sizeof(Stmt);
-      if (bytes >= MIN_ARENA_BYTES) arena_ = std::make_shared<StmtArena>(bytes);
-    }
-    return arena_;
+  // The arenas of the threads' ops and of their statements when made: room for one of each
+  // per line and one per rank (what the first threads reserve, and more), made on first use;
+  // none for a small trace, where a 2 MiB page would cost more than it saves. The statements'
+  // is only address space until the statements are made.
+  static constexpr size_t MIN_ARENA_BYTES = size_t{8} << 20;
+  std::shared_ptr<StmtArena> make_arena(size_t bytes_per_line) {
+    const size_t bytes = (count_lines() + static_cast<size_t>(std::max(scenario_.world, 1))) * bytes_per_line;
+    return bytes >= MIN_ARENA_BYTES ? std::make_shared<StmtArena>(bytes) : nullptr;
   }
-  std::shared_ptr<StmtArena> arena_;
-  bool arena_made_ = false;
+  std::shared_ptr<StmtArena> ops_arena() {
+    if (!arenas_made_) make_arenas();
+    return ops_arena_;
+  }
+  std::shared_ptr<StmtArena> stmt_arena() {
+    if (!arenas_made_) make_arenas();
+    return stmt_arena_;
+  }
+  void make_arenas() {
+    arenas_made_ = true;
+    ops_arena_ = make_arena(sizeof(RecordedOp));
+    stmt_arena_ = make_arena(sizeof(Stmt));
+  }
+  std::shared_ptr<StmtArena> ops_arena_;
+  std::shared_ptr<StmtArena> stmt_arena_;
+  bool arenas_made_ = false;
   std::vector<RankState> ranks_;        // in order of first line
   uint32_t current_state_ = 0;
   uint32_t current_thread_ = 0;
@@ -2336,7 +2417,7 @@ std::string trace_write_problem(const Scenario& recorded) {
   for (const RankProgram& program : recorded.programs) {
     for (const ThreadDef& thread : program) {
       if (thread.name.empty()) return "a thread has no name";
-      std::string problem = body_problem(recorded, thread.body);
+      std::string problem = body_problem(recorded, thread.body());
       if (!problem.empty()) return problem;
     }
   }
@@ -2349,7 +2430,7 @@ std::string write_trace(const Scenario& recorded) {
   write_header(recorded, out);
   for (int32_t rank = 0; rank < recorded.world; ++rank) {
     for (const ThreadDef& thread : recorded.program_of(rank)) {
-      for (const Stmt& stmt : thread.body) write_op(recorded, rank, thread, stmt, out);
+      for (const Stmt& stmt : thread.body()) write_op(recorded, rank, thread, stmt, out);
     }
   }
   return out;
