@@ -164,8 +164,9 @@ struct StreamHead {
 // A vector that keeps its first N elements in place and allocates only past them: the short
 // lists each rank and thread has (a stream's pending waits, a thread's waits, a rank's named
 // streams) hold one or two elements. As std::vectors, their first use in an execution was an
-// allocation each, six per rank: with 16,384 ranks, a per-rank cost that a loop of a few
-// thousand events per rank noticed. clear() keeps an allocated buffer.
+// allocation each: with the vector of a rank's streams (StreamList), six per rank, the most of
+// the per-rank cost that a loop of a few thousand events per rank noticed at 16,384 ranks
+// (docs/engine-performance.md, item 11). clear() keeps an allocated buffer.
 template <typename T, uint32_t N>
 class InlineVector {
  public:
