@@ -161,10 +161,91 @@ struct StreamHead {
   int64_t before_head_end_ns = 0;       // its end time
 };
 
+// A vector that keeps its first N elements in place and allocates only past them: the short
+// lists each rank and thread has (a stream's pending waits, a thread's waits, a rank's named
+// streams) hold one or two elements. As std::vectors, their first use in an execution was an
+// allocation each: with the vector of a rank's streams (StreamList), six per rank, the most of
+// the per-rank cost that a loop of a few thousand events per rank noticed at 16,384 ranks
+// (docs/engine-performance.md, item 11). clear() keeps an allocated buffer.
+template <typename T, uint32_t N>
+class InlineVector {
+ public:
+  InlineVector() = default;
+  InlineVector(const InlineVector& other) { *this = other; }
+  InlineVector(InlineVector&& other) noexcept { *this = std::move(other); }
+  InlineVector& operator=(const InlineVector& other) {
+    if (this != &other) {
+      clear();
+      for (const T& value : other) push_back(value);
+    }
+    return *this;
+  }
+  InlineVector& operator=(InlineVector&& other) noexcept {
+    if (this == &other) return *this;
+    delete[] heap_;
+    heap_ = std::exchange(other.heap_, nullptr);
+    capacity_ = std::exchange(other.capacity_, N);
+    size_ = std::exchange(other.size_, 0);
+    if (heap_ == nullptr) std::copy(other.inline_, other.inline_ + size_, inline_);
+    return *this;
+  }
+  ~InlineVector() { delete[] heap_; }
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T* begin() { return data(); }
+  T* end() { return data() + size_; }
+  const T* begin() const { return data(); }
+  const T* end() const { return data() + size_; }
+  T& operator[](size_t i) { return data()[i]; }
+  const T& operator[](size_t i) const { return data()[i]; }
+  T& front() { return data()[0]; }
+  const T& front() const { return data()[0]; }
+  void clear() { size_ = 0; }
+  void push_back(const T& value) {
+    if (size_ == capacity_) grow(capacity_ * 2);
+    data()[size_++] = value;
+  }
+  template <typename... Args>
+  T& emplace_back(Args&&... args) {
+    if (size_ == capacity_) grow(capacity_ * 2);
+    T& slot = data()[size_++];
+    slot = T(std::forward<Args>(args)...);
+    return slot;
+  }
+  void assign(size_t count, const T& value) {
+    if (count > capacity_) grow(static_cast<uint32_t>(count));
+    std::fill_n(data(), count, value);
+    size_ = static_cast<uint32_t>(count);
+  }
+
+ private:
+  T* data() { return heap_ != nullptr ? heap_ : inline_; }
+  const T* data() const { return heap_ != nullptr ? heap_ : inline_; }
+  // Out of line: the rare path, and inlined into assign() GCC 12 warned of an out-of-bounds
+  // copy from the in-place array on a path that cannot run.
+  [[gnu::noinline]] void grow(uint32_t capacity) {
+    T* bigger = new T[capacity];
+    std::copy(begin(), end(), bigger);
+    delete[] heap_;
+    heap_ = bigger;
+    capacity_ = capacity;
+  }
+
+  T* heap_ = nullptr;  // the elements when there are more than N (kept by clear())
+  uint32_t size_ = 0;
+  uint32_t capacity_ = N;
+  T inline_[N] = {};
+};
+
+// Kernels to wait for, at most one per stream (Impl::add_wait): two in place, main's and one
+// communicator stream's.
+using WaitList = InlineVector<uint32_t, 2>;
+
 struct Stream {
   uint32_t name = 0;                    // id in Impl::names
   uint32_t last = NO_INDEX;             // the last kernel enqueued (NO_INDEX: none ever)
-  std::vector<uint32_t> pending_waits;  // kernels the next enqueued kernel must wait for
+  WaitList pending_waits;               // kernels the next enqueued kernel must wait for
 
   void reset(uint32_t name_id) {
     name = name_id;
@@ -198,6 +279,31 @@ class Recycled {
  private:
   std::vector<T> items_;
   size_t size_ = 0;
+};
+
+// A rank's streams: the first two (main and one communicator's, the common case) in the Rank
+// itself, so that a rank's first execution allocates nothing for them.
+class StreamList {
+ public:
+  static constexpr uint32_t INLINE = 2;
+
+  Stream& add() {
+    if (size_ < INLINE) return first_[size_++];
+    ++size_;
+    return more_.add();
+  }
+  void clear() {
+    size_ = 0;
+    more_.clear();
+  }
+  uint32_t size() const { return size_; }
+  Stream& operator[](size_t s) { return s < INLINE ? first_[s] : more_[s - INLINE]; }
+  const Stream& operator[](size_t s) const { return s < INLINE ? first_[s] : more_[s - INLINE]; }
+
+ private:
+  Stream first_[INLINE];
+  Recycled<Stream> more_;
+  uint32_t size_ = 0;
 };
 
 // A first-in first-out queue of indices that keeps its memory across executions.
@@ -235,7 +341,7 @@ struct Thread {
   ThreadState state = ThreadState::RUNNABLE;
   bool ending = false;             // blocked at its end, waiting for the rank's GPU work
   uint32_t rank = 0;
-  std::vector<uint32_t> waits;     // kernels it is blocked on
+  InlineVector<uint32_t, 4> waits;  // kernels it is blocked on
   int64_t clock_ns = 0;
   uint32_t local = 0;              // index among its rank's threads
   uint64_t position = 0;           // a hash of its path through its program: the actions it
@@ -301,8 +407,8 @@ struct alignas(64) Rank : RankHot {
 
   // Cold.
   std::vector<StreamHead> more_heads;  // of streams 2, 3, ...
-  Recycled<Stream> streams;        // streams[0] is main
-  std::vector<std::pair<uint32_t, uint32_t>> named_streams;  // name id -> stream, all but main
+  StreamList streams;              // streams[0] is main
+  InlineVector<std::pair<uint32_t, uint32_t>, 1> named_streams;  // name id -> stream, all but main
   std::vector<std::pair<uint32_t, uint32_t>> handles;  // async handle (name id) -> its latest kernel
   std::vector<uint32_t> launch_order;  // comm kernels not yet started, in launch order
   int64_t end_ns = 0;
@@ -1515,7 +1621,7 @@ struct Engine::Impl {
     Rank& rank = ranks[r];
     if (s != MAIN_STREAM) {
       Stream& main = rank.streams[MAIN_STREAM];
-      std::vector<uint32_t>& waits = rank.streams[s].pending_waits;
+      WaitList& waits = rank.streams[s].pending_waits;
       if (main.last != NO_INDEX) add_wait(waits, main.last);
       for (uint32_t w : main.pending_waits) add_wait(waits, w);
     }
@@ -1527,7 +1633,7 @@ struct Engine::Impl {
   // the earlier ones), so the lists stay as short as the streams. A finished kernel is still
   // waited for: the engine's order is not virtual time, and a kernel done before this point of
   // the interleaving may end after the host issues the waiting one (its end bounds the start).
-  void add_wait(std::vector<uint32_t>& waits, uint32_t k) {
+  void add_wait(WaitList& waits, uint32_t k) {
     for (uint32_t& w : waits) {
       if (kernels[w].stream == kernels[k].stream) {
         w = std::max(w, k);
