@@ -28,6 +28,22 @@ program:
 )Y", world));
 }
 
+// The same scenario under the oracle and under dpor, terminal states collected.
+struct Both {
+  CheckResult dfs;
+  CheckResult dpor;
+};
+Both dfs_and_dpor(const sim::Scenario& scenario) {
+  CheckOptions options;
+  options.collect_terminal_states = true;
+  options.strategy = "dfs";
+  Both out;
+  out.dfs = check_scenario(scenario, options);
+  options.strategy = "dpor";
+  out.dpor = check_scenario(scenario, options);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("a deterministic schedule costs exactly one execution") {
@@ -421,12 +437,7 @@ threads:
     - if: "rank == 2"
       then: [{compute: 1us}]
 )Y");
-  CheckOptions options;
-  options.collect_terminal_states = true;
-  options.strategy = "dfs";
-  const CheckResult dfs = check_scenario(scenario, options);
-  options.strategy = "dpor";
-  const CheckResult dpor = check_scenario(scenario, options);
+  const auto [dfs, dpor] = dfs_and_dpor(scenario);
   REQUIRE(dfs.terminal_states.size() == 2);  // the hang and the ok outcome
   CHECK(dpor.terminal_states == dfs.terminal_states);
   CHECK(dpor.verdict == dfs.verdict);
@@ -578,14 +589,9 @@ threads:
   for (const char* text : cases) {
     const sim::Scenario scenario = testing::scenario_from(text);
     CAPTURE(scenario.name);
-    CheckOptions options;
-    options.collect_terminal_states = true;
-    options.strategy = "dfs";
-    const CheckResult dfs = check_scenario(scenario, options);
+    const auto [dfs, dpor] = dfs_and_dpor(scenario);
     REQUIRE(dfs.exhaustive);
     REQUIRE_FALSE(dfs.terminal_states.empty());
-    options.strategy = "dpor";
-    const CheckResult dpor = check_scenario(scenario, options);
     CHECK(dpor.terminal_states == dfs.terminal_states);
     CHECK(dpor.executions < dfs.executions);
   }
@@ -612,12 +618,7 @@ threads:
     - if: "rank == 1"
       then: [{send: {to: 0, size: 4}}]
 )Y");
-  CheckOptions options;
-  options.collect_terminal_states = true;
-  options.strategy = "dfs";
-  const CheckResult dfs = check_scenario(scenario, options);
-  options.strategy = "dpor";
-  const CheckResult dpor = check_scenario(scenario, options);
+  const auto [dfs, dpor] = dfs_and_dpor(scenario);
   CHECK(dfs.terminal_states == dpor.terminal_states);
   // Two deadlocks and a hang; the op that completes waits 10us at most, under the watchdog.
   CHECK(dfs.bugs.size() == 3);
