@@ -29,9 +29,15 @@ Run lockstep(std::vector<std::string> args) {
   return run;
 }
 
-std::string temp_file(const std::string& name, const std::string& content) {
+// This file's folder in the temporary directory (each test process has its own: tests/main.cc).
+std::filesystem::path test_dir() {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "lockstep-cli-test";
   std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string temp_file(const std::string& name, const std::string& content) {
+  const std::filesystem::path dir = test_dir();
   const std::string path = (dir / name).string();
   std::ofstream(path) << content;
   return path;
@@ -144,7 +150,7 @@ TEST_CASE("-D overrides a parameter") {
 }
 
 TEST_CASE("--json FILE writes the whole report") {
-  const std::string path = (std::filesystem::temp_directory_path() / "lockstep-cli-test" / "report.json").string();
+  const std::string path = (test_dir() / "report.json").string();
   std::filesystem::remove(path);
   const Run run = lockstep({"check", "scenarios/corpus/uneven-batches-join.yaml", "--json", path});
   CHECK(run.code == EXIT_NO_BUG);
@@ -160,7 +166,7 @@ TEST_CASE("validate accepts the corpus and rejects bad input") {
 }
 
 TEST_CASE("run prints each rank's finish time and writes a timeline") {
-  const std::string timeline = (std::filesystem::temp_directory_path() / "lockstep-cli-test" / "t.json").string();
+  const std::string timeline = (test_dir() / "t.json").string();
   std::filesystem::create_directories(std::filesystem::path(timeline).parent_path());
   const Run run = lockstep({"run", "scenarios/corpus/uneven-batches-join.yaml", "--timeline", timeline});
   CHECK(run.code == EXIT_NO_BUG);
@@ -178,7 +184,7 @@ TEST_CASE("run prints each rank's finish time and writes a timeline") {
 namespace lockstep::cli {
 
 TEST_CASE("--cex-dir writes a counterexample that replay --sim confirms and explain explains") {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "lockstep-cli-test" / "cex";
+  const std::filesystem::path dir = test_dir() / "cex";
   std::filesystem::remove_all(dir);
   const Run check = lockstep({"check", "scenarios/examples/wildcard-race.yaml", "--cex-dir", dir.string()});
   REQUIRE(check.code == EXIT_BUG);
@@ -215,7 +221,7 @@ TEST_CASE("--cex-dir writes a counterexample that replay --sim confirms and expl
 }
 
 TEST_CASE("replay of a schedule that leads elsewhere is not a confirmation") {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "lockstep-cli-test" / "cex-edit";
+  const std::filesystem::path dir = test_dir() / "cex-edit";
   std::filesystem::remove_all(dir);
   lockstep({"check", "scenarios/examples/wildcard-race.yaml", "--cex-dir", dir.string()});
   const std::string cex = (dir / "wildcard-race-1.json").generic_string();
@@ -238,7 +244,7 @@ TEST_CASE("replay of a schedule that leads elsewhere is not a confirmation") {
 namespace lockstep::cli {
 
 TEST_CASE("--junit writes one testcase per input, failing where the exit code would") {
-  const std::string path = (std::filesystem::temp_directory_path() / "lockstep-cli-test" / "junit.xml").string();
+  const std::string path = (test_dir() / "junit.xml").string();
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   lockstep({"check", "scenarios/corpus/head-to-head-sends.yaml", "scenarios/corpus/head-to-head-sends-ordered.yaml",
             "--junit", path, "--quiet"});
@@ -298,7 +304,7 @@ std::string read_all(const std::string& path) {
 
 TEST_CASE("check --minimize writes the minimized trace beside the counterexample, and it shows the same bug") {
   const std::string input = temp_file("dp.jsonl", recorded_deadlock_trace());
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "lockstep-cli-test" / "min";
+  const std::filesystem::path dir = test_dir() / "min";
   std::filesystem::remove_all(dir);
   const Run check = lockstep({"check", input, "--cex-dir", dir.string(), "--minimize"});
   REQUIRE(check.code == EXIT_BUG);
@@ -333,7 +339,7 @@ TEST_CASE("check --minimize writes the minimized trace beside the counterexample
 
 TEST_CASE("check --minimize-budget bounds the re-checks and the report says when it stopped there") {
   const std::string input = temp_file("dp.jsonl", recorded_deadlock_trace());
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "lockstep-cli-test" / "min-budget";
+  const std::filesystem::path dir = test_dir() / "min-budget";
   std::filesystem::remove_all(dir);
   const Run check = lockstep({"check", input, "--cex-dir", dir.string(), "--minimize", "--minimize-budget", "2"});
   CHECK(check.code == EXIT_BUG);
@@ -345,7 +351,7 @@ TEST_CASE("check --minimize-budget bounds the re-checks and the report says when
 }
 
 TEST_CASE("check --minimize on a scripted scenario says it applies to recorded schedules only") {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "lockstep-cli-test" / "min-scripted";
+  const std::filesystem::path dir = test_dir() / "min-scripted";
   std::filesystem::remove_all(dir);
   const Run check = lockstep({"check", "scenarios/examples/wildcard-race.yaml", "--cex-dir", dir.string(), "--minimize"});
   CHECK(check.code == EXIT_BUG);
@@ -420,7 +426,7 @@ TEST_CASE("replay --mpi: a size mismatch fails or hangs at the mismatched all-re
 
 TEST_CASE("replay --mpi: what MPI cannot express is undecided, with why") {
   // Decided before anything is launched: runs with or without MPI.
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "lockstep-cli-test" / "mpi-cannot";
+  const std::filesystem::path dir = test_dir() / "mpi-cannot";
   std::filesystem::remove_all(dir);
   REQUIRE(lockstep({"check", "scenarios/corpus/init-missing-process.yaml", "--cex-dir", dir.string()}).code == EXIT_BUG);
   const Run run = lockstep({"replay", (dir / "init-missing-process-1.json").string(), "--mpi"});
