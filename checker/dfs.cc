@@ -28,6 +28,23 @@ void DfsStrategy::new_option(int32_t rank) {
   if (lazy_) report(seen_new_option(rank));
 }
 
+uint64_t DfsStrategy::resume_depth() const {
+  // After next(), the last frame takes its next option and every frame before it is replayed.
+  return ran_ && !stack_.empty() ? stack_.size() - 1 : 0;
+}
+
+bool DfsStrategy::revisits(uint64_t index) const {
+  if (index < frozen_ || index >= stack_.size()) return false;
+  const Frame& f = stack_[index];
+  return f.chosen + 1 < f.count;  // may yet be skipped (asleep, lazy); never needed if not
+}
+
+void DfsStrategy::resumed(uint64_t index) {
+  assert(index == 0 || index < stack_.size());
+  depth_ = index;
+  pending_.clear();  // the replayed frame's descend() sets it
+}
+
 void DfsStrategy::descend(const Frame& f) {
   // Asleep below: what was asleep here, and the options this point took before the current
   // one (their subtrees are explored), each while the current choice commutes with it.
@@ -116,6 +133,7 @@ size_t DfsStrategy::choose(const sim::ChoicePoint& point) {
 }
 
 bool DfsStrategy::next() {
+  ran_ = true;
   // Choice points below depth_ were not reached this time (cannot happen with a deterministic
   // engine, but keep the stack exact).
   stack_.resize(std::max(depth_, frozen_));

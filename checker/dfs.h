@@ -80,6 +80,9 @@ class DfsStrategy final : public sim::Strategy {
   size_t choose(const sim::ChoicePoint& point) override;
   bool forced(const sim::Option& option) override;
   void new_option(int32_t rank) override;
+  uint64_t resume_depth() const override;
+  bool revisits(uint64_t index) const override;
+  void resumed(uint64_t index) override;
 
   // Points explored lazily that stayed so (their other ranks' options never run), so far.
   uint64_t lazy_kept() const { return lazy_kept_; }
@@ -121,6 +124,7 @@ class DfsStrategy final : public sim::Strategy {
   std::vector<Frame> stack_;
   size_t depth_ = 0;
   size_t frozen_ = 0;  // the first frozen_ frames are the fixed prefix
+  bool ran_ = false;   // next() was called: stack_ describes the last execution
   StateCache* cache_ = nullptr;
   bool sleep_sets_ = false;
   bool lazy_ = false;

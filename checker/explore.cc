@@ -56,6 +56,8 @@ sim::EngineOptions engine_options_for(const CheckOptions& options) {
   engine.rank_persistent_sets = options.strategy != "dfs";
   engine.track_state = options.strategy == "dpor";
   engine.lazy_points = options.strategy == "dpor" && options.lazy_points;
+  engine.checkpoints =
+      options.checkpoints && (options.strategy == "dfs" || options.strategy == "dpor") && engine.log == nullptr;
   return engine;
 }
 
@@ -141,8 +143,7 @@ struct Search {
       }
       if (random) random->begin_execution(out.executions);
       if (pct) pct->begin_execution(out.executions, longest);
-      recorder.clear();
-      sim::ExecutionResult result = engine.run(recorder);
+      sim::ExecutionResult result = engine.run(recorder);  // tells the recorder where it starts
       ++out.executions;
       out.events += result.events;
       longest = std::max<uint64_t>(longest, result.choice_points);

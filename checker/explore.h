@@ -38,6 +38,7 @@ struct CheckOptions {
   unsigned jobs = 1;            // threads for dfs/dpor (sampling strategies run on one)
   bool collect_terminal_states = false;  // fill CheckResult::terminal_states (property tests)
   bool lazy_points = true;               // dpor: dynamic source sets (off only to measure them)
+  bool checkpoints = true;               // dfs, dpor: sim::EngineOptions::checkpoints (off to compare)
   bool sleep_sets = true;                // dpor: sleep sets (off only to measure what they save)
   // Called about twice a second once a search has run for a second; never reaches a report.
   std::function<void(const Progress&)> progress;

@@ -26,8 +26,15 @@ class RecordingStrategy final : public sim::Strategy {
   size_t choose(const sim::ChoicePoint& point) override;
   bool forced(const sim::Option& option) override { return inner_.forced(option); }
   void new_option(int32_t rank) override { inner_.new_option(rank); }
+  uint64_t resume_depth() const override { return inner_.resume_depth(); }
+  bool revisits(uint64_t index) const override { return inner_.revisits(index); }
+  // The choices are kept from one execution to the next up to the point it starts at (one per
+  // choice point; 0: none).
+  void resumed(uint64_t index) override {
+    choices_.resize(index);
+    inner_.resumed(index);
+  }
   const std::vector<sim::Option>& choices() const { return choices_; }
-  void clear() { choices_.clear(); }
 
  private:
   sim::Strategy& inner_;

@@ -346,7 +346,6 @@ struct Thread {
   uint32_t local = 0;              // index among its rank's threads
   uint64_t position = 0;           // a hash of its path through its program: the actions it
                                    // took and the branches it chose (state fingerprints)
-  std::unique_ptr<ProgramFiber> fiber;
   std::string name;
 };
 
@@ -621,6 +620,24 @@ class ChunkedArray {
   }
   void push_back(T&& value) { emplace_back() = std::move(value); }
 
+  // A copy (checkpoints) into chunks reserved to CHUNK like any other: later growth never moves the
+  // elements; chunks past the copy's are kept, empty.
+  ChunkedArray() = default;
+  ChunkedArray(const ChunkedArray& other) { *this = other; }
+  ChunkedArray& operator=(const ChunkedArray& other) {
+    if (this == &other) return *this;
+    for (size_t i = 0; i < other.chunks_.size(); ++i) {
+      if (i == chunks_.size()) {
+        chunks_.emplace_back();
+        chunks_.back().reserve(CHUNK);
+      }
+      chunks_[i].assign(other.chunks_[i].begin(), other.chunks_[i].end());
+    }
+    for (size_t i = other.chunks_.size(); i < chunks_.size(); ++i) chunks_[i].clear();
+    size_ = other.size_;
+    return *this;
+  }
+
  private:
   std::vector<BigVector<T>> chunks_;  // all full but the last; reserved to CHUNK each
   size_t size_ = 0;
@@ -628,22 +645,10 @@ class ChunkedArray {
 
 }  // namespace
 
-struct Engine::Impl {
-  const Scenario& sc;
-  EngineOptions options;
-  StackPool stacks;
-  std::vector<std::vector<int32_t>> member_pos;  // per group: rank -> position in its comm, -1
-  std::vector<uint32_t> comm_base;               // per group: id of its first communicator
-  uint32_t comm_count = 0;
-  // Stream and handle names, interned: ids are what streams, handles and state fingerprints
-  // hold, so that no execution builds or hashes a string. Kept across executions.
-  std::deque<std::string> names;                            // by id; stable addresses
-  std::unordered_map<std::string_view, uint32_t> name_ids;  // views into `names`
-  std::vector<uint32_t> group_stream_name;                  // per group: "comm:GROUP"
-  std::unordered_map<uint64_t, uint32_t> pair_stream_names;  // p2p_key(group, a, b): "comm:G:p2p:a-b"
-
-  // Per-execution state.
-  Strategy* strategy = nullptr;
+// Everything an execution changes, as one value: a checkpoint is a copy of it
+// (EngineOptions::checkpoints), with the programs' snapshots. What the engine keeps across
+// executions (scenario tables, interned names, the programs themselves) is Engine::Impl's.
+struct ExecState {
   std::vector<Rank> ranks;
   std::vector<RankGroup> rank_groups;  // [rank * groups + group]
   std::vector<Thread> threads;      // made once, restarted by reset()
@@ -689,14 +694,32 @@ struct Engine::Impl {
   std::vector<KernelHash> kernel_hashes;  // by kernel
   ExecutionResult result;
   bool stopped = false;
+  uint64_t ops_issued = 0;
+  int64_t longest_comm_ns = 0;  // the longest a finished communication kernel ran (timeouts)
+};
+
+struct Engine::Impl : ExecState {
+  const Scenario& sc;
+  EngineOptions options;
+  StackPool stacks;
+  std::vector<std::vector<int32_t>> member_pos;  // per group: rank -> position in its comm, -1
+  std::vector<uint32_t> comm_base;               // per group: id of its first communicator
+  uint32_t comm_count = 0;
+  // Stream and handle names, interned: ids are what streams, handles and state fingerprints hold,
+  // so that no execution builds or hashes a string. Kept across executions.
+  std::deque<std::string> names;                             // by id; stable addresses
+  std::unordered_map<std::string_view, uint32_t> name_ids;   // views into `names`
+  std::vector<uint32_t> group_stream_name;                   // per group: "comm:GROUP"
+  std::unordered_map<uint64_t, uint32_t> pair_stream_names;  // p2p_key(group, a, b): "comm:G:p2p:a-b"
+
+  Strategy* strategy = nullptr;
+  std::vector<std::unique_ptr<ProgramFiber>> fibers;  // by thread
   // Rank::running_comm is read only under comm_concurrency and by state fingerprints: kept only
   // then, so that completing a collective's kernels does not read every member's Rank.
   const bool count_comm;
-  uint64_t ops_issued = 0;
-  int64_t longest_comm_ns = 0;  // the longest a finished communication kernel ran (timeouts)
   std::vector<bool> threads_may_exit;  // per rank: several threads, one of which can exit/crash
-  // The event log by level: null unless the log is on at that level or finer, so that each
-  // hook in the engine costs one pointer test when logging is off.
+  // The event log by level: null unless the log is on at that level or finer, so that each hook in
+  // the engine costs one pointer test when logging is off.
   EventLog* log_warn = nullptr;
   EventLog* log_info = nullptr;
   EventLog* log_debug = nullptr;
@@ -747,7 +770,7 @@ struct Engine::Impl {
         thread.rank = static_cast<uint32_t>(r);
         thread.local = static_cast<uint32_t>(rank.threads.size());
         thread.name = def.name;
-        thread.fiber = std::make_unique<ProgramFiber>(sc, def.body(), r, stacks, options.limits);
+        fibers.push_back(std::make_unique<ProgramFiber>(sc, def.body(), r, stacks, options.limits));
         ++rank.threads.count;
         threads.push_back(std::move(thread));
       }
@@ -801,8 +824,9 @@ struct Engine::Impl {
   // Setup and the main loop.
 
   void reset() {
-    for (Thread& thread : threads) {
-      thread.fiber->restart();  // a suspended program is cancelled
+    for (size_t t = 0; t < threads.size(); ++t) {
+      Thread& thread = threads[t];
+      fibers[t]->restart();  // a suspended program is cancelled
       thread.state = ThreadState::RUNNABLE;
       thread.ending = false;
       thread.waits.clear();
@@ -850,14 +874,22 @@ struct Engine::Impl {
 
   ExecutionResult run(Strategy& chooser) {
     strategy = &chooser;
-    reset();
-    if (sc.launch.given && !run_init()) {
-      if (options.log != nullptr) log_outcome();
-      return std::move(result);
-    }
-    for (uint32_t t = 0; t < threads.size() && !stopped; ++t) {
-      advance_fiber(t);
-      schedule_thread(t);
+    const Checkpoint* from = options.checkpoints ? resume_point(strategy->resume_depth()) : nullptr;
+    if (from != nullptr) {
+      restore(*from);
+      strategy->resumed(from->index);
+      decide(from->fingerprint, from->lazy_rank);
+    } else {
+      strategy->resumed(0);
+      reset();
+      if (sc.launch.given && !run_init()) {
+        if (options.log != nullptr) log_outcome();
+        return std::move(result);
+      }
+      for (uint32_t t = 0; t < threads.size() && !stopped; ++t) {
+        advance_fiber(t);
+        schedule_thread(t);
+      }
     }
     while (!stopped) {
       drain();
@@ -942,9 +974,10 @@ struct Engine::Impl {
     }
   }
 
-  // The strategy's pick, or Strategy::PRUNE (the execution is then stopped as PRUNED).
-  // `state`: the state's fingerprint, 0 when not tracked or not at quiescence.
-  size_t ask(std::vector<Option>& opts, uint64_t state = 0, int32_t lazy_rank = -1) {
+  // The strategy's pick, or Strategy::PRUNE (the execution is then stopped as PRUNED). `state`: the
+  // state's fingerprint, 0 when not tracked or not at quiescence. `quiescent`: the point is
+  // choose_and_apply's, where a checkpoint may be saved.
+  size_t ask(std::vector<Option>& opts, uint64_t state = 0, int32_t lazy_rank = -1, bool quiescent = false) {
     // One option is no choice (not counted, no schedule entry), but the strategy hears of it.
     const bool lone = opts.size() == 1;
     const size_t pick = lone ? (strategy->forced(opts[0]) ? 0 : Strategy::PRUNE)
@@ -955,8 +988,71 @@ struct Engine::Impl {
       return pick;
     }
     assert(pick < opts.size());
-    if (!lone) ++result.choice_points;
+    if (!lone) {
+      if (quiescent && options.checkpoints && strategy->revisits(result.choice_points))
+        save_checkpoint(state, lazy_rank);
+      ++result.choice_points;
+    }
     return pick;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Checkpoints (EngineOptions::checkpoints, docs/engine-performance.md): the state at a quiescent
+  // choice point the strategy will come back to, taken just before the pick is applied. An
+  // execution whose schedule shares the first `resume_depth` choices with the last one starts from
+  // the deepest checkpoint within them and asks its point again. Valid checkpoints form a chain
+  // along the last execution's path, by index; those past the shared prefix are dropped when an
+  // execution starts.
+
+  struct Checkpoint {
+    uint64_t index = 0;  // result.choice_points at the point
+    uint64_t fingerprint = 0;
+    int32_t lazy_rank = -1;
+    size_t bytes = 0;
+    ExecState state;
+    std::vector<ProgramFiber::Snapshot> programs;  // by thread
+  };
+  std::vector<Checkpoint> checkpoints;  // slots, reused: [0, checkpoint_count) are valid
+  size_t checkpoint_count = 0;
+  size_t checkpoint_bytes = 0;  // of the valid ones
+
+  size_t state_bytes() const {
+    size_t bytes = kernels.size() * (sizeof(Kernel) + sizeof(KernelHash) + sizeof(uint32_t)) +
+                   dep_pool.size() * sizeof(uint32_t) + ranks.size() * sizeof(Rank) +
+                   threads.size() * (sizeof(Thread) + sizeof(ProgramFiber::Snapshot)) +
+                   rank_groups.size() * sizeof(RankGroup) + comms.size() * sizeof(Comm);
+    for (const auto& fiber : fibers) bytes += fiber->snapshot_bytes();
+    return bytes;
+  }
+
+  void save_checkpoint(uint64_t fingerprint, int32_t lazy_rank) {
+    const uint64_t index = result.choice_points;
+    if (checkpoint_count > 0 && checkpoints[checkpoint_count - 1].index >= index) return;  // restored from it
+    const size_t bytes = state_bytes();
+    if (checkpoint_bytes + bytes > options.checkpoint_budget_bytes) return;  // replayed from an earlier one
+    if (checkpoint_count == checkpoints.size()) checkpoints.emplace_back();
+    Checkpoint& cp = checkpoints[checkpoint_count++];
+    cp.index = index;
+    cp.fingerprint = fingerprint;
+    cp.lazy_rank = lazy_rank;
+    cp.bytes = bytes;
+    cp.state = static_cast<const ExecState&>(*this);
+    cp.programs.resize(fibers.size());
+    for (size_t t = 0; t < fibers.size(); ++t) fibers[t]->save(cp.programs[t]);
+    checkpoint_bytes += bytes;
+  }
+
+  // The deepest checkpoint within the first `depth` choices, after dropping the others.
+  const Checkpoint* resume_point(uint64_t depth) {
+    while (checkpoint_count > 0 && checkpoints[checkpoint_count - 1].index > depth) {
+      checkpoint_bytes -= checkpoints[--checkpoint_count].bytes;
+    }
+    return checkpoint_count > 0 ? &checkpoints[checkpoint_count - 1] : nullptr;
+  }
+
+  void restore(const Checkpoint& cp) {
+    static_cast<ExecState&>(*this) = cp.state;
+    for (size_t t = 0; t < fibers.size(); ++t) fibers[t]->restore(cp.programs[t]);
   }
 
   // Whether no other rank's step can give rank r a new option (choose_and_apply).
@@ -1035,8 +1131,12 @@ struct Engine::Impl {
         waits_for_no_slot(static_cast<uint32_t>(lowest))) {
       lazy_rank = lowest;
     }
-    const size_t pick =
-        ask(options_buf, options.track_state && options_buf.size() > 1 ? state_fingerprint() : 0, lazy_rank);
+    return decide(options.track_state && options_buf.size() > 1 ? state_fingerprint() : 0, lazy_rank);
+  }
+
+  // Asks the strategy at the quiescent point whose options are options_buf, and applies its pick.
+  bool decide(uint64_t fingerprint, int32_t lazy_rank) {
+    const size_t pick = ask(options_buf, fingerprint, lazy_rank, true);
     if (pick == Strategy::PRUNE) return false;
     const Option chosen = options_buf[pick];
     switch (chosen.kind) {
@@ -1230,7 +1330,7 @@ struct Engine::Impl {
   // Resumes the thread's program to its next action. A `choose` is decided on the spot: the
   // branch depends on nothing else, so deciding it now or later explores the same executions.
   void advance_fiber(uint32_t t) {
-    ProgramFiber& fiber = *threads[t].fiber;
+    ProgramFiber& fiber = *fibers[t];
     threads[t].position = mix(threads[t].position + 1);
     fiber.advance();
     while (!stopped && fiber.state() == ProgramFiber::State::READY && fiber.action() == ProgramFiber::Action::CHOOSE) {
@@ -1267,7 +1367,7 @@ struct Engine::Impl {
   // communicator to reach its k-th agreed choice picks for all of them.
   bool choose_branch(uint32_t t) {
     Thread& thread = threads[t];
-    const Stmt& stmt = thread.fiber->choose_stmt();
+    const Stmt& stmt = fibers[t]->choose_stmt();
     const uint32_t count = static_cast<uint32_t>(stmt.branches.size());
     uint32_t branch = 0;
     uint64_t key = 0;
@@ -1304,7 +1404,7 @@ struct Engine::Impl {
       return false;
     }
     ++result.events;
-    thread.fiber->set_branch(branch);
+    fibers[t]->set_branch(branch);
     thread.position = mix(thread.position ^ (0xb7a2c4ULL + branch));
     return true;
   }
@@ -1367,12 +1467,12 @@ struct Engine::Impl {
 
   // Applies the thread's pending action, then advances its program unless it blocked.
   void step_thread(uint32_t t) {
-    Thread& thread = threads[t];
-    assert(thread.state == ThreadState::RUNNABLE && thread.fiber->state() == ProgramFiber::State::READY);
-    if (thread.fiber->action() == ProgramFiber::Action::NCCL_GROUP) {
-      issue_nccl_group(t, thread.fiber->group_ops());
+    const ProgramFiber& fiber = *fibers[t];
+    assert(threads[t].state == ThreadState::RUNNABLE && fiber.state() == ProgramFiber::State::READY);
+    if (fiber.action() == ProgramFiber::Action::NCCL_GROUP) {
+      issue_nccl_group(t, fiber.group_ops());
     } else {
-      apply_op(t, thread.fiber->pending());
+      apply_op(t, fiber.pending());
     }
     if (!stopped && threads[t].state == ThreadState::RUNNABLE) advance_fiber(t);
   }

@@ -162,6 +162,14 @@ struct EngineOptions {
   // it a new option, and report each such step (Strategy::new_option): the checker's dpor
   // explores the others only when one happens (docs/semantics.md, "Dynamic source sets").
   bool lazy_points = false;
+  // Save the state at choice points the strategy will come back to (Strategy::revisits) and start
+  // later executions from the deepest one their schedule shares (Strategy::resume_depth) instead of
+  // replaying the prefix from the initial state. The checker's dfs and dpor turn it on; results are
+  // the same either way. Not with a log (a resumed execution logs only its new part). Checkpoints
+  // are kept within `checkpoint_budget_bytes` (an estimate of their copies); past it, executions
+  // replay from an earlier one.
+  bool checkpoints = false;
+  size_t checkpoint_budget_bytes = size_t{64} << 20;
   // Per-rank event log (null: none; the engine then pays one pointer test per event).
   EventLog* log = nullptr;
 };

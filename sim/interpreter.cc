@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstring>
 #include <new>
 #include <string>
 #include <utility>
@@ -104,11 +105,12 @@ ProgramFiber::ProgramFiber(const Scenario& scenario, std::span<const Stmt> body,
     stride *= dim.size;
   }
   env_ = initial_env_;
+  stack_ = stacks_.allocate();
   start_fiber();
 }
 
 void ProgramFiber::start_fiber() {
-  fiber_ = ctx::fiber(std::allocator_arg, PooledStack(stacks_, &stack_), [this](ctx::fiber&& engine) {
+  fiber_ = ctx::fiber(std::allocator_arg, OwnedStack(stack_), [this](ctx::fiber&& engine) {
     engine_ = std::move(engine);
 #ifdef LOCKSTEP_ASAN_FIBERS
     __sanitizer_finish_switch_fiber(nullptr, &engine_stack_bottom_, &engine_stack_size_);
@@ -131,6 +133,7 @@ ProgramFiber::~ProgramFiber() {
     cancel_ = true;
     switch_to_program();
   }
+  stacks_.deallocate(stack_);
 }
 
 void ProgramFiber::restart() {
@@ -156,6 +159,94 @@ void ProgramFiber::restart() {
   end_ = State::FINISHED;
   state_ = State::NOT_STARTED;
   start_fiber();
+}
+
+// A suspended fiber is a boost::context::fiber holding one pointer: the context it saved on its own
+// stack, where its used stack begins. Boost offers no access to it; the object is copied as the
+// bytes it is (a layout checked here), which is all a checkpoint needs of it.
+namespace {
+
+void* context_of(const ctx::fiber& fiber) {
+  static_assert(sizeof(ctx::fiber) == sizeof(void*), "boost::context::fiber is one context pointer");
+  void* context = nullptr;
+  std::memcpy(&context, static_cast<const void*>(&fiber), sizeof context);
+  return context;
+}
+
+void set_context(ctx::fiber& fiber, void* context) {
+  std::memcpy(static_cast<void*>(&fiber), &context, sizeof context);
+}
+
+}  // namespace
+
+size_t ProgramFiber::snapshot_bytes() const {
+  const void* context = context_of(fiber_);
+  return context == nullptr
+             ? 0
+             : static_cast<size_t>(static_cast<const char*>(stack_.sp) - static_cast<const char*>(context));
+}
+
+void ProgramFiber::save(Snapshot& out) const {
+  out.env = env_;
+  out.saved = saved_;
+  out.group_ops = group_ops_;
+  out.queue = queue_;
+  out.failure = failure_;
+  out.choose = choose_;
+  out.fake_stack = fake_stack_;
+  out.engine_stack_bottom = engine_stack_bottom_;
+  out.engine_stack_size = engine_stack_size_;
+  out.call_depth = call_depth_;
+  out.steps_ahead = steps_ahead_;
+  out.head = head_;
+  out.queued = queued_;
+  out.branch = branch_;
+  out.state = state_;
+  out.end = end_;
+  out.ended = ended_;
+  out.context = context_of(fiber_);
+  if (out.context == nullptr) {
+    out.stack.clear();
+    return;
+  }
+  const size_t bytes = snapshot_bytes();
+#ifdef LOCKSTEP_ASAN_FIBERS
+  // The frames' redzones are poisoned; the copy reads them too. Unpoisoned, the suspended frames
+  // only lose their overflow checks.
+  __asan_unpoison_memory_region(out.context, bytes);
+#endif
+  const auto* from = static_cast<const std::byte*>(out.context);
+  out.stack.assign(from, from + bytes);
+}
+
+void ProgramFiber::restore(const Snapshot& in) {
+  assert(!cancel_);
+  env_ = in.env;
+  saved_ = in.saved;
+  group_ops_ = in.group_ops;
+  queue_ = in.queue;
+  failure_ = in.failure;
+  choose_ = in.choose;
+  fake_stack_ = in.fake_stack;
+  engine_stack_bottom_ = in.engine_stack_bottom;
+  engine_stack_size_ = in.engine_stack_size;
+  call_depth_ = in.call_depth;
+  steps_ahead_ = in.steps_ahead;
+  head_ = in.head;
+  queued_ = in.queued;
+  branch_ = in.branch;
+  state_ = in.state;
+  end_ = in.end;
+  ended_ = in.ended;
+  // Whatever the fiber holds now lives on the same stack and is overwritten, not unwound.
+  set_context(fiber_, in.context);
+  if (in.context == nullptr) return;
+#ifdef LOCKSTEP_ASAN_FIBERS
+  // Frames of the later state may have left poisoned redzones where the restored frames keep their
+  // variables.
+  __asan_unpoison_memory_region(static_cast<char*>(stack_.sp) - stack_.size, stack_.size);
+#endif
+  std::memcpy(in.context, in.stack.data(), in.stack.size());
 }
 
 void ProgramFiber::advance() {

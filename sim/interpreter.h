@@ -37,22 +37,17 @@ class StackPool {
   std::vector<void*> free_;  // base addresses (guard page first)
 };
 
-// The StackAllocator Boost.Context is given: a handle on a pool.
-class PooledStack {
+// The StackAllocator Boost.Context is given: the program's own stack, which it keeps from its
+// construction to its destruction (a checkpoint's copy of a suspended program is restored into the
+// same addresses, so no other program may have used them in between).
+class OwnedStack {
  public:
-  // `allocated` (optional) receives the stack each allocation hands out.
-  explicit PooledStack(StackPool& pool, boost::context::stack_context* allocated = nullptr)
-      : pool_(&pool), allocated_(allocated) {}
-  boost::context::stack_context allocate() {
-    boost::context::stack_context sctx = pool_->allocate();
-    if (allocated_) *allocated_ = sctx;
-    return sctx;
-  }
-  void deallocate(boost::context::stack_context& sctx) { pool_->deallocate(sctx); }
+  explicit OwnedStack(const boost::context::stack_context& stack) : stack_(stack) {}
+  boost::context::stack_context allocate() { return stack_; }
+  void deallocate(boost::context::stack_context&) {}  // returned to the pool by ~ProgramFiber
 
  private:
-  StackPool* pool_;
-  boost::context::stack_context* allocated_;
+  boost::context::stack_context stack_;
 };
 
 class ProgramFiber {
@@ -92,6 +87,17 @@ class ProgramFiber {
   const Stmt& choose_stmt() const { return *choose_; }
   void set_branch(uint32_t branch) { branch_ = branch; }
   const Diagnostic& failure() const { return failure_; }
+
+  // Checkpoints (EngineOptions::checkpoints): everything the program's future depends on, taken
+  // while it is not running (not started, suspended or ended): its variables, its queue, and its
+  // fiber, whose used stack is copied. Nothing on a program's stack owns memory elsewhere (its
+  // frames hold statement pointers, indices and values; the environment and the call stack are
+  // members), so bytes copied back into the same addresses resume it as it was.
+  struct Snapshot;
+  void save(Snapshot& out) const;
+  void restore(const Snapshot& in);
+  // Bytes a snapshot of the program copies now (its used stack).
+  size_t snapshot_bytes() const;
 
  private:
   void start_fiber();
@@ -158,11 +164,33 @@ class ProgramFiber {
   const Stmt* choose_ = nullptr;
   uint32_t branch_ = 0;
   Diagnostic failure_;
-  bool cancel_ = false;  // set when the engine drops a suspended program: it returns
-  boost::context::stack_context stack_;
+  bool cancel_ = false;                  // set when the engine drops a suspended program: it returns
+  boost::context::stack_context stack_;  // its own, from construction to destruction
   void* fake_stack_ = nullptr;           // ASan bookkeeping of the side that switched away
   const void* engine_stack_bottom_ = nullptr;
   size_t engine_stack_size_ = 0;
+};
+
+struct ProgramFiber::Snapshot {
+  std::vector<int64_t> env;
+  std::vector<int64_t> saved;
+  std::vector<OpInstance> group_ops;
+  std::array<Entry, LOOKAHEAD> queue{};
+  Diagnostic failure;
+  const Stmt* choose = nullptr;
+  void* fake_stack = nullptr;
+  const void* engine_stack_bottom = nullptr;
+  size_t engine_stack_size = 0;
+  void* context = nullptr;       // the suspended fiber (null: ended)
+  std::vector<std::byte> stack;  // [context, top of stack)
+  int32_t call_depth = 0;
+  uint32_t steps_ahead = 0;
+  uint32_t head = 0;
+  uint32_t queued = 0;
+  uint32_t branch = 0;
+  State state = State::NOT_STARTED;
+  State end = State::FINISHED;
+  bool ended = false;
 };
 
 }  // namespace lockstep::sim

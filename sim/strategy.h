@@ -76,6 +76,21 @@ class Strategy {
   // "Dynamic source sets").
   virtual void new_option(int32_t rank) { (void)rank; }
 
+  // Checkpoints (EngineOptions::checkpoints): the engine saves its state at choice points the
+  // strategy will come back to, and starts an execution from the deepest saved point that the next
+  // schedule shares with the last one, instead of from the initial state. How many choice points
+  // the next execution takes as the last one did (0: none).
+  virtual uint64_t resume_depth() const { return 0; }
+  // Asked right after choose() returned an option at the point with this index: whether a later
+  // execution may take another option here.
+  virtual bool revisits(uint64_t index) const {
+    (void)index;
+    return false;
+  }
+  // The execution starts at the saved point with this index, which the engine asks again: the
+  // choices before it are the last execution's.
+  virtual void resumed(uint64_t index) { (void)index; }
+
   static constexpr size_t PRUNE = SIZE_MAX;
 };
 

@@ -5,13 +5,16 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "checker/explore.h"
+#include "checker/replay.h"
 #include "checker/sampling.h"
 #include "sim/loader.h"
+#include "sim/trace_format.h"
 #include "tests/generated_scenarios.h"
 
 namespace lockstep {
@@ -39,7 +42,9 @@ void compare_dpor_with_dfs(int default_runs, uint64_t seed, bool threaded, uint6
     options.collect_terminal_states = true;
     options.max_executions = max_executions;
     options.strategy = "dfs";
+    options.checkpoints = false;  // the oracle replays every prefix from the initial state
     const checker::CheckResult dfs = checker::check_scenario(*loaded.scenario, options);
+    options.checkpoints = true;
     REQUIRE_FALSE(dfs.error);
     if (!dfs.exhaustive) {
       ++skipped;  // too big for the oracle
@@ -67,10 +72,203 @@ void compare_dpor_with_dfs(int default_runs, uint64_t seed, bool threaded, uint6
   CHECK(compared >= runs * percent_compared / 100);
 }
 
+// dfs and dpor with and without engine checkpoints (sim::EngineOptions::checkpoints): the same
+// executions, in the same order, with the same ends (the report's fingerprint), the same counts and
+// the same bugs, found by the same schedules. Returns the executions compared.
+uint64_t same_with_and_without_checkpoints(const sim::Scenario& scenario, uint64_t max_executions) {
+  uint64_t executions = 0;
+  for (const char* strategy : {"dfs", "dpor"}) {
+    INFO(strategy);
+    checker::CheckOptions options;
+    options.collect_terminal_states = true;
+    options.max_executions = max_executions;
+    options.strategy = strategy;
+    options.checkpoints = false;
+    const checker::CheckResult replayed = checker::check_scenario(scenario, options);
+    options.checkpoints = true;
+    const checker::CheckResult resumed = checker::check_scenario(scenario, options);
+    CHECK(resumed.verdict == replayed.verdict);
+    CHECK(resumed.exhaustive == replayed.exhaustive);
+    CHECK(resumed.executions == replayed.executions);
+    CHECK(resumed.pruned == replayed.pruned);
+    CHECK(resumed.states == replayed.states);
+    CHECK(resumed.events == replayed.events);
+    CHECK(resumed.fingerprint == replayed.fingerprint);
+    CHECK(resumed.terminal_states == replayed.terminal_states);
+    CHECK(resumed.bound_hit == replayed.bound_hit);
+    CHECK(resumed.error.has_value() == replayed.error.has_value());
+    REQUIRE(resumed.bugs.size() == replayed.bugs.size());
+    for (size_t b = 0; b < resumed.bugs.size(); ++b) {
+      CHECK(resumed.bugs[b].explanation == replayed.bugs[b].explanation);
+      CHECK(resumed.bugs[b].schedule == replayed.bugs[b].schedule);
+      CHECK(checker::schedule_string(resumed.bugs[b].choices) == checker::schedule_string(replayed.bugs[b].choices));
+      CHECK(resumed.bugs[b].execution == replayed.bugs[b].execution);
+    }
+    executions += replayed.executions;
+  }
+  return executions;
+}
+
+void compare_checkpoints(int runs, uint64_t seed, bool threaded) {
+  checker::Rng rng(seed);
+  uint64_t executions = 0;
+  for (int i = 0; i < runs; ++i) {
+    const std::string text = testing::generate_scenario(rng, threaded);
+    sim::LoadResult loaded = sim::load_scenario_text(text, "generated.yaml", {});
+    INFO(text);
+    REQUIRE(loaded.ok());
+    executions += same_with_and_without_checkpoints(*loaded.scenario, 1'000);
+  }
+  MESSAGE("checkpoints: ", runs, " generated scenarios, ", executions, " executions, the same with and without");
+}
+
 }  // namespace
 
-TEST_CASE("property: dpor and dfs agree on verdicts and terminal states - dpor never explores more") {
-  compare_dpor_with_dfs(2250, 20261202, false, 1'000, 90);  // at least 2,000 compared
+TEST_CASE("property: engine checkpoints change nothing a search reports") {
+  compare_checkpoints(300, 20261203, false);
+  compare_checkpoints(60, 20261205, true);
+}
+
+// What the generator does not write: loop and call variables live in the program's environment, not
+// on its stack, so a resumed program must get them back (a restore that forgot them sends the wrong
+// sizes: a mismatch); recursion, agreed choices, NCCL groups, named streams and async handles,
+// comm_concurrency, exits and crashes, the watchdog.
+TEST_CASE(
+    "engine checkpoints: variables, calls, choices, groups, streams and "
+    "ends resume as they were") {
+  const char* const scenarios[] = {
+      R"Y(scenario: loop-and-call-variables
+world: 3
+define:
+  pad:
+    params: [n]
+    do:
+      - repeat: 9
+        do: [{compute: "(n + 1) * 1us"}]
+  level:
+    params: [n]
+    do:
+      - if: "n > 0"
+        then:
+          - if: "rank == 0"
+            then: [{recv: {from: any, size: "n"}}, {recv: {from: any, size: "n"}}]
+            else: [{send: {to: 0, size: "n"}}]
+          - barrier
+          - sync
+          - call: pad
+            with: {n: n}
+          - call: level
+            with: {n: "n - 1"}
+          - call: pad
+            with: {n: n}
+          - allreduce: {size: "100 + n"}
+program:
+  - repeat: 2
+    as: i
+    do:
+      - if: "rank == 0"
+        then: [{recv: {from: any, size: "16 + i"}}, {recv: {from: any, size: "16 + i"}}]
+        else: [{send: {to: 0, size: "16 + i"}}]
+      - barrier
+      - sync
+      - call: pad
+        with: {n: i}
+      - call: level
+        with: {n: 2}
+      - allreduce: {size: "8 + i"}
+)Y",
+      R"Y(scenario: choices
+world: 3
+program:
+  - repeat: 2
+    as: step
+    do:
+      - choose:
+          left: [{compute: 1us}]
+          right: [{compute: "2us * (step + 1)"}]
+      - choose:
+          skip: []
+          sync: [{allreduce: {size: 4}}]
+        agreed: world
+      - if: "rank == 0"
+        then: [{recv: {from: any, size: 4}}, {recv: {from: any, size: 4}}]
+        else: [{send: {to: 0, size: 4}}]
+)Y",
+      R"Y(scenario: threads-groups-streams
+world: 2
+semantics: {comm_concurrency: 1}
+threads:
+  main:
+    - group:
+        - send: {to: "1 - rank", size: 1KiB}
+        - recv: {from: "1 - rank", size: 1KiB}
+    - allreduce: {size: 4, async: h}
+    - compute: {duration: 3us, stream: side}
+    - wait: h
+    - allreduce: {size: 8}
+  helper:
+    - broadcast: {size: 4, root: 0}
+    - if: "rank == 1"
+      then: [exit]
+)Y",
+      R"Y(scenario: crash-and-timeout
+world: 3
+semantics: {timeout: 50us}
+threads:
+  main:
+    - repeat: 2
+      do:
+        - if: "rank == 0"
+          then: [{recv: {from: any, size: 4}}]
+          else: [{send: {to: 0, size: 4}}]
+    - allreduce: {size: 4}
+  watcher:
+    - sleep: 10us
+    - if: "rank == 2"
+      then: [crash]
+)Y",
+  };
+  uint64_t executions = 0;
+  for (const char* text : scenarios) {
+    sim::LoadResult loaded = sim::load_scenario_text(text, "checkpoints.yaml", {});
+    std::string diagnostics;
+    for (const sim::Diagnostic& d : loaded.diagnostics) diagnostics += sim::format_diagnostic(d, loaded.text);
+    INFO(std::string(text) << diagnostics);
+    REQUIRE(loaded.ok());
+    const uint64_t ran = same_with_and_without_checkpoints(*loaded.scenario, 20'000);
+    CHECK(ran > 10);  // each has choices to come back to
+    executions += ran;
+  }
+  MESSAGE("checkpoints: the crafted scenarios, ", executions, " executions, the same with and without");
+}
+
+// Every bundled scenario and trace (at most 2,000 executions of each).
+TEST_CASE(
+    "engine checkpoints: the bundled scenarios report the same with and "
+    "without") {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(LOCKSTEP_SOURCE_DIR "/scenarios")) {
+    if (entry.path().extension() == ".yaml" || entry.path().extension() == ".jsonl")
+      files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  uint64_t executions = 0;
+  for (const std::string& path : files) {
+    INFO(path);
+    sim::LoadResult loaded =
+        path.ends_with(".jsonl") ? sim::load_trace_file(path, {}) : sim::load_scenario_file(path, {});
+    REQUIRE(loaded.ok());
+    executions += same_with_and_without_checkpoints(*loaded.scenario, 2'000);
+  }
+  MESSAGE("checkpoints: ", files.size(), " bundled inputs, ", executions, " executions, the same with and without");
+  CHECK(files.size() >= 50);
+}
+
+TEST_CASE(
+    "property: dpor and dfs agree on verdicts and terminal states - dpor "
+    "never explores more") {
+  compare_dpor_with_dfs(2250, 20261202, false, 1'000,
+                        90);  // at least 2,000 compared
 }
 
 TEST_CASE("property: the same with three ranks of two threads and host-blocking ops") {
