@@ -346,7 +346,6 @@ struct Thread {
   uint32_t local = 0;              // index among its rank's threads
   uint64_t position = 0;           // a hash of its path through its program: the actions it
                                    // took and the branches it chose (state fingerprints)
-  std::string name;
 };
 
 // A rank's threads: consecutive global thread indices (the engine makes them rank by rank).
@@ -714,6 +713,7 @@ struct Engine::Impl : ExecState {
 
   Strategy* strategy = nullptr;
   std::vector<std::unique_ptr<ProgramFiber>> fibers;  // by thread
+  std::vector<std::string> thread_names;               // by thread
   // Rank::running_comm is read only under comm_concurrency and by state fingerprints: kept only
   // then, so that completing a collective's kernels does not read every member's Rank.
   const bool count_comm;
@@ -729,6 +729,7 @@ struct Engine::Impl : ExecState {
         options(opts),
         stacks(opts.limits.fiber_stack_bytes),
         count_comm(scenario.semantics.comm_concurrency > 0 || opts.track_state) {
+    options.checkpoints = options.checkpoints && ProgramFiber::snapshots_supported();
     if (EventLog* log = options.log) {
       if (log->level() >= LogLevel::WARN) log_warn = log;
       if (log->level() >= LogLevel::INFO) log_info = log;
@@ -769,7 +770,7 @@ struct Engine::Impl : ExecState {
         Thread thread;
         thread.rank = static_cast<uint32_t>(r);
         thread.local = static_cast<uint32_t>(rank.threads.size());
-        thread.name = def.name;
+        thread_names.push_back(def.name);
         fibers.push_back(std::make_unique<ProgramFiber>(sc, def.body(), r, stacks, options.limits));
         ++rank.threads.count;
         threads.push_back(std::move(thread));
@@ -1456,7 +1457,7 @@ struct Engine::Impl : ExecState {
     if (--rank.live_threads == 0) {
       rank.status = RankStatus::FINISHED;
       if (log_info != nullptr && log_info->wants(thread.rank)) [[unlikely]] {
-        log_info->begin_line(rank.end_ns, thread.rank, thread.name) += "finished";
+        log_info->begin_line(rank.end_ns, thread.rank, thread_names[t]) += "finished";
         log_info->end_line();
       }
     } else {
@@ -2286,7 +2287,7 @@ struct Engine::Impl : ExecState {
     rank.end_ns = at_ns;
     rank.live_threads = 0;
     if (log_warn != nullptr && log_warn->wants(r)) [[unlikely]] {
-      log_warn->begin_line(at_ns, r, rank.threads.empty() ? "main" : threads[rank.threads[0]].name) +=
+      log_warn->begin_line(at_ns, r, rank.threads.empty() ? "main" : thread_names[rank.threads[0]]) +=
           status == RankStatus::EXITED ? "exited" : "crashed";
       log_warn->end_line();
     }
@@ -2331,7 +2332,7 @@ struct Engine::Impl : ExecState {
   }
 
   std::string thread_name_of(uint32_t r) const {
-    if (r < ranks.size() && !ranks[r].threads.empty()) return threads[ranks[r].threads[0]].name;
+    if (r < ranks.size() && !ranks[r].threads.empty()) return thread_names[ranks[r].threads[0]];
     return "main";
   }
 
@@ -2491,7 +2492,7 @@ struct Engine::Impl : ExecState {
     const bool sync_point = is_sync_point(kernel.op.kind);
     EventLog* log = sync_point ? log_info : log_debug;
     if (log == nullptr || !log->wants(kernel.rank)) return;
-    std::string& out = log->begin_line(kernel.issue_ns, kernel.rank, threads[kernel.thread].name);
+    std::string& out = log->begin_line(kernel.issue_ns, kernel.rank, thread_names[kernel.thread]);
     out += sync_point ? "reached " : "issue ";
     describe(out, kernel);
     if (log_debug != nullptr) {
@@ -2506,7 +2507,7 @@ struct Engine::Impl : ExecState {
   void log_kernel(uint32_t k, std::string_view what, int64_t at_ns) {
     const Kernel& kernel = kernels[k];
     if (!log_debug->wants(kernel.rank)) return;
-    std::string& out = log_debug->begin_line(at_ns, kernel.rank, threads[kernel.thread].name);
+    std::string& out = log_debug->begin_line(at_ns, kernel.rank, thread_names[kernel.thread]);
     out += what;
     out += ' ';
     describe(out, kernel);
@@ -2629,7 +2630,7 @@ struct Engine::Impl : ExecState {
     OpRecord rec;
     rec.index = kernel.index;
     rec.op = kernel.op;
-    rec.thread = threads.empty() ? std::string() : threads[kernel.thread].name;
+    rec.thread = threads.empty() ? std::string() : thread_names[kernel.thread];
     if (kernel.stream != NO_STREAM) rec.stream = names[ranks[kernel.rank].streams[kernel.stream].name];
     rec.seq = kernel.seq;
     rec.state = kernel.state;
@@ -2707,7 +2708,7 @@ struct Engine::Impl : ExecState {
       if (kernel.op.kind == OpKind::COMPUTE) continue;
       StuckOp stuck;
       stuck.rank = static_cast<int32_t>(kernel.rank);
-      stuck.thread = threads.empty() ? std::string() : threads[kernel.thread].name;
+      stuck.thread = threads.empty() ? std::string() : thread_names[kernel.thread];
       stuck.op = record_of(k);
       explain_wait(kernel, stuck);
       if (stuck.waiting_for.empty()) continue;  // an NCCL group member that could complete
@@ -2729,7 +2730,7 @@ struct Engine::Impl : ExecState {
       if (kernel.end_ns - kernel.start_ns <= limit) continue;
       StuckOp late;
       late.rank = static_cast<int32_t>(kernel.rank);
-      late.thread = threads.empty() ? std::string() : threads[kernel.thread].name;
+      late.thread = threads.empty() ? std::string() : thread_names[kernel.thread];
       late.op = record_of(k);
       if (is_collective(kernel.op.kind)) {
         const CollSlot& slot = comms[comm_id(kernel.op.group, kernel.rank)].slots[kernel.seq - 1];

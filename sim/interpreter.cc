@@ -179,6 +179,14 @@ void set_context(ctx::fiber& fiber, void* context) {
 
 }  // namespace
 
+bool ProgramFiber::snapshots_supported() {
+#ifdef LOCKSTEP_ASAN_FIBERS
+  return __asan_get_current_fake_stack() == nullptr;
+#else
+  return true;
+#endif
+}
+
 size_t ProgramFiber::snapshot_bytes() const {
   const void* context = context_of(fiber_);
   return context == nullptr
@@ -238,14 +246,15 @@ void ProgramFiber::restore(const Snapshot& in) {
   state_ = in.state;
   end_ = in.end;
   ended_ = in.ended;
+#ifdef LOCKSTEP_ASAN_FIBERS
+  // The frames of the state left behind are abandoned with their redzones poisoned, where the
+  // restored frames (or a restarted program's) keep their variables: both regions unpoisoned.
+  __asan_unpoison_memory_region(static_cast<char*>(stack_.sp) - snapshot_bytes(), snapshot_bytes());
+  __asan_unpoison_memory_region(static_cast<char*>(stack_.sp) - in.stack.size(), in.stack.size());
+#endif
   // Whatever the fiber holds now lives on the same stack and is overwritten, not unwound.
   set_context(fiber_, in.context);
   if (in.context == nullptr) return;
-#ifdef LOCKSTEP_ASAN_FIBERS
-  // Frames of the later state may have left poisoned redzones where the restored frames keep their
-  // variables.
-  __asan_unpoison_memory_region(static_cast<char*>(stack_.sp) - stack_.size, stack_.size);
-#endif
   std::memcpy(in.context, in.stack.data(), in.stack.size());
 }
 

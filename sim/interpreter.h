@@ -98,6 +98,9 @@ class ProgramFiber {
   void restore(const Snapshot& in);
   // Bytes a snapshot of the program copies now (its used stack).
   size_t snapshot_bytes() const;
+  // False where a program's locals may live off its stack: under ASan with
+  // detect_stack_use_after_return, which moves them to a heap "fake stack".
+  static bool snapshots_supported();
 
  private:
   void start_fiber();
