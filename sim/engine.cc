@@ -619,16 +619,18 @@ class ChunkedArray {
   }
   void push_back(T&& value) { emplace_back() = std::move(value); }
 
-  // A copy (checkpoints) into chunks reserved to CHUNK like any other: later growth never moves the
-  // elements; chunks past the copy's are kept, empty.
+  // A copy (checkpoints) into chunks reserved to CHUNK like any other, so that later growth never
+  // moves the elements; chunks past the copy's are kept, empty. A copy that never grows (a
+  // checkpoint's, after keep_exact()) reserves only what it holds: a 2 MiB chunk per checkpoint was
+  // a huge page to fault in each.
   ChunkedArray() = default;
-  ChunkedArray(const ChunkedArray& other) { *this = other; }
+  ChunkedArray(const ChunkedArray& other) : growable_(other.growable_) { *this = other; }
   ChunkedArray& operator=(const ChunkedArray& other) {
     if (this == &other) return *this;
     for (size_t i = 0; i < other.chunks_.size(); ++i) {
       if (i == chunks_.size()) {
         chunks_.emplace_back();
-        chunks_.back().reserve(CHUNK);
+        chunks_.back().reserve(growable_ ? CHUNK : other.chunks_[i].size());
       }
       chunks_[i].assign(other.chunks_[i].begin(), other.chunks_[i].end());
     }
@@ -636,9 +638,11 @@ class ChunkedArray {
     size_ = other.size_;
     return *this;
   }
+  void keep_exact() { growable_ = false; }
 
  private:
-  std::vector<BigVector<T>> chunks_;  // all full but the last; reserved to CHUNK each
+  std::vector<BigVector<T>> chunks_;  // all full but the last; reserved to CHUNK each (growable_)
+  bool growable_ = true;              // kept by assignment, copied by construction
   size_t size_ = 0;
 };
 
@@ -1031,7 +1035,7 @@ struct Engine::Impl : ExecState {
     if (checkpoint_count > 0 && checkpoints[checkpoint_count - 1].index >= index) return;  // restored from it
     const size_t bytes = state_bytes();
     if (checkpoint_bytes + bytes > options.checkpoint_budget_bytes) return;  // replayed from an earlier one
-    if (checkpoint_count == checkpoints.size()) checkpoints.emplace_back();
+    if (checkpoint_count == checkpoints.size()) checkpoints.emplace_back().state.kernels.keep_exact();
     Checkpoint& cp = checkpoints[checkpoint_count++];
     cp.index = index;
     cp.fingerprint = fingerprint;
