@@ -1118,6 +1118,19 @@ class TraceLoader {
     // A string's contents after its opening quote, up to (and past) its closing quote.
     const auto plain_string = [&](std::string_view& out) {
       const char* const from = p;
+      // Eight bytes at a time while eight are left (SWAR): the first quote, backslash or
+      // control character found by masks; the bytes before it belong to the string.
+      while (end - p >= 8) {
+        uint64_t word = 0;
+        std::memcpy(&word, p, 8);
+        const uint64_t stops = byte_is(word, '"') | byte_is(word, '\\') | byte_below_space(word);
+        if (stops == 0) {
+          p += 8;
+          continue;
+        }
+        p += __builtin_ctzll(stops) / 8;
+        break;
+      }
       while (more(p) && *p != '"') {
         if (*p == '\\' || static_cast<unsigned char>(*p) < 0x20) return false;
         ++p;
@@ -1132,8 +1145,8 @@ class TraceLoader {
     p = skip_blanks<BOUNDED>(p, end);
     if (!more(p) || *p != '{') return false;
     ++p;
+    p = skip_blanks<BOUNDED>(p, end);
     while (true) {
-      p = skip_blanks<BOUNDED>(p, end);
       if (!more(p) || *p != '"') return false;
       const uint32_t key_col = col(p);
       ++p;
@@ -1142,9 +1155,13 @@ class TraceLoader {
       seen |= bit(id);
       FastValue& value = values[static_cast<size_t>(id)];
       value.key_col = key_col;
-      p = skip_blanks<BOUNDED>(p, end);
-      if (!more(p) || *p != ':') return false;
-      ++p;
+      if (pair_at<BOUNDED>(p, end, ':', ' ')) {
+        p += 2;  // the common `": "`
+      } else {
+        p = skip_blanks<BOUNDED>(p, end);
+        if (!more(p) || *p != ':') return false;
+        ++p;
+      }
       p = skip_blanks<BOUNDED>(p, end);
       if (!more(p)) return false;
       value.col = col(p);
@@ -1188,9 +1205,15 @@ class TraceLoader {
         value.is_string = false;
         value.integer = negative ? -static_cast<int64_t>(magnitude) : static_cast<int64_t>(magnitude);
       }
+      if (pair_at<BOUNDED>(p, end, ',', ' ')) {
+        p += 2;  // the common `, `
+        p = skip_blanks<BOUNDED>(p, end);
+        continue;
+      }
       p = skip_blanks<BOUNDED>(p, end);
       if (more(p) && *p == ',') {
         ++p;
+        p = skip_blanks<BOUNDED>(p, end);
         continue;
       }
       if (more(p) && *p == '}') {
@@ -1409,6 +1432,29 @@ class TraceLoader {
       case 'n': return is(starts(p, end, "name\""), Key::NAME, 4);
       default: return false;
     }
+  }
+
+  // Whether the text at `p` starts with the two bytes `a`, `b` (one 16-bit compare).
+  template <bool BOUNDED>
+  [[gnu::always_inline]] static bool pair_at(const char* p, const char* end, char a, char b) {
+    if (BOUNDED && end - p < 2) return false;
+    if (!BOUNDED && *p != a) return false;  // the newline that ends the text stops here
+    uint16_t pair = 0;
+    std::memcpy(&pair, p, 2);
+    return pair == static_cast<uint16_t>(static_cast<unsigned char>(a) | static_cast<unsigned char>(b) << 8);
+  }
+
+  // Per byte of `word`, the high bit set where the byte is `c` (exact: no carries between bytes).
+  static uint64_t byte_is(uint64_t word, char c) {
+    constexpr uint64_t ONES = 0x0101010101010101ULL;
+    constexpr uint64_t LOW7 = 0x7f7f7f7f7f7f7f7fULL;
+    const uint64_t x = word ^ (ONES * static_cast<unsigned char>(c));
+    return ~(((x & LOW7) + LOW7) | x) & ~LOW7;
+  }
+  // Per byte of `word`, the high bit set where the byte is below ' ' (a control character).
+  static uint64_t byte_below_space(uint64_t word) {
+    constexpr uint64_t LOW7 = 0x7f7f7f7f7f7f7f7fULL;
+    return ~(((word & LOW7) + 0x6060606060606060ULL) | word) & ~LOW7;
   }
 
   // Past the blanks (spaces and tabs) at `p`.
