@@ -22,6 +22,7 @@
 #include <span>
 #include <sstream>
 #include <system_error>
+#include <type_traits>
 #include <unordered_map>
 
 #include "sim/expr.h"
@@ -116,49 +117,69 @@ std::string type_name(const Node& node) {
 }
 
 // Owns the nodes (stable addresses), their lists of children and the scalar values that are not
-// slices of the text. Nothing is allocated per node.
+// slices of the text. Nodes and lists are handed out front to back from blocks that double in
+// size, up to 64 MiB: a recorded schedule's tree has millions of nodes, and allocating them a
+// few at a time (a std::deque's 512-byte blocks) was a fifth of loading its YAML's user time.
+// (Huge pages for the blocks halved the system time too, but on this project's virtual machine
+// one run in a few then spent a second backing them: docs/trace-format.md.)
 class Tree {
  public:
-  // Moves stack[from..] into the arena (the stack is cut back to `from`).
+  // Moves stack[from..] into the tree (the stack is cut back to `from`).
   std::span<const Node* const> children(std::vector<const Node*>& stack, size_t from) {
     const size_t count = stack.size() - from;
     if (count == 0) return {};
-    if (count > free_) {
-      const size_t size = std::max<size_t>(count, 1 << 16);
-      blocks_.push_back(std::make_unique<const Node*[]>(size));
-      next_ = blocks_.back().get();
-      free_ = size;
-    }
-    const Node** out = next_;
+    auto** out = static_cast<const Node**>(allocate(count * sizeof(const Node*), alignof(const Node*)));
     std::copy(stack.begin() + static_cast<std::ptrdiff_t>(from), stack.end(), out);
-    next_ += count;
-    free_ -= count;
     stack.resize(from);
     return {out, count};
   }
 
   Node* make(NodeKind kind, SourceLoc loc, size_t pos) {
-    Node& node = nodes_.emplace_back();
-    node.kind = kind;
-    node.loc = loc;
-    node.pos = pos;
-    return &node;
+    Node* node = new (allocate(sizeof(Node), alignof(Node))) Node;
+    node->kind = kind;
+    node->loc = loc;
+    node->pos = pos;
+    return node;
   }
   std::string_view store(std::string value) { return strings_.emplace_back(std::move(value)); }
   void clear() {
-    nodes_.clear();
     strings_.clear();
     blocks_.clear();
     next_ = nullptr;
     free_ = 0;
+    last_block_ = 0;
   }
 
  private:
-  std::deque<Node> nodes_;
+  static_assert(std::is_trivially_destructible_v<Node>, "nodes are dropped with their blocks");
+  static constexpr size_t FIRST_BLOCK = size_t{64} << 10;
+  static constexpr size_t LARGEST_BLOCK = size_t{64} << 20;
+
+  void* allocate(size_t bytes, size_t align) {
+    size_t skip = (align - reinterpret_cast<uintptr_t>(next_) % align) % align;
+    if (next_ == nullptr || skip + bytes > free_) {
+      new_block(bytes + align);
+      skip = (align - reinterpret_cast<uintptr_t>(next_) % align) % align;
+    }
+    char* out = next_ + skip;
+    next_ = out + bytes;
+    free_ -= skip + bytes;
+    return out;
+  }
+
+  void new_block(size_t at_least) {
+    const size_t size = std::max(at_least, std::clamp(2 * last_block_, FIRST_BLOCK, LARGEST_BLOCK));
+    last_block_ = size;
+    blocks_.push_back(std::make_unique_for_overwrite<char[]>(size));
+    next_ = blocks_.back().get();
+    free_ = size;
+  }
+
   std::deque<std::string> strings_;
-  std::vector<std::unique_ptr<const Node*[]>> blocks_;
-  const Node** next_ = nullptr;
+  std::vector<std::unique_ptr<char[]>> blocks_;
+  char* next_ = nullptr;
   size_t free_ = 0;
+  size_t last_block_ = 0;
 };
 
 struct YamlProblem {
