@@ -26,6 +26,7 @@
 #include <unordered_map>
 
 #include "sim/expr.h"
+#include "sim/input_file.h"
 
 namespace lockstep::sim {
 
@@ -829,13 +830,13 @@ struct HandleUse {
 
 class Loader {
  public:
-  Loader(std::string_view text, const std::string& path, std::span<const ParamOverride> overrides,
+  // `source` is the file's text, which a loaded scenario keeps (shared, not copied).
+  Loader(SourceText source, const std::string& path, std::span<const ParamOverride> overrides,
          const LoadLimits& limits)
-      : text_(text), path_(path), overrides_(overrides), limits_(limits) {}
+      : source_(std::move(source)), text_(source_.view()), path_(path), overrides_(overrides), limits_(limits) {}
 
   LoadResult run() {
     LoadResult result;
-    result.text = std::string(text_);
     if (text_.size() > static_cast<uint64_t>(limits_.max_file_bytes)) {
       error({}, "file exceeds the limit of " + std::to_string(limits_.max_file_bytes) +
                     " bytes (raise it with --max-file-bytes)");
@@ -845,9 +846,12 @@ class Loader {
     finish_diagnostics();
     const bool failed = has_error();
     result.diagnostics = std::move(diagnostics_);
+    // The text lives in the scenario; the result keeps a copy only for its diagnostics (a
+    // recorded schedule's YAML was copied twice more, a tenth of its load).
+    if (failed || !result.diagnostics.empty()) result.text = std::string(text_);
     if (!failed) {
       scenario_.path = path_;
-      scenario_.text = result.text;
+      scenario_.text = std::move(source_);
       result.scenario = std::move(scenario_);
     }
     return result;
@@ -2733,6 +2737,7 @@ class Loader {
     }
   }
 
+  SourceText source_;
   std::string_view text_;
   std::string path_;
   std::span<const ParamOverride> overrides_;
@@ -2814,28 +2819,40 @@ void dump_node(const Node& node, int depth, std::string& out) {
 
 }  // namespace
 
-LoadResult load_scenario_file(const std::string& path, std::span<const ParamOverride> overrides,
-                              const LoadLimits& limits) {
-  std::string problem;
-  const std::optional<std::string> text = read_text_file(path, limits.max_file_bytes, problem);
-  if (!text) {
-    LoadResult result;
-    result.diagnostics.push_back({path, {}, Severity::ERROR, "cannot read file: " + problem});
-    return result;
-  }
-  return load_scenario_text(*text, path, overrides, limits);
-}
-
-LoadResult load_scenario_text(std::string_view text, const std::string& path,
-                              std::span<const ParamOverride> overrides, const LoadLimits& limits) {
+// Loads `text`, which the scenario keeps when it loads.
+static LoadResult load_owned(SourceText text, const std::string& path,
+                             std::span<const ParamOverride> overrides, const LoadLimits& limits) {
   try {
-    return Loader(text, path, overrides, limits).run();
+    return Loader(std::move(text), path, overrides, limits).run();
   } catch (const std::exception& e) {  // e.g. std::bad_alloc: still a diagnostic, never a throw
     LoadResult result;
     result.diagnostics.push_back(
         {path, {}, Severity::ERROR, std::string("cannot load: ") + e.what()});
     return result;
   }
+}
+
+LoadResult load_scenario_file(const std::string& path, std::span<const ParamOverride> overrides,
+                              const LoadLimits& limits) {
+  // A regular file within the bound is mapped, not read (as a trace is: sim/input_file.h), and
+  // the scenario keeps the mapping; anything else is read, with the same diagnostics.
+  InputFile file;
+  if (file.map(path, limits.max_file_bytes)) {
+    return load_owned(SourceText(std::move(file)), path, overrides, limits);
+  }
+  std::string problem;
+  std::optional<std::string> text = read_text_file(path, limits.max_file_bytes, problem);
+  if (!text) {
+    LoadResult result;
+    result.diagnostics.push_back({path, {}, Severity::ERROR, "cannot read file: " + problem});
+    return result;
+  }
+  return load_owned(SourceText(std::move(*text)), path, overrides, limits);
+}
+
+LoadResult load_scenario_text(std::string_view text, const std::string& path,
+                              std::span<const ParamOverride> overrides, const LoadLimits& limits) {
+  return load_owned(SourceText(std::string(text)), path, overrides, limits);
 }
 
 std::string dump_yaml_tree(std::string_view text, bool fast) {
