@@ -943,7 +943,7 @@ int export_command(const std::vector<std::string>& args, std::ostream& out, std:
   if (!loaded.ok()) return 2;
   const PromelaExport exported = export_promela(*loaded.scenario);
   if (!exported.model) {
-    for (const sim::Diagnostic& d : exported.diagnostics) err << sim::format_diagnostic(d, loaded.text);
+    for (const sim::Diagnostic& d : exported.diagnostics) err << sim::format_diagnostic(d, loaded.scenario->text);
     return 2;
   }
   std::ofstream file(output, std::ios::binary | std::ios::trunc);

@@ -22,9 +22,11 @@
 #include <span>
 #include <sstream>
 #include <system_error>
+#include <type_traits>
 #include <unordered_map>
 
 #include "sim/expr.h"
+#include "sim/input_file.h"
 
 namespace lockstep::sim {
 
@@ -116,49 +118,69 @@ std::string type_name(const Node& node) {
 }
 
 // Owns the nodes (stable addresses), their lists of children and the scalar values that are not
-// slices of the text. Nothing is allocated per node.
+// slices of the text. Nodes and lists are handed out front to back from blocks that double in
+// size, up to 64 MiB: a recorded schedule's tree has millions of nodes, and allocating them a
+// few at a time (a std::deque's 512-byte blocks) was a fifth of loading its YAML's user time.
+// (Huge pages for the blocks halved the system time too, but on this project's virtual machine
+// one run in a few then spent a second backing them: docs/trace-format.md.)
 class Tree {
  public:
-  // Moves stack[from..] into the arena (the stack is cut back to `from`).
+  // Moves stack[from..] into the tree (the stack is cut back to `from`).
   std::span<const Node* const> children(std::vector<const Node*>& stack, size_t from) {
     const size_t count = stack.size() - from;
     if (count == 0) return {};
-    if (count > free_) {
-      const size_t size = std::max<size_t>(count, 1 << 16);
-      blocks_.push_back(std::make_unique<const Node*[]>(size));
-      next_ = blocks_.back().get();
-      free_ = size;
-    }
-    const Node** out = next_;
+    auto** out = static_cast<const Node**>(allocate(count * sizeof(const Node*), alignof(const Node*)));
     std::copy(stack.begin() + static_cast<std::ptrdiff_t>(from), stack.end(), out);
-    next_ += count;
-    free_ -= count;
     stack.resize(from);
     return {out, count};
   }
 
   Node* make(NodeKind kind, SourceLoc loc, size_t pos) {
-    Node& node = nodes_.emplace_back();
-    node.kind = kind;
-    node.loc = loc;
-    node.pos = pos;
-    return &node;
+    Node* node = new (allocate(sizeof(Node), alignof(Node))) Node;
+    node->kind = kind;
+    node->loc = loc;
+    node->pos = pos;
+    return node;
   }
   std::string_view store(std::string value) { return strings_.emplace_back(std::move(value)); }
   void clear() {
-    nodes_.clear();
     strings_.clear();
     blocks_.clear();
     next_ = nullptr;
     free_ = 0;
+    last_block_ = 0;
   }
 
  private:
-  std::deque<Node> nodes_;
+  static_assert(std::is_trivially_destructible_v<Node>, "nodes are dropped with their blocks");
+  static constexpr size_t FIRST_BLOCK = size_t{64} << 10;
+  static constexpr size_t LARGEST_BLOCK = size_t{64} << 20;
+
+  void* allocate(size_t bytes, size_t align) {
+    size_t skip = (align - reinterpret_cast<uintptr_t>(next_) % align) % align;
+    if (next_ == nullptr || skip + bytes > free_) {
+      new_block(bytes + align);
+      skip = (align - reinterpret_cast<uintptr_t>(next_) % align) % align;
+    }
+    char* out = next_ + skip;
+    next_ = out + bytes;
+    free_ -= skip + bytes;
+    return out;
+  }
+
+  void new_block(size_t at_least) {
+    const size_t size = std::max(at_least, std::clamp(2 * last_block_, FIRST_BLOCK, LARGEST_BLOCK));
+    last_block_ = size;
+    blocks_.push_back(std::make_unique_for_overwrite<char[]>(size));
+    next_ = blocks_.back().get();
+    free_ = size;
+  }
+
   std::deque<std::string> strings_;
-  std::vector<std::unique_ptr<const Node*[]>> blocks_;
-  const Node** next_ = nullptr;
+  std::vector<std::unique_ptr<char[]>> blocks_;
+  char* next_ = nullptr;
   size_t free_ = 0;
+  size_t last_block_ = 0;
 };
 
 struct YamlProblem {
@@ -808,13 +830,13 @@ struct HandleUse {
 
 class Loader {
  public:
-  Loader(std::string_view text, const std::string& path, std::span<const ParamOverride> overrides,
+  // `source` is the file's text, which a loaded scenario keeps (shared, not copied).
+  Loader(SourceText source, const std::string& path, std::span<const ParamOverride> overrides,
          const LoadLimits& limits)
-      : text_(text), path_(path), overrides_(overrides), limits_(limits) {}
+      : source_(std::move(source)), text_(source_.view()), path_(path), overrides_(overrides), limits_(limits) {}
 
   LoadResult run() {
     LoadResult result;
-    result.text = std::string(text_);
     if (text_.size() > static_cast<uint64_t>(limits_.max_file_bytes)) {
       error({}, "file exceeds the limit of " + std::to_string(limits_.max_file_bytes) +
                     " bytes (raise it with --max-file-bytes)");
@@ -824,9 +846,12 @@ class Loader {
     finish_diagnostics();
     const bool failed = has_error();
     result.diagnostics = std::move(diagnostics_);
+    // The text lives in the scenario; the result keeps a copy only for its diagnostics (a
+    // recorded schedule's YAML was copied twice more, a tenth of its load).
+    if (failed || !result.diagnostics.empty()) result.text = std::string(text_);
     if (!failed) {
       scenario_.path = path_;
-      scenario_.text = result.text;
+      scenario_.text = std::move(source_);
       result.scenario = std::move(scenario_);
     }
     return result;
@@ -2712,6 +2737,7 @@ class Loader {
     }
   }
 
+  SourceText source_;
   std::string_view text_;
   std::string path_;
   std::span<const ParamOverride> overrides_;
@@ -2793,28 +2819,40 @@ void dump_node(const Node& node, int depth, std::string& out) {
 
 }  // namespace
 
-LoadResult load_scenario_file(const std::string& path, std::span<const ParamOverride> overrides,
-                              const LoadLimits& limits) {
-  std::string problem;
-  const std::optional<std::string> text = read_text_file(path, limits.max_file_bytes, problem);
-  if (!text) {
-    LoadResult result;
-    result.diagnostics.push_back({path, {}, Severity::ERROR, "cannot read file: " + problem});
-    return result;
-  }
-  return load_scenario_text(*text, path, overrides, limits);
-}
-
-LoadResult load_scenario_text(std::string_view text, const std::string& path,
-                              std::span<const ParamOverride> overrides, const LoadLimits& limits) {
+// Loads `text`, which the scenario keeps when it loads.
+static LoadResult load_owned(SourceText text, const std::string& path,
+                             std::span<const ParamOverride> overrides, const LoadLimits& limits) {
   try {
-    return Loader(text, path, overrides, limits).run();
+    return Loader(std::move(text), path, overrides, limits).run();
   } catch (const std::exception& e) {  // e.g. std::bad_alloc: still a diagnostic, never a throw
     LoadResult result;
     result.diagnostics.push_back(
         {path, {}, Severity::ERROR, std::string("cannot load: ") + e.what()});
     return result;
   }
+}
+
+LoadResult load_scenario_file(const std::string& path, std::span<const ParamOverride> overrides,
+                              const LoadLimits& limits) {
+  // A regular file within the bound is mapped, not read (as a trace is: sim/input_file.h), and
+  // the scenario keeps the mapping; anything else is read, with the same diagnostics.
+  InputFile file;
+  if (file.map(path, limits.max_file_bytes)) {
+    return load_owned(SourceText(std::move(file)), path, overrides, limits);
+  }
+  std::string problem;
+  std::optional<std::string> text = read_text_file(path, limits.max_file_bytes, problem);
+  if (!text) {
+    LoadResult result;
+    result.diagnostics.push_back({path, {}, Severity::ERROR, "cannot read file: " + problem});
+    return result;
+  }
+  return load_owned(SourceText(std::move(*text)), path, overrides, limits);
+}
+
+LoadResult load_scenario_text(std::string_view text, const std::string& path,
+                              std::span<const ParamOverride> overrides, const LoadLimits& limits) {
+  return load_owned(SourceText(std::string(text)), path, overrides, limits);
 }
 
 std::string dump_yaml_tree(std::string_view text, bool fast) {

@@ -39,8 +39,9 @@ struct LoadResult {
   std::optional<Scenario> scenario;     // set iff there is no error diagnostic
   std::vector<Diagnostic> diagnostics;  // errors and warnings, in source order
   std::string text;                     // the file's text (for formatting diagnostics); a
-                                        // trace without diagnostics leaves it empty (its text
-                                        // is moved into Scenario::text, not copied)
+                                        // scenario or trace without diagnostics leaves it
+                                        // empty (its text is moved into Scenario::text, not
+                                        // copied: a regular file's mapping, sim/input_file.h)
   bool ok() const { return scenario.has_value(); }
 };
 

@@ -100,7 +100,7 @@ TEST_CASE("loader: the SPEC example loads into the model") {
   CHECK(result.diagnostics.empty());
   CHECK(s.path == "s.yaml");
   CHECK(s.text == SPEC_EXAMPLE);
-  CHECK(result.text == SPEC_EXAMPLE);
+  CHECK(result.text.empty());  // without diagnostics the text is the scenario's alone
   CHECK(s.name == "uneven-batches");
   CHECK(s.description == "One rank gets one batch fewer; the rest wait in the last all-reduce.");
   CHECK(s.source_url == "https://example.org/issue/1");
@@ -607,6 +607,16 @@ TEST_CASE("loader: all errors are collected and sorted by position") {
                      "inconclusive, mismatch, ok, timeout"});
 }
 
+TEST_CASE("loader: a scenario loaded with warnings keeps its text in the result for them") {
+  const std::string text = "scenario: w\nworld: 2\nparams: {unused: 1}\nprogram:\n  - barrier\n";
+  const LoadResult result = load(text);
+  REQUIRE(result.ok());
+  REQUIRE(result.diagnostics.size() == 1);
+  CHECK(result.text == text);
+  CHECK(result.scenario->text == text);
+  CHECK(format_diagnostic(result.diagnostics[0], result.text).find("params: {unused: 1}") != std::string::npos);
+}
+
 TEST_CASE("loader: files that cannot be read or are too large") {
   const LoadResult missing = load_scenario_file("no/such/file.yaml", {});
   CHECK_FALSE(missing.ok());
@@ -622,7 +632,8 @@ TEST_CASE("loader: files that cannot be read or are too large") {
   }
   const LoadResult read = load_scenario_file(path, {});
   CHECK(read.ok());
-  CHECK(read.text == SPEC_EXAMPLE);
+  CHECK(read.scenario->text == SPEC_EXAMPLE);  // the file mapped, kept by the scenario
+  CHECK(read.text.empty());
   LoadLimits tiny;
   tiny.max_file_bytes = 100;
   const LoadResult big = load_scenario_file(path, {}, tiny);

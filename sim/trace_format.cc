@@ -1116,8 +1116,21 @@ class TraceLoader {
     // every loop below: a scan never passes it, so it needs no bound.
     const auto more = [end](const char* at) { return !BOUNDED || at < end; };
     // A string's contents after its opening quote, up to (and past) its closing quote.
-    const auto plain_string = [&](std::string_view& out) {
+    const auto plain_string = [&](std::string_view& out) __attribute__((always_inline)) {
       const char* const from = p;
+      // Eight bytes at a time while eight are left (SWAR): the first quote, backslash or
+      // control character found by masks; the bytes before it belong to the string.
+      while (end - p >= 8) {
+        uint64_t word = 0;
+        std::memcpy(&word, p, 8);
+        const uint64_t stops = byte_is(word, '"') | byte_is(word, '\\') | byte_below_space(word);
+        if (stops == 0) {
+          p += 8;
+          continue;
+        }
+        p += __builtin_ctzll(stops) / 8;
+        break;
+      }
       while (more(p) && *p != '"') {
         if (*p == '\\' || static_cast<unsigned char>(*p) < 0x20) return false;
         ++p;
@@ -1127,13 +1140,97 @@ class TraceLoader {
       ++p;
       return true;
     };
+    // An integer at `p` into `value`; advances `p` past it.
+    const auto integer = [&](FastValue& value) __attribute__((always_inline)) {
+      const bool negative = *p == '-';
+      if (negative) ++p;
+      const char* const digits = p;
+      uint64_t magnitude = 0;
+      if (end - p >= 8) {
+        // Up to eight digits at once (SWAR): the digits' bytes as values 0-9, the leading
+        // ones found by a mask, then combined in three multiplications.
+        uint64_t chunk = 0;
+        std::memcpy(&chunk, p, 8);
+        const uint64_t x = chunk ^ 0x3030303030303030ULL;
+        const uint64_t not_digit =
+            (((x & 0x7f7f7f7f7f7f7f7fULL) + 0x7676767676767676ULL) | x) & 0x8080808080808080ULL;
+        const int count = not_digit == 0 ? 8 : __builtin_ctzll(not_digit) / 8;
+        if (count > 0) {
+          uint64_t v = x << (64 - 8 * count);  // little endian: the first digit lowest
+          v = (v * 2561) >> 8 & 0x00ff00ff00ff00ffULL;
+          v = (v * 6553601) >> 16 & 0x0000ffff0000ffffULL;
+          magnitude = (v * 42949672960001ULL) >> 32;
+          p += count;
+        }
+      }
+      while (more(p) && *p >= '0' && *p <= '9' && p - digits < 18) {
+        magnitude = magnitude * 10 + static_cast<uint64_t>(*p - '0');
+        ++p;
+      }
+      // 18 digits at most (no overflow), no leading zero, no fraction or exponent.
+      if (p == digits || (more(p) && (*p >= '0' && *p <= '9'))) return false;
+      if (*digits == '0' && p - digits > 1) return false;
+      if (more(p) && (*p == '.' || *p == 'e' || *p == 'E')) return false;
+      value.is_string = false;
+      value.integer = negative ? -static_cast<int64_t>(magnitude) : static_cast<int64_t>(magnitude);
+      return true;
+    };
+    // After a value: past the comma and the blanks before the next key (0), past the closing
+    // brace (1), or neither (-1).
+    const auto after_value = [&]() __attribute__((always_inline)) {
+      if (pair_at<BOUNDED>(p, end, ',', ' ')) {
+        p += 2;  // the common `, `
+        p = skip_blanks<BOUNDED>(p, end);
+        return 0;
+      }
+      p = skip_blanks<BOUNDED>(p, end);
+      if (more(p) && *p == ',') {
+        ++p;
+        p = skip_blanks<BOUNDED>(p, end);
+        return 0;
+      }
+      if (more(p) && *p == '}') {
+        ++p;
+        return 1;
+      }
+      return -1;
+    };
     std::array<FastValue, KEY_COUNT> values;  // NOLINT(cppcoreguidelines-pro-type-member-init)
     KeySet seen = 0;
     p = skip_blanks<BOUNDED>(p, end);
     if (!more(p) || *p != '{') return false;
     ++p;
-    while (true) {
-      p = skip_blanks<BOUNDED>(p, end);
+    // The start that writers give every line, `{"rank": R, "op": "NAME"`, by two compares of
+    // known length; on anything else the line is read key by key from its brace.
+    const char* const after_brace = p;
+    if (end - p >= 8 && std::memcmp(p, "\"rank\": ", 8) == 0) {
+      FastValue& rank = values[static_cast<size_t>(Key::RANK)];
+      rank.key_col = col(p);
+      p += 8;
+      rank.col = col(p);
+      if (more(p) && *p >= '0' && *p <= '9' && integer(rank) && end - p >= 9 && std::memcmp(p, ", \"op\": \"", 9) == 0) {
+        FastValue& op = values[static_cast<size_t>(Key::OP)];
+        op.key_col = col(p + 2);
+        op.col = col(p + 8);
+        p += 9;
+        op.is_string = true;
+        std::string_view text;
+        if (plain_string(text)) {
+          op.text = text.data();
+          op.size = static_cast<uint32_t>(text.size());
+          seen = bit(Key::RANK) | bit(Key::OP);
+        }
+      }
+    }
+    bool ended = false;
+    if (seen != 0) {
+      const int next = after_value();
+      if (next < 0) return false;
+      ended = next > 0;
+    } else {
+      p = skip_blanks<BOUNDED>(after_brace, end);
+    }
+    while (!ended) {
       if (!more(p) || *p != '"') return false;
       const uint32_t key_col = col(p);
       ++p;
@@ -1142,9 +1239,13 @@ class TraceLoader {
       seen |= bit(id);
       FastValue& value = values[static_cast<size_t>(id)];
       value.key_col = key_col;
-      p = skip_blanks<BOUNDED>(p, end);
-      if (!more(p) || *p != ':') return false;
-      ++p;
+      if (pair_at<BOUNDED>(p, end, ':', ' ')) {
+        p += 2;  // the common `": "`
+      } else {
+        p = skip_blanks<BOUNDED>(p, end);
+        if (!more(p) || *p != ':') return false;
+        ++p;
+      }
       p = skip_blanks<BOUNDED>(p, end);
       if (!more(p)) return false;
       value.col = col(p);
@@ -1155,49 +1256,12 @@ class TraceLoader {
         if (!plain_string(text)) return false;
         value.text = text.data();
         value.size = static_cast<uint32_t>(text.size());
-      } else {
-        const bool negative = *p == '-';
-        if (negative) ++p;
-        const char* const digits = p;
-        uint64_t magnitude = 0;
-        if (end - p >= 8) {
-          // Up to eight digits at once (SWAR): the digits' bytes as values 0-9, the leading
-          // ones found by a mask, then combined in three multiplications.
-          uint64_t chunk = 0;
-          std::memcpy(&chunk, p, 8);
-          const uint64_t x = chunk ^ 0x3030303030303030ULL;
-          const uint64_t not_digit =
-              (((x & 0x7f7f7f7f7f7f7f7fULL) + 0x7676767676767676ULL) | x) & 0x8080808080808080ULL;
-          const int count = not_digit == 0 ? 8 : __builtin_ctzll(not_digit) / 8;
-          if (count > 0) {
-            uint64_t v = x << (64 - 8 * count);  // little endian: the first digit lowest
-            v = (v * 2561) >> 8 & 0x00ff00ff00ff00ffULL;
-            v = (v * 6553601) >> 16 & 0x0000ffff0000ffffULL;
-            magnitude = (v * 42949672960001ULL) >> 32;
-            p += count;
-          }
-        }
-        while (more(p) && *p >= '0' && *p <= '9' && p - digits < 18) {
-          magnitude = magnitude * 10 + static_cast<uint64_t>(*p - '0');
-          ++p;
-        }
-        // 18 digits at most (no overflow), no leading zero, no fraction or exponent.
-        if (p == digits || (more(p) && (*p >= '0' && *p <= '9'))) return false;
-        if (*digits == '0' && p - digits > 1) return false;
-        if (more(p) && (*p == '.' || *p == 'e' || *p == 'E')) return false;
-        value.is_string = false;
-        value.integer = negative ? -static_cast<int64_t>(magnitude) : static_cast<int64_t>(magnitude);
+      } else if (!integer(value)) {
+        return false;
       }
-      p = skip_blanks<BOUNDED>(p, end);
-      if (more(p) && *p == ',') {
-        ++p;
-        continue;
-      }
-      if (more(p) && *p == '}') {
-        ++p;
-        break;
-      }
-      return false;
+      const int next = after_value();
+      if (next < 0) return false;
+      if (next > 0) break;
     }
     // The end of the line: what next_line takes as one (a newline, a carriage return before
     // it or before the end of the file, or the end of the file).
@@ -1409,6 +1473,29 @@ class TraceLoader {
       case 'n': return is(starts(p, end, "name\""), Key::NAME, 4);
       default: return false;
     }
+  }
+
+  // Whether the text at `p` starts with the two bytes `a`, `b` (one 16-bit compare).
+  template <bool BOUNDED>
+  [[gnu::always_inline]] static bool pair_at(const char* p, const char* end, char a, char b) {
+    if (BOUNDED && end - p < 2) return false;
+    if (!BOUNDED && *p != a) return false;  // the newline that ends the text stops here
+    uint16_t pair = 0;
+    std::memcpy(&pair, p, 2);
+    return pair == static_cast<uint16_t>(static_cast<unsigned char>(a) | static_cast<unsigned char>(b) << 8);
+  }
+
+  // Per byte of `word`, the high bit set where the byte is `c` (exact: no carries between bytes).
+  static uint64_t byte_is(uint64_t word, char c) {
+    constexpr uint64_t ONES = 0x0101010101010101ULL;
+    constexpr uint64_t LOW7 = 0x7f7f7f7f7f7f7f7fULL;
+    const uint64_t x = word ^ (ONES * static_cast<unsigned char>(c));
+    return ~(((x & LOW7) + LOW7) | x) & ~LOW7;
+  }
+  // Per byte of `word`, the high bit set where the byte is below ' ' (a control character).
+  static uint64_t byte_below_space(uint64_t word) {
+    constexpr uint64_t LOW7 = 0x7f7f7f7f7f7f7f7fULL;
+    return ~(((word & LOW7) + 0x6060606060606060ULL) | word) & ~LOW7;
   }
 
   // Past the blanks (spaces and tabs) at `p`.
