@@ -1276,7 +1276,7 @@ class TraceLoader {
     const auto in_world = [&](const FastValue& v) {
       return !v.is_string && v.integer >= 0 && v.integer < scenario_.world;
     };
-    const auto name = [&](const FastValue& v) { return v.is_string && !v.size == 0; };
+    const auto name = [&](const FastValue& v) { return v.is_string && v.size != 0; };
     const auto count = [&](const FastValue& v) { return !v.is_string && v.integer >= 0; };
     if (!has(Key::RANK) || !has(Key::OP) || !in_world(get(Key::RANK)) || !get(Key::OP).is_string) {
       return false;
