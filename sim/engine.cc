@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include <boost/container/small_vector.hpp>
 #include <fmt/format.h>
 
 #include "sim/cost.h"
@@ -167,76 +168,8 @@ struct StreamHead {
 // allocation each: with the vector of a rank's streams (StreamList), six per rank, the most of
 // the per-rank cost that a loop of a few thousand events per rank noticed at 16,384 ranks
 // (docs/engine-performance.md, item 11). clear() keeps an allocated buffer.
-template <typename T, uint32_t N>
-class InlineVector {
- public:
-  InlineVector() = default;
-  InlineVector(const InlineVector& other) { *this = other; }
-  InlineVector(InlineVector&& other) noexcept { *this = std::move(other); }
-  InlineVector& operator=(const InlineVector& other) {
-    if (this != &other) {
-      clear();
-      for (const T& value : other) push_back(value);
-    }
-    return *this;
-  }
-  InlineVector& operator=(InlineVector&& other) noexcept {
-    if (this == &other) return *this;
-    delete[] heap_;
-    heap_ = std::exchange(other.heap_, nullptr);
-    capacity_ = std::exchange(other.capacity_, N);
-    size_ = std::exchange(other.size_, 0);
-    if (heap_ == nullptr) std::copy(other.inline_, other.inline_ + size_, inline_);
-    return *this;
-  }
-  ~InlineVector() { delete[] heap_; }
-
-  size_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-  T* begin() { return data(); }
-  T* end() { return data() + size_; }
-  const T* begin() const { return data(); }
-  const T* end() const { return data() + size_; }
-  T& operator[](size_t i) { return data()[i]; }
-  const T& operator[](size_t i) const { return data()[i]; }
-  T& front() { return data()[0]; }
-  const T& front() const { return data()[0]; }
-  void clear() { size_ = 0; }
-  void push_back(const T& value) {
-    if (size_ == capacity_) grow(capacity_ * 2);
-    data()[size_++] = value;
-  }
-  template <typename... Args>
-  T& emplace_back(Args&&... args) {
-    if (size_ == capacity_) grow(capacity_ * 2);
-    T& slot = data()[size_++];
-    slot = T(std::forward<Args>(args)...);
-    return slot;
-  }
-  void assign(size_t count, const T& value) {
-    if (count > capacity_) grow(static_cast<uint32_t>(count));
-    std::fill_n(data(), count, value);
-    size_ = static_cast<uint32_t>(count);
-  }
-
- private:
-  T* data() { return heap_ != nullptr ? heap_ : inline_; }
-  const T* data() const { return heap_ != nullptr ? heap_ : inline_; }
-  // Out of line: the rare path, and inlined into assign() GCC 12 warned of an out-of-bounds
-  // copy from the in-place array on a path that cannot run.
-  [[gnu::noinline]] void grow(uint32_t capacity) {
-    T* bigger = new T[capacity];
-    std::copy(begin(), end(), bigger);
-    delete[] heap_;
-    heap_ = bigger;
-    capacity_ = capacity;
-  }
-
-  T* heap_ = nullptr;  // the elements when there are more than N (kept by clear())
-  uint32_t size_ = 0;
-  uint32_t capacity_ = N;
-  T inline_[N] = {};
-};
+template <typename T, size_t N>
+using InlineVector = boost::container::small_vector<T, N>;
 
 // Kernels to wait for, at most one per stream (Impl::add_wait): two in place, main's and one
 // communicator stream's.
