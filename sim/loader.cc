@@ -2819,40 +2819,44 @@ void dump_node(const Node& node, int depth, std::string& out) {
 
 }  // namespace
 
-// Loads `text`, which the scenario keeps when it loads.
-static LoadResult load_owned(SourceText text, const std::string& path,
-                             std::span<const ParamOverride> overrides, const LoadLimits& limits) {
+LoadResult load_text_with(SourceText text, const std::string& path, const TextLoad& load) {
   try {
-    return Loader(std::move(text), path, overrides, limits).run();
+    return load(std::move(text));
   } catch (const std::exception& e) {  // e.g. std::bad_alloc: still a diagnostic, never a throw
     LoadResult result;
-    result.diagnostics.push_back(
-        {path, {}, Severity::ERROR, std::string("cannot load: ") + e.what()});
+    result.diagnostics.push_back({path, {}, Severity::ERROR, std::string("cannot load: ") + e.what()});
     return result;
   }
 }
 
-LoadResult load_scenario_file(const std::string& path, std::span<const ParamOverride> overrides,
-                              const LoadLimits& limits) {
-  // A regular file within the bound is mapped, not read (as a trace is: sim/input_file.h), and
-  // the scenario keeps the mapping; anything else is read, with the same diagnostics.
+LoadResult load_file_with(const std::string& path, int64_t max_bytes, const TextLoad& load) {
+  // A regular file within the bound is mapped, not read: its pages are the page cache's, so a
+  // large input costs no copy and no zeroed memory, and the scenario keeps the mapping as its
+  // text. Anything else is read, with the same diagnostics.
   InputFile file;
-  if (file.map(path, limits.max_file_bytes)) {
-    return load_owned(SourceText(std::move(file)), path, overrides, limits);
-  }
+  if (file.map(path, max_bytes)) return load_text_with(SourceText(std::move(file)), path, load);
   std::string problem;
-  std::optional<std::string> text = read_text_file(path, limits.max_file_bytes, problem);
+  std::optional<std::string> text = read_text_file(path, max_bytes, problem);
   if (!text) {
     LoadResult result;
     result.diagnostics.push_back({path, {}, Severity::ERROR, "cannot read file: " + problem});
     return result;
   }
-  return load_owned(SourceText(std::move(*text)), path, overrides, limits);
+  return load_text_with(SourceText(std::move(*text)), path, load);
+}
+
+LoadResult load_scenario_file(const std::string& path, std::span<const ParamOverride> overrides,
+                              const LoadLimits& limits) {
+  return load_file_with(path, limits.max_file_bytes, [&](SourceText&& text) {
+    return Loader(std::move(text), path, overrides, limits).run();
+  });
 }
 
 LoadResult load_scenario_text(std::string_view text, const std::string& path,
                               std::span<const ParamOverride> overrides, const LoadLimits& limits) {
-  return load_owned(SourceText(std::string(text)), path, overrides, limits);
+  return load_text_with(SourceText(std::string(text)), path, [&](SourceText&& owned) {
+    return Loader(std::move(owned), path, overrides, limits).run();
+  });
 }
 
 std::string dump_yaml_tree(std::string_view text, bool fast) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -48,6 +49,13 @@ struct LoadResult {
 // Reads at most `max_bytes` + 1 bytes of a file (so that "too large" can be told), or sets
 // `error` to the system's reason.
 std::optional<std::string> read_text_file(const std::string& path, int64_t max_bytes, std::string& error);
+
+// What the YAML and trace loaders share: `load` parses a text; run on `text`, or on the file at
+// `path` (a regular file within `max_bytes` mapped, anything else read), a read failure or an
+// exception while loading (std::bad_alloc) becomes a diagnostic, never a throw.
+using TextLoad = std::function<LoadResult(SourceText&&)>;
+LoadResult load_text_with(SourceText text, const std::string& path, const TextLoad& load);
+LoadResult load_file_with(const std::string& path, int64_t max_bytes, const TextLoad& load);
 
 // Reads and loads one scenario file. Never throws; every problem is a diagnostic.
 LoadResult load_scenario_file(const std::string& path, std::span<const ParamOverride> overrides,

@@ -2444,18 +2444,6 @@ std::string body_problem(const Scenario& s, std::span<const Stmt> body, bool in_
   return "";
 }
 
-LoadResult load_owned(SourceText text, const std::string& path,
-                      std::span<const ParamOverride> overrides, const LoadLimits& limits) {
-  try {
-    return TraceLoader(std::move(text), path, overrides, limits).run();
-  } catch (const std::exception& e) {  // e.g. std::bad_alloc: still a diagnostic, never a throw
-    LoadResult result;
-    result.diagnostics.push_back(
-        {path, {}, Severity::ERROR, std::string("cannot load: ") + e.what()});
-    return result;
-  }
-}
-
 }  // namespace
 
 bool is_trace_path(std::string_view path) {
@@ -2464,26 +2452,16 @@ bool is_trace_path(std::string_view path) {
 
 LoadResult load_trace_file(const std::string& path, std::span<const ParamOverride> overrides,
                            const LoadLimits& limits) {
-  // A regular file within the bound is mapped, not read: its pages are the page cache's, so a
-  // large trace costs no copy and no zeroed memory. Anything else is read as before (and gets
-  // the same diagnostics).
-  InputFile file;
-  if (file.map(path, limits.max_file_bytes)) {
-    return load_owned(SourceText(std::move(file)), path, overrides, limits);
-  }
-  std::string problem;
-  std::optional<std::string> text = read_text_file(path, limits.max_file_bytes, problem);
-  if (!text) {
-    LoadResult result;
-    result.diagnostics.push_back({path, {}, Severity::ERROR, "cannot read file: " + problem});
-    return result;
-  }
-  return load_owned(SourceText(std::move(*text)), path, overrides, limits);
+  return load_file_with(path, limits.max_file_bytes, [&](SourceText&& text) {
+    return TraceLoader(std::move(text), path, overrides, limits).run();
+  });
 }
 
 LoadResult load_trace_text(std::string_view text, const std::string& path,
                            std::span<const ParamOverride> overrides, const LoadLimits& limits) {
-  return load_owned(SourceText(std::string(text)), path, overrides, limits);
+  return load_text_with(SourceText(std::string(text)), path, [&](SourceText&& owned) {
+    return TraceLoader(std::move(owned), path, overrides, limits).run();
+  });
 }
 
 std::string trace_write_problem(const Scenario& recorded) {
