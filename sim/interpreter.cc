@@ -104,7 +104,7 @@ ProgramFiber::ProgramFiber(const Scenario& scenario, std::span<const Stmt> body,
     if (dim.size_slot >= 0) initial_env_[static_cast<size_t>(dim.size_slot)] = dim.size;
     stride *= dim.size;
   }
-  env_ = initial_env_;
+  live_.env = initial_env_;
   stack_ = stacks_.allocate();
   start_fiber();
 }
@@ -113,14 +113,14 @@ void ProgramFiber::start_fiber() {
   fiber_ = ctx::fiber(std::allocator_arg, OwnedStack(stack_), [this](ctx::fiber&& engine) {
     engine_ = std::move(engine);
 #ifdef LOCKSTEP_ASAN_FIBERS
-    __sanitizer_finish_switch_fiber(nullptr, &engine_stack_bottom_, &engine_stack_size_);
+    __sanitizer_finish_switch_fiber(nullptr, &live_.engine_stack_bottom, &live_.engine_stack_size);
 #endif
     try {
-      if (!cancel_ && run_block(body_)) end_ = State::FINISHED;
+      if (!cancel_ && run_block(body_)) live_.end = State::FINISHED;
     } catch (const ProgramFailure&) {
-      end_ = State::FAILED;
+      live_.end = State::FAILED;
     }
-    ended_ = true;
+    live_.ended = true;
     // Nothing else is caught: no other exception is thrown in the program.
     leave_program();
     return std::move(engine_);
@@ -128,7 +128,7 @@ void ProgramFiber::start_fiber() {
 }
 
 ProgramFiber::~ProgramFiber() {
-  if (!ended_) {
+  if (!live_.ended) {
     // Suspended: let it return from its own frames, with every switch annotated.
     cancel_ = true;
     switch_to_program();
@@ -137,27 +137,27 @@ ProgramFiber::~ProgramFiber() {
 }
 
 void ProgramFiber::restart() {
-  if (state_ == State::NOT_STARTED) {
+  if (live_.state == State::NOT_STARTED) {
     // Never resumed: its environment is still the initial one.
     return;
   }
-  if (!ended_) {
+  if (!live_.ended) {
     cancel_ = true;
     switch_to_program();
     cancel_ = false;
   }
-  std::copy(initial_env_.begin(), initial_env_.end(), env_.begin());
-  saved_.clear();
-  call_depth_ = 0;
-  group_ops_.clear();
-  choose_ = nullptr;
-  branch_ = 0;
-  head_ = 0;
-  queued_ = 0;
-  steps_ahead_ = 0;
-  ended_ = false;
-  end_ = State::FINISHED;
-  state_ = State::NOT_STARTED;
+  std::copy(initial_env_.begin(), initial_env_.end(), live_.env.begin());
+  live_.saved.clear();
+  live_.call_depth = 0;
+  live_.group_ops.clear();
+  live_.choose = nullptr;
+  live_.branch = 0;
+  live_.head = 0;
+  live_.queued = 0;
+  live_.steps_ahead = 0;
+  live_.ended = false;
+  live_.end = State::FINISHED;
+  live_.state = State::NOT_STARTED;
   start_fiber();
 }
 
@@ -195,23 +195,7 @@ size_t ProgramFiber::snapshot_bytes() const {
 }
 
 void ProgramFiber::save(Snapshot& out) const {
-  out.env = env_;
-  out.saved = saved_;
-  out.group_ops = group_ops_;
-  out.queue = queue_;
-  out.failure = failure_;
-  out.choose = choose_;
-  out.fake_stack = fake_stack_;
-  out.engine_stack_bottom = engine_stack_bottom_;
-  out.engine_stack_size = engine_stack_size_;
-  out.call_depth = call_depth_;
-  out.steps_ahead = steps_ahead_;
-  out.head = head_;
-  out.queued = queued_;
-  out.branch = branch_;
-  out.state = state_;
-  out.end = end_;
-  out.ended = ended_;
+  out.live = live_;
   out.context = context_of(fiber_);
   if (out.context == nullptr) {
     out.stack.clear();
@@ -229,23 +213,7 @@ void ProgramFiber::save(Snapshot& out) const {
 
 void ProgramFiber::restore(const Snapshot& in) {
   assert(!cancel_);
-  env_ = in.env;
-  saved_ = in.saved;
-  group_ops_ = in.group_ops;
-  queue_ = in.queue;
-  failure_ = in.failure;
-  choose_ = in.choose;
-  fake_stack_ = in.fake_stack;
-  engine_stack_bottom_ = in.engine_stack_bottom;
-  engine_stack_size_ = in.engine_stack_size;
-  call_depth_ = in.call_depth;
-  steps_ahead_ = in.steps_ahead;
-  head_ = in.head;
-  queued_ = in.queued;
-  branch_ = in.branch;
-  state_ = in.state;
-  end_ = in.end;
-  ended_ = in.ended;
+  live_ = in.live;
 #ifdef LOCKSTEP_ASAN_FIBERS
   // The frames of the state left behind are abandoned with their redzones poisoned, where the
   // restored frames (or a restarted program's) keep their variables: both regions unpoisoned.
@@ -259,14 +227,14 @@ void ProgramFiber::restore(const Snapshot& in) {
 }
 
 void ProgramFiber::advance() {
-  assert(state_ == State::NOT_STARTED || state_ == State::READY);
-  if (state_ == State::READY) ++head_;
-  if (head_ == queued_) {
-    head_ = 0;
-    queued_ = 0;
-    if (!ended_) switch_to_program();  // the program queues more actions, or ends
+  assert(live_.state == State::NOT_STARTED || live_.state == State::READY);
+  if (live_.state == State::READY) ++live_.head;
+  if (live_.head == live_.queued) {
+    live_.head = 0;
+    live_.queued = 0;
+    if (!live_.ended) switch_to_program();  // the program queues more actions, or ends
   }
-  state_ = head_ < queued_ ? State::READY : end_;
+  live_.state = live_.head < live_.queued ? State::READY : live_.end;
 }
 
 void ProgramFiber::switch_to_program() {
@@ -282,9 +250,9 @@ void ProgramFiber::switch_to_program() {
 
 void ProgramFiber::switch_to_engine() {
 #ifdef LOCKSTEP_ASAN_FIBERS
-  __sanitizer_start_switch_fiber(&fake_stack_, engine_stack_bottom_, engine_stack_size_);
+  __sanitizer_start_switch_fiber(&live_.fake_stack, live_.engine_stack_bottom, live_.engine_stack_size);
   engine_ = std::move(engine_).resume();
-  __sanitizer_finish_switch_fiber(fake_stack_, &engine_stack_bottom_, &engine_stack_size_);
+  __sanitizer_finish_switch_fiber(live_.fake_stack, &live_.engine_stack_bottom, &live_.engine_stack_size);
 #else
   engine_ = std::move(engine_).resume();
 #endif
@@ -292,38 +260,38 @@ void ProgramFiber::switch_to_engine() {
 
 // The operation is evaluated in its queue slot, not copied there: this runs once per op.
 bool ProgramFiber::emit_op(const Stmt& stmt) {
-  evaluate_op(stmt, queue_[queued_].op);
+  evaluate_op(stmt, live_.queue[live_.queued].op);
   return emit(Action::OP);
 }
 
 bool ProgramFiber::emit(Action action) {
-  queue_[queued_].action = action;
-  ++queued_;
-  if (action == Action::OP && queued_ < LOOKAHEAD) return true;
+  live_.queue[live_.queued].action = action;
+  ++live_.queued;
+  if (action == Action::OP && live_.queued < LOOKAHEAD) return true;
   return suspend();
 }
 
 bool ProgramFiber::suspend() {
   switch_to_engine();
-  steps_ahead_ = 0;
+  live_.steps_ahead = 0;
   return !cancel_;
 }
 
 void ProgramFiber::leave_program() {
 #ifdef LOCKSTEP_ASAN_FIBERS
   // A null save slot tells ASan this fiber's stack is done with.
-  __sanitizer_start_switch_fiber(nullptr, engine_stack_bottom_, engine_stack_size_);
+  __sanitizer_start_switch_fiber(nullptr, live_.engine_stack_bottom, live_.engine_stack_size);
 #endif
 }
 
 void ProgramFiber::fail(SourceLoc loc, std::string message) {
-  failure_ = Diagnostic{scenario_.path, loc, Severity::ERROR, std::move(message)};
+  live_.failure = Diagnostic{scenario_.path, loc, Severity::ERROR, std::move(message)};
   throw ProgramFailure{};
 }
 
 int64_t ProgramFiber::eval_tree(const Expr& expr) {
   try {
-    return eval_expr(expr, env_);
+    return eval_expr(expr, live_.env);
   } catch (const EvalError& error) {
     fail(error.loc, fmt::format("{} (on rank {})", error.what(), rank_));
   }
@@ -337,8 +305,8 @@ bool ProgramFiber::run_block(std::span<const Stmt> block) {
         if (!emit_op(stmt)) return false;
         break;
       case StmtKind::NCCL_GROUP:
-        group_ops_.clear();
-        for (const Stmt& op : stmt.body) evaluate_op(op, group_ops_.emplace_back());
+        live_.group_ops.clear();
+        for (const Stmt& op : stmt.body) evaluate_op(op, live_.group_ops.emplace_back());
         if (!emit(Action::NCCL_GROUP)) return false;
         break;
       case StmtKind::REPEAT: {
@@ -350,7 +318,7 @@ bool ProgramFiber::run_block(std::span<const Stmt> block) {
                                            "with --max-repeat)", count, limits_.max_repeat, rank_));
         }
         for (int64_t i = 0; i < count; ++i) {
-          if (repeat.var_slot >= 0) env_[static_cast<size_t>(repeat.var_slot)] = i;
+          if (repeat.var_slot >= 0) live_.env[static_cast<size_t>(repeat.var_slot)] = i;
           if (!step_ahead() || !run_block(stmt.body)) return false;
         }
         break;
@@ -370,10 +338,10 @@ bool ProgramFiber::run_block(std::span<const Stmt> block) {
 }
 
 bool ProgramFiber::run_choose(const Stmt& stmt) {
-  choose_ = &stmt;
-  branch_ = 0;
+  live_.choose = &stmt;
+  live_.branch = 0;
   if (!emit(Action::CHOOSE)) return false;
-  return run_block(stmt.branches.at(branch_).body);
+  return run_block(stmt.branches.at(live_.branch).body);
 }
 
 const std::vector<int32_t>& ProgramFiber::written_slots(uint32_t callee) {
@@ -394,26 +362,26 @@ const std::vector<int32_t>& ProgramFiber::written_slots(uint32_t callee) {
 bool ProgramFiber::run_call(const Stmt& stmt) {
   const StmtExtra& call = stmt.extra();
   const Define& define = scenario_.defines.at(call.callee);
-  if (call_depth_ >= limits_.max_call_depth) {
+  if (live_.call_depth >= limits_.max_call_depth) {
     fail(stmt.loc, fmt::format("call of '{}' exceeds the limit of {} nested calls (on rank {}; raise it with "
                                "--max-call-depth)", define.name, limits_.max_call_depth, rank_));
   }
   // The arguments are all evaluated before any is bound (one may read a slot another rebinds,
-  // in a recursive call), onto saved_, followed by the values the call's own writes will
+  // in a recursive call), onto live_.saved, followed by the values the call's own writes will
   // replace: a call may recurse, so its slots are restored after it. No allocation per call.
-  const size_t saved_at = saved_.size();
-  for (const Expr& arg : call.args) saved_.push_back(eval(arg));
+  const size_t saved_at = live_.saved.size();
+  for (const Expr& arg : call.args) live_.saved.push_back(eval(arg));
   const size_t arg_count = call.args.size();
   const std::vector<int32_t>& slots = written_slots(call.callee);
-  for (int32_t slot : slots) saved_.push_back(env_[static_cast<size_t>(slot)]);
+  for (int32_t slot : slots) live_.saved.push_back(live_.env[static_cast<size_t>(slot)]);
   for (size_t i = 0; i < arg_count && i < define.param_slots.size(); ++i) {
-    env_[static_cast<size_t>(define.param_slots[i])] = saved_[saved_at + i];
+    live_.env[static_cast<size_t>(define.param_slots[i])] = live_.saved[saved_at + i];
   }
-  ++call_depth_;
+  ++live_.call_depth;
   if (!run_block(define.body)) return false;
-  --call_depth_;
-  for (size_t j = 0; j < slots.size(); ++j) env_[static_cast<size_t>(slots[j])] = saved_[saved_at + arg_count + j];
-  saved_.resize(saved_at);
+  --live_.call_depth;
+  for (size_t j = 0; j < slots.size(); ++j) live_.env[static_cast<size_t>(slots[j])] = live_.saved[saved_at + arg_count + j];
+  live_.saved.resize(saved_at);
   return true;
 }
 

@@ -80,13 +80,13 @@ class ProgramFiber {
   // reported only when the engine reaches it, as before.
   void advance();
 
-  State state() const { return state_; }
-  Action action() const { return queue_[head_].action; }
-  const OpInstance& pending() const { return queue_[head_].op; }
-  const std::vector<OpInstance>& group_ops() const { return group_ops_; }
-  const Stmt& choose_stmt() const { return *choose_; }
-  void set_branch(uint32_t branch) { branch_ = branch; }
-  const Diagnostic& failure() const { return failure_; }
+  State state() const { return live_.state; }
+  Action action() const { return live_.queue[live_.head].action; }
+  const OpInstance& pending() const { return live_.queue[live_.head].op; }
+  const std::vector<OpInstance>& group_ops() const { return live_.group_ops; }
+  const Stmt& choose_stmt() const { return *live_.choose; }
+  void set_branch(uint32_t branch) { live_.branch = branch; }
+  const Diagnostic& failure() const { return live_.failure; }
 
   // Checkpoints (EngineOptions::checkpoints): everything the program's future depends on, taken
   // while it is not running (not started, suspended or ended): its variables, its queue, and its
@@ -109,7 +109,7 @@ class ProgramFiber {
   void switch_to_engine();
   void leave_program();  // the last switch out of a fiber whose program has ended
   // Queues an action for the engine, and hands the queue over when it is full or the action
-  // needs the engine's answer (CHOOSE) or carries group_ops_ (NCCL_GROUP). False when the
+  // needs the engine's answer (CHOOSE) or carries group_ops() (NCCL_GROUP). False when the
   // engine cancelled the program, which then returns all the way up (cheaper than unwinding by
   // an exception, as the checker drops suspended programs at the end of most executions).
   bool emit_op(const Stmt& stmt);  // evaluates the op into the queue, then emit(OP)
@@ -136,19 +136,12 @@ class ProgramFiber {
   std::span<const Stmt> body_;  // the thread's statements (owned by the scenario)
   EngineLimits limits_;
   std::vector<int64_t> initial_env_;  // the environment at the start of the program
-  std::vector<int64_t> env_;
-  std::vector<int64_t> saved_;  // per call in progress: its arguments, then the values of its
-                                // written slots before it (restored on return)
   std::vector<std::vector<int32_t>> written_;  // per define: written_slots, once computed
   std::vector<bool> written_known_;
   StackPool& stacks_;
   int32_t rank_ = 0;
-  int32_t call_depth_ = 0;
   boost::context::fiber fiber_;   // the program, while suspended
   boost::context::fiber engine_;  // the engine, while the program runs
-  State state_ = State::NOT_STARTED;  // as the engine sees it
-  State end_ = State::FINISHED;       // how the program ended, once ended_
-  bool ended_ = false;                // the program has returned (its fiber is done)
   struct Entry {
     OpInstance op;
     Action action = Action::OP;
@@ -158,42 +151,38 @@ class ProgramFiber {
   // running ahead must never do unbounded work (an empty loop of 10^9 iterations) past a point
   // the engine may never come back to (the thread blocks forever, the execution ends).
   static constexpr uint32_t MAX_STEPS_AHEAD = 64;
-  uint32_t steps_ahead_ = 0;
-  bool step_ahead() { return queued_ == 0 || ++steps_ahead_ < MAX_STEPS_AHEAD || suspend(); }
-  std::array<Entry, LOOKAHEAD> queue_{};  // the actions evaluated ahead: [head_, queued_)
-  uint32_t head_ = 0;
-  uint32_t queued_ = 0;
-  std::vector<OpInstance> group_ops_;
-  const Stmt* choose_ = nullptr;
-  uint32_t branch_ = 0;
-  Diagnostic failure_;
+  bool step_ahead() { return live_.queued == 0 || ++live_.steps_ahead < MAX_STEPS_AHEAD || suspend(); }
+  // Where the program is, apart from its stack: what a checkpoint copies (Snapshot) besides the
+  // used stack. Everything that changes as it runs belongs here.
+  struct Live {
+    std::vector<int64_t> env;
+    std::vector<int64_t> saved;  // per call in progress: its arguments, then the values of its
+                                 // written slots before it (restored on return)
+    int32_t call_depth = 0;
+    State state = State::NOT_STARTED;  // as the engine sees it
+    State end = State::FINISHED;       // how the program ended, once ended
+    bool ended = false;                // the program has returned (its fiber is done)
+    uint32_t steps_ahead = 0;
+    std::array<Entry, LOOKAHEAD> queue{};  // the actions evaluated ahead: [head, queued)
+    uint32_t head = 0;
+    uint32_t queued = 0;
+    std::vector<OpInstance> group_ops;
+    const Stmt* choose = nullptr;
+    uint32_t branch = 0;
+    Diagnostic failure;
+    void* fake_stack = nullptr;  // ASan bookkeeping of the side that switched away
+    const void* engine_stack_bottom = nullptr;
+    size_t engine_stack_size = 0;
+  };
+  Live live_;
   bool cancel_ = false;                  // set when the engine drops a suspended program: it returns
   boost::context::stack_context stack_;  // its own, from construction to destruction
-  void* fake_stack_ = nullptr;           // ASan bookkeeping of the side that switched away
-  const void* engine_stack_bottom_ = nullptr;
-  size_t engine_stack_size_ = 0;
 };
 
 struct ProgramFiber::Snapshot {
-  std::vector<int64_t> env;
-  std::vector<int64_t> saved;
-  std::vector<OpInstance> group_ops;
-  std::array<Entry, LOOKAHEAD> queue{};
-  Diagnostic failure;
-  const Stmt* choose = nullptr;
-  void* fake_stack = nullptr;
-  const void* engine_stack_bottom = nullptr;
-  size_t engine_stack_size = 0;
+  Live live;
   void* context = nullptr;       // the suspended fiber (null: ended)
   std::vector<std::byte> stack;  // [context, top of stack)
-  int32_t call_depth = 0;
-  uint32_t steps_ahead = 0;
-  uint32_t head = 0;
-  uint32_t queued = 0;
-  uint32_t branch = 0;
-  State state = State::NOT_STARTED;
-  State end = State::FINISHED;
-  bool ended = false;
 };
 
 }  // namespace lockstep::sim
