@@ -50,6 +50,9 @@ Backend mpi_backend() {
              {"OMPI_MCA_btl_vader_single_copy_mechanism", "none"},  // containers forbid cross-memory attach
              {"OMPI_MCA_rmaps_base_oversubscribe", "1"},
              {"OMPI_MCA_mpi_yield_when_idle", "1"},  // ranks may outnumber cores
+             // Its session directory in this replay's own: mpiruns started together under one
+             // TMPDIR race to create the shared ompi.HOST.UID ("File exists", the run fails).
+             {"OMPI_MCA_orte_tmpdir_base", dir},
              {"ASAN_OPTIONS", "detect_leaks=0"}};     // leaks inside OpenMPI are not ours
     return l;
   };
