@@ -22,10 +22,41 @@ DfsStrategy::DfsStrategy(std::vector<uint32_t> prefix) : frozen_(prefix.size()) 
   }
 }
 
-bool DfsStrategy::expands(const Frame& f) { return (f.seen & (SEEN_ABORT | seen_new_option(f.lazy_rank))) != 0; }
+void DfsStrategy::widen(Frame& f, uint64_t index, const sim::Cause& cause) {
+  if (f.all) return;
+  // The event's causal past after the point starts with options at the point (everything
+  // enabled there without a choice ran before it): of the ranks whose steps after the point it
+  // follows. Those ranks' options at the point hold the race's initials.
+  bool any = false;
+  for (size_t i = 0; i < cause.size(); ++i) {
+    if (cause.position(i) <= 2 * index + 1) continue;
+    const int32_t rank = cause.rank(i);
+    const bool offered = std::any_of(f.options.begin(), f.options.end(), [&](const sim::Option& o) { return o.rank == rank; });
+    if (!offered) continue;
+    any = true;
+    const auto it = std::lower_bound(f.ranks.begin(), f.ranks.end(), rank);
+    if (it == f.ranks.end() || *it != rank) f.ranks.insert(it, rank);
+  }
+  // None known (the cause's steps after the point are not known): every option.
+  if (!any) f.all = true;
+}
 
-void DfsStrategy::new_option(int32_t rank) {
-  if (lazy_) report(seen_new_option(rank));
+void DfsStrategy::new_option(int32_t rank, const sim::Cause& cause) {
+  if (!lazy_ || depth_ == 0) return;
+  stack_[depth_ - 1].future |= seen_new_option(rank);
+  // A race with each lazy point on the path where `rank` acted and whose step the event does
+  // not follow (the rank's steps are never run first there: it could have had this option),
+  // deepest first; once the event follows one, it follows every earlier step of the rank too.
+  // Where another rank acted (a rank a race added), the new option races with that rank's
+  // step no more than it would elsewhere.
+  for (auto it = lazy_path_.rbegin(); it != lazy_path_.rend(); ++it) {
+    const uint32_t index = *it;
+    if (index >= depth_) continue;
+    Frame& f = stack_[index];
+    if (f.options[f.chosen].rank != rank) continue;
+    if (cause.follows(rank, index)) break;
+    widen(f, index, cause);
+  }
 }
 
 uint64_t DfsStrategy::resume_depth() const {
@@ -36,6 +67,12 @@ uint64_t DfsStrategy::resume_depth() const {
 bool DfsStrategy::revisits(uint64_t index) const {
   if (index < frozen_ || index >= stack_.size()) return false;
   const Frame& f = stack_[index];
+  if (f.lazy_rank >= 0) {  // any other option not run yet (races may still add it)
+    for (uint32_t i = 0; i < f.count; ++i) {
+      if (i != f.chosen && f.done[i] == 0) return true;
+    }
+    return false;
+  }
   return f.chosen + 1 < f.count;  // may yet be skipped (asleep, lazy); never needed if not
 }
 
@@ -54,7 +91,8 @@ void DfsStrategy::descend(const Frame& f) {
     if (sim::independent(x, taken)) pending_.push_back(x);
   }
   const size_t kept = pending_.size();
-  for (uint32_t i = 0; i < f.chosen; ++i) {
+  for (uint32_t i = 0; i < f.count; ++i) {
+    if (i == f.chosen || !explored(f, i)) continue;
     const sim::Option& x = f.options[i];
     if (sim::independent(x, taken) && !asleep(f.sleep, x)) pending_.push_back(x);
   }
@@ -121,7 +159,11 @@ size_t DfsStrategy::choose(const sim::ChoicePoint& point) {
   if (sleep_sets_ || lazy_) f.options.assign(point.options.begin(), point.options.end());
   if (lazy_) {
     // Lazy only while the first option taken is the lazy rank's (all of its asleep: every one).
-    if (point.lazy_rank >= 0 && point.options[first].rank == point.lazy_rank) f.lazy_rank = point.lazy_rank;
+    if (point.lazy_rank >= 0 && point.options[first].rank == point.lazy_rank) {
+      f.lazy_rank = point.lazy_rank;
+      f.done.assign(count, 0);
+      lazy_path_.push_back(static_cast<uint32_t>(stack_.size() - 1));
+    }
     f.state = point.state;
   }
   if (sleep_sets_) {
@@ -137,36 +179,55 @@ bool DfsStrategy::next() {
   // Choice points below depth_ were not reached this time (cannot happen with a deterministic
   // engine, but keep the stack exact).
   stack_.resize(std::max(depth_, frozen_));
+  while (!lazy_path_.empty() && lazy_path_.back() >= stack_.size()) lazy_path_.pop_back();
   depth_ = 0;
   pending_.clear();
   while (stack_.size() > frozen_) {
     Frame& f = stack_.back();
     uint32_t n = f.chosen + 1;
-    if (sleep_sets_) {
+    if (f.lazy_rank >= 0) {
+      n = next_lazy(f);
+    } else if (sleep_sets_) {
       while (n < f.count && asleep(f.sleep, f.options[n])) ++n;
-    }
-    if (n < f.count && f.lazy_rank >= 0 && f.options[n].rank != f.lazy_rank) {
-      // The lazy rank's options are done: the other ranks' are needed only if a step below
-      // gave the lazy rank a new option (or may have aborted a rank).
-      if (expands(f)) {
-        f.lazy_rank = -1;
-      } else {
-        ++lazy_kept_;
-        n = f.count;
-      }
     }
     if (n < f.count) {
       f.chosen = n;
       return true;
     }
     // Done: what the subtree reported belongs to the state's future and to the point above.
-    if (f.seen != 0) {
-      if (cache_ != nullptr && f.state != 0) cache_->add_seen(f.state, f.seen);
-      if (stack_.size() >= 2) stack_[stack_.size() - 2].seen |= f.seen;
+    if (f.future != 0) {
+      if (cache_ != nullptr && f.state != 0) cache_->add_seen(f.state, f.future);
+      if (stack_.size() >= 2) {
+        Frame& up = stack_[stack_.size() - 2];
+        up.seen |= f.seen;
+        up.future |= f.future;
+      }
     }
+    if (!lazy_path_.empty() && lazy_path_.back() == stack_.size() - 1) lazy_path_.pop_back();
     stack_.pop_back();
   }
   return false;
+}
+
+uint32_t DfsStrategy::next_lazy(Frame& f) {
+  f.done[f.chosen] = 1;
+  // The lazy rank's options first (they come first), then, lowest first, those of the ranks
+  // that races added (a race found below an added option may add a rank listed before it), or
+  // every option once a race had no known initial, a step may have aborted a rank, or a stored
+  // future met again reported one of the ranks that act here.
+  uint64_t acted = SEEN_ABORT | seen_new_option(f.lazy_rank);
+  for (const int32_t rank : f.ranks) acted |= seen_new_option(rank);
+  const bool all = f.all || (f.seen & acted) != 0;
+  bool kept = false;
+  for (uint32_t i = 0; i < f.count; ++i) {
+    if (f.done[i] != 0) continue;
+    const sim::Option& o = f.options[i];
+    if (sleep_sets_ && asleep(f.sleep, o)) continue;
+    if (o.rank == f.lazy_rank || all || std::binary_search(f.ranks.begin(), f.ranks.end(), o.rank)) return i;
+    kept = true;
+  }
+  if (kept) ++lazy_kept_;
+  return f.count;
 }
 
 std::vector<uint32_t> DfsStrategy::schedule() const {

@@ -72,19 +72,22 @@ class DfsStrategy final : public sim::Strategy {
   // asleep, or a forced step that is asleep, ends the execution (PRUNE).
   void use_sleep_sets(bool on) { sleep_sets_ = on; }
   // Dynamic source sets (dpor, with sim::EngineOptions::lazy_points): at a point with a lazy
-  // rank, only that rank's options are explored, and the others too once a step below the
-  // point, in any execution of its subtree (or in the stored future of a state the subtree met
-  // again), gave that rank a new option or may have aborted a rank (docs/semantics.md).
+  // rank, that rank's options are explored first; an event below the point, in any execution of
+  // its subtree, that gives the rank that acted at the point a new option and does not happen
+  // after its step there is a race, and adds the options at the point of the ranks whose steps
+  // after it the event follows (the race's initials are among them), or every option when there
+  // are none. A step that may abort a rank, and the stored future of a state the subtree met
+  // again, add every option (docs/semantics.md).
   void use_lazy_points(bool on) { lazy_ = on; }
 
   size_t choose(const sim::ChoicePoint& point) override;
   bool forced(const sim::Option& option) override;
-  void new_option(int32_t rank) override;
+  void new_option(int32_t rank, const sim::Cause& cause) override;
   uint64_t resume_depth() const override;
   bool revisits(uint64_t index) const override;
   void resumed(uint64_t index) override;
 
-  // Points explored lazily that stayed so (their other ranks' options never run), so far.
+  // Points explored lazily where some option awake was never run, so far.
   uint64_t lazy_kept() const { return lazy_kept_; }
 
   // Moves to the next unexplored execution; false when every execution has been run.
@@ -100,11 +103,22 @@ class DfsStrategy final : public sim::Strategy {
     std::vector<sim::Option> options;  // sleep sets or lazy points: what the point offered
     SleepSet sleep;                    // sleep sets only: asleep on arrival
     // Lazy points: the rank explored first, whose options come first (the engine sorts options
-    // by rank; -1: every option from the start), the point's fingerprint, and what the steps
-    // after it reported in its subtree so far (a seen mask).
+    // by rank; -1: every option, in order), the point's fingerprint, and what the events after
+    // it reported in its subtree so far.
     int32_t lazy_rank = -1;
     uint64_t state = 0;
+    // Races with every point of their rank above (a seen mask): steps that may abort, stored
+    // futures met again (their causes are not kept).
     uint64_t seen = 0;
+    // Every report of the subtree, as a seen mask: the state's future that the cache keeps (on
+    // another path the causes differ, so a visit that meets it again takes all as races).
+    uint64_t future = 0;
+    // Lazy points: the options run so far (they may run out of order, as races add ranks), every
+    // option needed (a race with no known initial), and the other ranks whose options races
+    // added (sorted).
+    std::vector<uint8_t> done;
+    bool all = false;
+    std::vector<int32_t> ranks;
   };
   // What a step below a point reports, as a mask: bit r % 63 for "rank r may have a new
   // option" (ranks sharing a bit only expand more), bit 63 for a step that may abort its rank.
@@ -112,16 +126,24 @@ class DfsStrategy final : public sim::Strategy {
   static uint64_t seen_new_option(int32_t rank) { return uint64_t{1} << (static_cast<uint32_t>(rank) % 63); }
   // Records `seen` for the frame whose choice came last (nothing before the first point).
   void report(uint64_t seen) {
-    if (depth_ > 0) stack_[depth_ - 1].seen |= seen;
+    if (depth_ > 0) {
+      stack_[depth_ - 1].seen |= seen;
+      stack_[depth_ - 1].future |= seen;
+    }
   }
+  // A race at the lazy frame `f` (point `index`) with an event that follows `cause`.
+  static void widen(Frame& f, uint64_t index, const sim::Cause& cause);
+  // Whether option i of `f` ran before its current choice (its subtree is explored).
+  static bool explored(const Frame& f, uint32_t i) { return f.lazy_rank >= 0 ? f.done[i] != 0 : i < f.chosen; }
   // The sleep set below frame `f` after its current choice.
   void descend(const Frame& f);
   // Drops from pending_ what `taken` does not commute with; false when `taken` is asleep.
   bool take(const sim::Option& taken);
-  // Whether a lazy frame's subtree reported what makes its other ranks' options needed.
-  static bool expands(const Frame& f);
+  // A lazy frame's next option to run (count: none).
+  uint32_t next_lazy(Frame& f);
 
   std::vector<Frame> stack_;
+  std::vector<uint32_t> lazy_path_;  // the indices of stack_'s lazy frames, in order
   size_t depth_ = 0;
   size_t frozen_ = 0;  // the first frozen_ frames are the fixed prefix
   bool ran_ = false;   // next() was called: stack_ describes the last execution

@@ -353,8 +353,48 @@ TEST_CASE("dynamic source sets: a lazy point explores its other ranks only after
     DfsStrategy dfs;
     dfs.use_lazy_points(true);
     CHECK(dfs.choose(point(lazy_point, 0, 0)) == 0);
-    dfs.new_option(2);  // another rank's new option is no race with rank 0's
+    dfs.new_option(2, sim::Cause{});  // another rank's new option is no race with rank 0's
     CHECK_FALSE(dfs.next());
+    CHECK(dfs.lazy_kept() == 1);
+  }
+  SUBCASE("a new option caused after the lazy rank's step is no race; one caused before it is") {
+    // Positions (sim::Cause): 1 is rank 0's choice at point 0, 3 its choice at point 1, which
+    // follows the first (one rank's steps never commute); no entry: neither.
+    for (const std::vector<uint32_t>& entries :
+         {std::vector<uint32_t>{0, 1}, std::vector<uint32_t>{0, 3}, std::vector<uint32_t>{}}) {
+      DfsStrategy dfs;
+      dfs.use_lazy_points(true);
+      const std::vector<sim::Option> rank0_point{thread(0, 0), thread(0, 1)};
+      CHECK(dfs.choose(point(lazy_point, 0, 0)) == 0);
+      CHECK(dfs.choose(point(rank0_point, 0, -1)) == 0);
+      dfs.new_option(0, sim::Cause{entries});
+      REQUIRE(dfs.next());  // rank 0's second option at the point below
+      CHECK(dfs.choose(point(lazy_point, 0, 0)) == 0);
+      CHECK(dfs.choose(point(rank0_point, 0, -1)) == 1);
+      if (!entries.empty()) {
+        CHECK_FALSE(dfs.next());
+        CHECK(dfs.lazy_kept() == 1);
+      } else {
+        REQUIRE(dfs.next());
+        CHECK(dfs.choose(point(lazy_point, 0, 0)) == 1);
+      }
+    }
+  }
+  SUBCASE("a race adds the options of the ranks whose later steps it follows, not every rank's") {
+    const std::vector<sim::Option> wide{thread(0, 0), thread(2, 0), thread(3, 0)};
+    const std::vector<sim::Option> below{thread(2, 0), thread(3, 0)};
+    DfsStrategy dfs;
+    dfs.use_lazy_points(true);
+    CHECK(dfs.choose(point(wide, 0, 0)) == 0);
+    CHECK(dfs.choose(point(below, 0, -1)) == 0);  // rank 2 steps at point 1: position 3
+    const std::vector<uint32_t> after_rank2{2, 3};
+    dfs.new_option(0, sim::Cause{after_rank2});  // a race with rank 0's step; rank 2 led to it
+    REQUIRE(dfs.next());
+    CHECK(dfs.choose(point(wide, 0, 0)) == 0);
+    CHECK(dfs.choose(point(below, 0, -1)) == 1);
+    REQUIRE(dfs.next());
+    CHECK(dfs.choose(point(wide, 0, 0)) == 1);  // rank 2's option at the lazy point
+    CHECK_FALSE(dfs.next());                     // never rank 3's
     CHECK(dfs.lazy_kept() == 1);
   }
   SUBCASE("the lazy rank got a new option, or a step may abort: rank 2's option runs too") {
@@ -367,7 +407,7 @@ TEST_CASE("dynamic source sets: a lazy point explores its other ranks only after
         step.may_abort = true;
         CHECK(dfs.forced(step));
       } else {
-        dfs.new_option(0);
+        dfs.new_option(0, sim::Cause{});
       }
       REQUIRE(dfs.next());
       CHECK(dfs.choose(point(lazy_point, 0, 0)) == 1);
@@ -391,7 +431,7 @@ TEST_CASE("dynamic source sets: a lazy point explores its other ranks only after
     REQUIRE(dfs.next());  // rank 1's second option, below the lazy point
     CHECK(dfs.choose(point(lazy_point, 10, 0)) == 0);
     CHECK(dfs.choose(point(rank1_point, 20, -1)) == 1);
-    dfs.new_option(0);  // the race: reported at the deeper point, passed up when it is done
+    dfs.new_option(0, sim::Cause{});  // the race: reported at the deeper point, passed up when it is done
     REQUIRE(dfs.next());
     CHECK(dfs.choose(point(lazy_point, 10, 0)) == 1);
     CHECK(dfs.choose(point(rank1_point, 20, -1)) == sim::Strategy::PRUNE);  // met again

@@ -25,7 +25,7 @@ class RecordingStrategy final : public sim::Strategy {
   explicit RecordingStrategy(sim::Strategy& inner) : inner_(inner) {}
   size_t choose(const sim::ChoicePoint& point) override;
   bool forced(const sim::Option& option) override { return inner_.forced(option); }
-  void new_option(int32_t rank) override { inner_.new_option(rank); }
+  void new_option(int32_t rank, const sim::Cause& cause) override { inner_.new_option(rank, cause); }
   uint64_t resume_depth() const override { return inner_.resume_depth(); }
   bool revisits(uint64_t index) const override { return inner_.revisits(index); }
   // The choices are kept from one execution to the next up to the point it starts at (one per

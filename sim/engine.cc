@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <deque>
 #include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -279,6 +280,7 @@ struct Thread {
   uint32_t local = 0;              // index among its rank's threads
   uint64_t position = 0;           // a hash of its path through its program: the actions it
                                    // took and the branches it chose (state fingerprints)
+  uint32_t vclock = 0;             // the choices its next step happens after (ExecState::vclocks)
 };
 
 // A rank's threads: consecutive global thread indices (the engine makes them rank by rank).
@@ -628,6 +630,15 @@ struct ExecState {
     bool valid = false;
   };
   std::vector<KernelHash> kernel_hashes;  // by kernel
+  // Vector clocks (EngineOptions::lazy_points; docs/semantics.md, "Dynamic source sets"): the
+  // steps a thread's next step or a kernel happens after, as each rank's latest step taken at
+  // quiescence, by its position among the choice points (sim::Cause), so that the strategy can
+  // tell a race from a new option that the lazy rank's own step caused, and which ranks' steps
+  // led to it. Immutable, in one arena: a clock is an offset into it, holding n, then n (rank,
+  // position) pairs by rank; 0 is the empty clock (no step known).
+  // Every happens-before edge they hold is real; initialisation (before any choice) is left out.
+  std::vector<uint32_t> vclocks;
+  std::vector<uint32_t> kernel_vclocks;  // by kernel; past the end: 0
   ExecutionResult result;
   bool stopped = false;
   uint64_t ops_issued = 0;
@@ -641,22 +652,23 @@ struct Engine::Impl : ExecState {
   std::vector<std::vector<int32_t>> member_pos;  // per group: rank -> position in its comm, -1
   std::vector<uint32_t> comm_base;               // per group: id of its first communicator
   uint32_t comm_count = 0;
-  // Stream and handle names, interned: ids are what streams, handles and state fingerprints hold,
-  // so that no execution builds or hashes a string. Kept across executions.
-  std::deque<std::string> names;                             // by id; stable addresses
-  std::unordered_map<std::string_view, uint32_t> name_ids;   // views into `names`
-  std::vector<uint32_t> group_stream_name;                   // per group: "comm:GROUP"
+  // Stream and handle names, interned: ids are what streams, handles and state fingerprints
+  // hold, so that no execution builds or hashes a string. Kept across executions.
+  std::deque<std::string> names;                            // by id; stable addresses
+  std::unordered_map<std::string_view, uint32_t> name_ids;  // views into `names`
+  std::vector<uint32_t> group_stream_name;                  // per group: "comm:GROUP"
   std::unordered_map<uint64_t, uint32_t> pair_stream_names;  // p2p_key(group, a, b): "comm:G:p2p:a-b"
 
   Strategy* strategy = nullptr;
+  std::vector<uint32_t> vclock_buf;  // scratch of the vector clocks' joins
   std::vector<std::unique_ptr<ProgramFiber>> fibers;  // by thread
   std::vector<std::string> thread_names;               // by thread
   // Rank::running_comm is read only under comm_concurrency and by state fingerprints: kept only
   // then, so that completing a collective's kernels does not read every member's Rank.
   const bool count_comm;
   std::vector<bool> threads_may_exit;  // per rank: several threads, one of which can exit/crash
-  // The event log by level: null unless the log is on at that level or finer, so that each hook in
-  // the engine costs one pointer test when logging is off.
+  // The event log by level: null unless the log is on at that level or finer, so that each
+  // hook in the engine costs one pointer test when logging is off.
   EventLog* log_warn = nullptr;
   EventLog* log_info = nullptr;
   EventLog* log_debug = nullptr;
@@ -770,6 +782,7 @@ struct Engine::Impl : ExecState {
       thread.waits.clear();
       thread.clock_ns = 0;
       thread.position = 0;
+      thread.vclock = 0;
     }
     const size_t group_count = sc.groups.size();
     for (Rank& rank : ranks) {
@@ -804,6 +817,8 @@ struct Engine::Impl : ExecState {
     dirty_flag.assign(static_cast<size_t>(sc.world), false);
     live_kernels.clear();
     timed_out.clear();
+    vclocks.assign(1, 0);
+    kernel_vclocks.clear();
     result = ExecutionResult{};
     stopped = false;
     ops_issued = 0;
@@ -958,7 +973,8 @@ struct Engine::Impl : ExecState {
     size_t bytes = kernels.size() * (sizeof(Kernel) + sizeof(KernelHash) + sizeof(uint32_t)) +
                    dep_pool.size() * sizeof(uint32_t) + ranks.size() * sizeof(Rank) +
                    threads.size() * (sizeof(Thread) + sizeof(ProgramFiber::Snapshot)) +
-                   rank_groups.size() * sizeof(RankGroup) + comms.size() * sizeof(Comm);
+                   rank_groups.size() * sizeof(RankGroup) + comms.size() * sizeof(Comm) +
+                   (vclocks.size() + kernel_vclocks.size()) * sizeof(uint32_t);
     for (const auto& fiber : fibers) bytes += fiber->snapshot_bytes();
     return bytes;
   }
@@ -1009,9 +1025,101 @@ struct Engine::Impl : ExecState {
     return sc.semantics.comm_concurrency == 0 || sc.semantics.launch_order_implicit || ranks[r].running_comm == 0;
   }
 
-  // EngineOptions::lazy_points: rank r may have a new option (Strategy::new_option).
-  void note_new_option(uint32_t r) {
-    if (options.lazy_points) strategy->new_option(static_cast<int32_t>(r));
+  // EngineOptions::lazy_points: rank r may have a new option, caused by an event that happens
+  // after the steps in `vclock` (Strategy::new_option).
+  void note_new_option(uint32_t r, uint32_t vclock) {
+    if (options.lazy_points) strategy->new_option(static_cast<int32_t>(r), vclock_cause(vclock));
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Vector clocks (ExecState::vclocks), kept only under lazy_points.
+
+  static constexpr size_t MAX_VCLOCK_WORDS = size_t{1} << 24;  // 64 MiB; past it, joins forget
+
+  uint32_t kernel_vclock(uint32_t k) const { return k < kernel_vclocks.size() ? kernel_vclocks[k] : 0; }
+  void set_kernel_vclock(uint32_t k, uint32_t vclock) {
+    if (k >= kernel_vclocks.size()) {
+      if (vclock == 0) return;
+      kernel_vclocks.resize(k + 1, 0);
+    }
+    kernel_vclocks[k] = vclock;
+  }
+
+  Cause vclock_cause(uint32_t vclock) const {
+    return Cause{std::span<const uint32_t>(vclocks.data() + vclock + 1, 2 * size_t{vclocks[vclock]})};
+  }
+
+  // A clock holding the pairs of vclock_buf (sorted by rank, one per rank), or `same` when it
+  // holds exactly those. Past MAX_VCLOCK_WORDS, the empty clock: forgetting an edge is safe
+  // (the strategy counts more races), running out of memory is not.
+  uint32_t vclock_make(uint32_t same) {
+    const uint32_t n = vclocks[same];
+    if (n * 2 == vclock_buf.size() &&
+        std::equal(vclock_buf.begin(), vclock_buf.end(), vclocks.begin() + same + 1)) {
+      return same;
+    }
+    if (vclocks.size() + vclock_buf.size() + 1 > MAX_VCLOCK_WORDS) return 0;
+    const uint32_t made = static_cast<uint32_t>(vclocks.size());
+    vclocks.push_back(static_cast<uint32_t>(vclock_buf.size() / 2));
+    vclocks.insert(vclocks.end(), vclock_buf.begin(), vclock_buf.end());
+    return made;
+  }
+
+  // Every choice either clock happens after.
+  uint32_t vclock_join(uint32_t a, uint32_t b) {
+    if (a == b || b == 0) return a;
+    if (a == 0) return b;
+    vclock_buf.clear();
+    const uint32_t na = vclocks[a];
+    const uint32_t nb = vclocks[b];
+    uint32_t i = 0;
+    uint32_t j = 0;
+    while (i < na || j < nb) {
+      const uint32_t ra = i < na ? vclocks[a + 1 + 2 * i] : UINT32_MAX;
+      const uint32_t rb = j < nb ? vclocks[b + 1 + 2 * j] : UINT32_MAX;
+      if (ra < rb) {
+        vclock_buf.insert(vclock_buf.end(), {ra, vclocks[a + 2 + 2 * i]});
+        ++i;
+      } else if (rb < ra) {
+        vclock_buf.insert(vclock_buf.end(), {rb, vclocks[b + 2 + 2 * j]});
+        ++j;
+      } else {
+        vclock_buf.insert(vclock_buf.end(), {ra, std::max(vclocks[a + 2 + 2 * i], vclocks[b + 2 + 2 * j])});
+        ++i;
+        ++j;
+      }
+    }
+    if (vclock_buf.size() == 2 * nb && std::equal(vclock_buf.begin(), vclock_buf.end(), vclocks.begin() + b + 1)) {
+      return b;
+    }
+    return vclock_make(a);
+  }
+
+  // Gives every kernel of a rendezvous (a collective's members, new_group's calls) the join of
+  // their clocks.
+  void join_vclocks(const std::vector<int32_t>& members) {
+    uint32_t vclock = 0;
+    for (const int32_t k : members) vclock = vclock_join(vclock, kernel_vclock(static_cast<uint32_t>(k)));
+    if (vclock == 0) return;
+    for (const int32_t k : members) set_kernel_vclock(static_cast<uint32_t>(k), vclock);
+  }
+
+  // `vclock` and rank r's step at `position` (Cause: r's latest, positions only grow).
+  uint32_t vclock_with(uint32_t vclock, uint32_t r, uint32_t position) {
+    vclock_buf.clear();
+    const uint32_t n = vclocks[vclock];
+    bool placed = false;
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t rank = vclocks[vclock + 1 + 2 * i];
+      if (!placed && rank >= r) {
+        vclock_buf.insert(vclock_buf.end(), {r, position});
+        placed = true;
+        if (rank == r) continue;
+      }
+      vclock_buf.insert(vclock_buf.end(), {rank, vclocks[vclock + 2 + 2 * i]});
+    }
+    if (!placed) vclock_buf.insert(vclock_buf.end(), {r, position});
+    return vclock_make(vclock);
   }
 
   // At quiescence: every option that needs a choice, then the strategy's pick.
@@ -1074,13 +1182,30 @@ struct Engine::Impl : ExecState {
 
   // Asks the strategy at the quiescent point whose options are options_buf, and applies its pick.
   bool decide(uint64_t fingerprint, int32_t lazy_rank) {
+    // Under lazy_points, what acts now happens after this step of its rank (vector clocks), at
+    // its position among the choice points (Cause): 2i+1 for a choice at point i, 2i for a
+    // step with no choice before point i.
+    const uint64_t position = 2 * result.choice_points + (options_buf.size() > 1 ? 1 : 0);
+    const bool mark = options.lazy_points && position < UINT32_MAX;
     const size_t pick = ask(options_buf, fingerprint, lazy_rank, true);
     if (pick == Strategy::PRUNE) return false;
     const Option chosen = options_buf[pick];
+    const uint32_t r = static_cast<uint32_t>(chosen.rank);
+    const uint32_t at = static_cast<uint32_t>(position);
     switch (chosen.kind) {
-      case ChoiceKind::THREAD: step_thread(static_cast<uint32_t>(chosen.detail)); break;
-      case ChoiceKind::MATCH: apply_wildcard(chosen); break;
-      case ChoiceKind::START: start_kernel(static_cast<uint32_t>(chosen.detail)); break;
+      case ChoiceKind::THREAD: {
+        const uint32_t t = static_cast<uint32_t>(chosen.detail);
+        if (mark) threads[t].vclock = vclock_with(threads[t].vclock, r, at);
+        step_thread(t);
+        break;
+      }
+      case ChoiceKind::MATCH: apply_wildcard(chosen, mark ? std::optional<uint32_t>(at) : std::nullopt); break;
+      case ChoiceKind::START: {
+        const uint32_t k = static_cast<uint32_t>(chosen.detail);
+        if (mark) set_kernel_vclock(k, vclock_with(kernel_vclock(k), r, at));
+        start_kernel(k);
+        break;
+      }
       case ChoiceKind::BRANCH: assert(false); break;
     }
     return true;
@@ -1382,10 +1507,13 @@ struct Engine::Impl : ExecState {
       if (kernels[k].state != KernelState::DONE) return false;
       thread.clock_ns = std::max(thread.clock_ns, kernels[k].end_ns);
     }
+    if (options.lazy_points) {
+      for (uint32_t k : thread.waits) thread.vclock = vclock_join(thread.vclock, kernel_vclock(k));
+    }
     thread.waits.clear();
     if (!thread.ending) {
       thread.state = ThreadState::RUNNABLE;
-      note_new_option(thread.rank);
+      note_new_option(thread.rank, thread.vclock);
       return true;
     }
     thread.state = ThreadState::DONE;
@@ -1524,6 +1652,7 @@ struct Engine::Impl : ExecState {
     kernel.kind = op.kind;
     if (op.kind == OpKind::COMPUTE) kernel.run.duration_ns = op.duration_ns;
     kernel.issue_ns = thread.clock_ns;
+    if (thread.vclock != 0) set_kernel_vclock(k, thread.vclock);
     track_live(k);
     // Communication ops and new_group are logged once their sequence number is known.
     if (log_info != nullptr) [[unlikely]] {
@@ -1868,6 +1997,7 @@ struct Engine::Impl : ExecState {
     if (slot.running == static_cast<uint32_t>(sc.world) && !slot.mismatched) {
       int64_t end = 0;
       for (int32_t other : slot.kernels) end = std::max(end, kernels[static_cast<size_t>(other)].start_ns);
+      if (options.lazy_points) join_vclocks(slot.kernels);
       for (int32_t other : slot.kernels) complete(static_cast<uint32_t>(other), end);
     }
     block_thread(t);
@@ -1948,7 +2078,8 @@ struct Engine::Impl : ExecState {
     }
   }
 
-  void apply_wildcard(const Option& option) {
+  // `position`: the step's position for the vector clocks (decide), if kept.
+  void apply_wildcard(const Option& option, std::optional<uint32_t> position) {
     const uint32_t group = static_cast<uint32_t>(option.thread);
     const uint32_t dst = static_cast<uint32_t>(option.rank);
     const uint32_t src = static_cast<uint32_t>(option.detail);
@@ -1959,6 +2090,7 @@ struct Engine::Impl : ExecState {
     receives.pop_front();
     sends.pop_front();
     ++result.events;
+    if (position) set_kernel_vclock(recv, vclock_with(kernel_vclock(recv), dst, *position));
     pair_p2p(send, recv);
     match_receives(group, dst);
     mark_dirty(dst);
@@ -2071,6 +2203,15 @@ struct Engine::Impl : ExecState {
     kernel.start_ns = ready_time(k, &kernel.start_cause);
     kernel.state = KernelState::RUNNING;
     ++result.events;
+    if (options.lazy_points) {
+      // Its start happens after the end of the kernel before it on its stream, and of its
+      // dependencies.
+      uint32_t vclock = kernel_vclock(k);
+      const uint32_t before = rank.head(kernel.stream).before_head;
+      if (before != NO_INDEX) vclock = vclock_join(vclock, kernel_vclock(before));
+      for (uint32_t i = 0; i < kernel.dep_count; ++i) vclock = vclock_join(vclock, kernel_vclock(dep(kernel, i)));
+      set_kernel_vclock(k, vclock);
+    }
     if (kernel.comm) {
       if (count_comm) ++rank.running_comm;
       // launch_order is kept only under comm_concurrency: testing that first spares a wave the
@@ -2087,6 +2228,7 @@ struct Engine::Impl : ExecState {
         kernels[child].start_ns = kernel.start_ns;
         kernels[child].start_cause = kernel.start_cause;
         kernels[child].state = KernelState::RUNNING;
+        if (options.lazy_points) set_kernel_vclock(child, vclock_join(kernel_vclock(child), kernel_vclock(k)));
         if (log_debug != nullptr) [[unlikely]] log_kernel(child, "start", kernel.start_ns);
         on_running(child);
         if (stopped) return;
@@ -2116,8 +2258,8 @@ struct Engine::Impl : ExecState {
       if (++slot.running == slot.kernels.size() && !slot.mismatched) complete_collective(ref.comm, ref.seq);
     } else if (!kernel.has_children) {
       // A send, or a wildcard receive, may now be matched by a wildcard choice.
-      if (kernel.kind == OpKind::SEND) note_new_option(static_cast<uint32_t>(kernel.op.peer));
-      else if (kernel.op.peer < 0) note_new_option(kernel.rank);
+      if (kernel.kind == OpKind::SEND) note_new_option(static_cast<uint32_t>(kernel.op.peer), kernel_vclock(k));
+      else if (kernel.op.peer < 0) note_new_option(kernel.rank, kernel_vclock(k));
       try_complete_p2p(k);
     }
   }
@@ -2148,6 +2290,13 @@ struct Engine::Impl : ExecState {
       if (kernels[child].state != KernelState::DONE) return;
       end = std::max(end, kernels[child].end_ns);
     }
+    if (options.lazy_points) {
+      uint32_t vclock = kernel_vclock(composite);
+      for (uint32_t child = first; child < first + group.child_count; ++child) {
+        vclock = vclock_join(vclock, kernel_vclock(child));
+      }
+      set_kernel_vclock(composite, vclock);
+    }
     complete(composite, end);
   }
 
@@ -2166,6 +2315,7 @@ struct Engine::Impl : ExecState {
     // Members' kernels are prefetched a few ahead: on a large communicator they are scattered
     // lines no longer in the cache (prefetch_progress). Their Ranks are not read (count_comm).
     constexpr size_t AHEAD = 8;
+    if (options.lazy_points) join_vclocks(slot.kernels);  // each end follows every start
     for (size_t i = 0; i < size; ++i) {
       if (i + AHEAD < size) prefetch(&kernels[static_cast<size_t>(slot.kernels[i + AHEAD])]);
       const int32_t k = slot.kernels[i];
@@ -2195,11 +2345,18 @@ struct Engine::Impl : ExecState {
     if (is_eager(s)) {
       if (s.state == KernelState::RUNNING) complete(send, s.start_ns + cost);
       if (r.state == KernelState::RUNNING && s.start_ns >= 0 && s.state != KernelState::ABORTED) {
+        // The receive's end happens after the send (an eager send's end, not after the receive).
+        if (options.lazy_points) set_kernel_vclock(recv, vclock_join(kernel_vclock(recv), kernel_vclock(send)));
         complete(recv, std::max(r.start_ns, s.start_ns + cost));
       }
       return;
     }
     if (s.state == KernelState::RUNNING && r.state == KernelState::RUNNING) {
+      if (options.lazy_points) {
+        const uint32_t vclock = vclock_join(kernel_vclock(send), kernel_vclock(recv));
+        set_kernel_vclock(send, vclock);
+        set_kernel_vclock(recv, vclock);
+      }
       const int64_t end = std::max(s.start_ns, r.start_ns) + cost;
       if (s.start_ns > r.start_ns) r.end_cause = static_cast<int32_t>(send);
       if (r.start_ns > s.start_ns) s.end_cause = static_cast<int32_t>(recv);

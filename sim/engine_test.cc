@@ -346,4 +346,86 @@ program:
   CHECK(result.ops[0].size() == 21);  // every op before the failing one was issued
 }
 
+namespace {
+
+// Takes the first option; keeps the engine's new-option reports (rank, cause) with the number
+// of choice points before each.
+class ReportsKept final : public Strategy {
+ public:
+  size_t choose(const ChoicePoint& point) override {
+    points = point.index + 1;
+    return 0;
+  }
+  void new_option(int32_t rank, const Cause& cause) override {
+    reports.push_back({rank, std::vector<uint32_t>(cause.entries.begin(), cause.entries.end()), points});
+  }
+  struct Report {
+    int32_t rank;
+    std::vector<uint32_t> cause;
+    uint64_t points;
+  };
+  std::vector<Report> reports;
+  uint64_t points = 0;
+};
+
+}  // namespace
+
+TEST_CASE("vector clocks: a new option names the latest step of each rank that its cause follows") {
+  // Rank 0's main thread blocks in a barrier with rank 1 (async: the second thread's send does
+  // not chain behind it through main), whose barrier waits for its receive of a message from
+  // rank 0's second thread. Choice 0 steps main (the barrier), choice 1 the second thread (the
+  // send). The send's end, rank 1's barrier start (after its receive, through main), the
+  // barrier's end and main's wake follow choice 1 (position 3). Rank 1 never chose: the send
+  // reports its new option (a message) with only rank 0's step at point 1 before it.
+  const Scenario scenario = scenario_from(R"Y(
+scenario: vector-clocks
+world: 2
+groups:
+  pair: [0, 1]
+threads:
+  main:
+    - if: "rank == 0"
+      then: [{barrier: {group: pair, async: b}}, {wait: b}]
+      else:
+        - recv: {from: 0, size: 4}
+        - barrier: {group: pair}
+  second:
+    - if: "rank == 0"
+      then: [{send: {to: 1, size: 4}}]
+  third:
+    - if: "rank == 0"
+      then: [{compute: 1us}]
+)Y");
+  EngineOptions options;
+  options.lazy_points = true;
+  Engine engine(scenario, options);
+  ReportsKept strategy;
+  REQUIRE(engine.run(strategy).end == ExecutionEnd::COMPLETED);
+  const std::vector<uint32_t> after_choice_1{0, 3};
+  bool woke = false;
+  bool sent = false;
+  for (const ReportsKept::Report& report : strategy.reports) {
+    if (report.rank == 0 && report.points == 2 && !woke) {
+      CHECK(report.cause == after_choice_1);  // main woke after choice 1 (not 0, its own barrier)
+      const Cause cause{report.cause};
+      CHECK(cause.follows(0, 1));
+      CHECK(cause.follows(0, 0));  // and so after rank 0's earlier step
+      CHECK_FALSE(cause.follows(0, 2));
+      CHECK_FALSE(cause.follows(1, 0));
+      woke = true;
+    }
+    if (report.rank == 1) {
+      CHECK(report.cause == after_choice_1);
+      sent = true;
+    }
+  }
+  CHECK(woke);
+  CHECK(sent);
+  // Without lazy points the engine keeps no clocks and reports nothing.
+  Engine plain(scenario);
+  ReportsKept none;
+  REQUIRE(plain.run(none).end == ExecutionEnd::COMPLETED);
+  CHECK(none.reports.empty());
+}
+
 }  // namespace lockstep::sim

@@ -42,6 +42,28 @@ inline bool independent(const Option& a, const Option& b) {
   return a.rank != b.rank && !a.may_abort && !b.may_abort;
 }
 
+// What an event happens after (EngineOptions::lazy_points): for each rank listed, the latest of
+// its steps taken at quiescence that the event follows, by its position among the choice
+// points: 2i+1 for the choice at point i, 2i for a step that was the only option, taken after
+// point i-1 and before point i. A rank not listed: none of its steps is known to come before.
+// Every edge is real (docs/semantics.md, "Dynamic source sets").
+struct Cause {
+  std::span<const uint32_t> entries;  // rank, position, rank, position, ... by rank
+
+  size_t size() const { return entries.size() / 2; }
+  int32_t rank(size_t i) const { return static_cast<int32_t>(entries[2 * i]); }
+  uint64_t position(size_t i) const { return entries[2 * i + 1]; }
+  // Whether the event happens after `rank`'s step at choice point `index` (its own or any
+  // later step of the rank: steps of one rank never commute).
+  bool follows(int32_t rank, uint64_t index) const {
+    for (size_t i = 0; i < size(); ++i) {
+      if (this->rank(i) == rank) return position(i) >= 2 * index + 1;
+      if (this->rank(i) > rank) break;
+    }
+    return false;
+  }
+};
+
 struct ChoicePoint {
   std::span<const Option> options;  // at least two
   uint64_t index = 0;               // how many choice points came before this one
@@ -73,8 +95,11 @@ class Strategy {
 
   // EngineOptions::lazy_points: rank `rank` may have a new option — a send to it or a wildcard
   // receive of its own became matchable, or one of its threads woke (docs/semantics.md,
-  // "Dynamic source sets").
-  virtual void new_option(int32_t rank) { (void)rank; }
+  // "Dynamic source sets"); `cause`: the steps the event that gave it happens after.
+  virtual void new_option(int32_t rank, const Cause& cause) {
+    (void)rank;
+    (void)cause;
+  }
 
   // Checkpoints (EngineOptions::checkpoints): the engine saves its state at choice points the
   // strategy will come back to, and starts an execution from the deepest saved point that the next

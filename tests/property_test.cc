@@ -32,6 +32,7 @@ void compare_dpor_with_dfs(int default_runs, uint64_t seed, bool threaded, uint6
   int skipped = 0;
   uint64_t dfs_total = 0;
   uint64_t dpor_total = 0;
+  uint64_t dpor_pruned = 0;
   uint64_t fixed_total = 0;
   for (int i = 0; i < runs; ++i) {
     const std::string text = testing::generate_scenario(rng, threaded);
@@ -64,11 +65,12 @@ void compare_dpor_with_dfs(int default_runs, uint64_t seed, bool threaded, uint6
     CHECK(fixed.terminal_states == dfs.terminal_states);
     dfs_total += dfs.executions;
     dpor_total += dpor.executions;
+    dpor_pruned += dpor.pruned;
     fixed_total += fixed.executions;
     ++compared;
   }
   MESSAGE("compared ", compared, " scenarios (", skipped, " too big for dfs): dfs ", dfs_total, " executions, dpor ",
-          dpor_total, " (", fixed_total, " without dynamic source sets)");
+          dpor_total, " of which ", dpor_pruned, " pruned (", fixed_total, " without dynamic source sets)");
   CHECK(compared >= runs * percent_compared / 100);
 }
 
