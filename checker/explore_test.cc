@@ -563,7 +563,9 @@ TEST_CASE("dpor and dfs agree where the property test's three-rank, two-thread s
   // Each scenario made dpor miss an outcome dfs reports (docs/semantics.md): the lowest rank's
   // options taken as persistent while its main thread waited in a barrier; a mismatch that
   // stopped the execution at whichever pair of issuers came first; a timeout's late ops listed
-  // in the engine's order.
+  // in the engine's order; a race whose initials (the ranks whose steps after the lazy point
+  // led to the new option) were not added (found by LOCKSTEP_PROPERTY_RUNS=20000 against a
+  // dpor changed to add none: the CI-sized runs did not).
   const char* const cases[] = {
       R"Y(
 scenario: blocked-thread
@@ -624,6 +626,27 @@ threads:
       then: [{send: {to: 0, size: 4}}]
     - if: "rank == 2"
       then: [sync]
+)Y",
+      R"Y(
+scenario: race-initials
+world: 3
+groups: {g: [0, 1, 2]}
+semantics: {comm_concurrency: 0, p2p: rendezvous, eager_limit: 4, timeout: 12us}
+threads:
+  main:
+    - if: "rank == 0"
+      then: [{compute: 1us}]
+    - if: "rank == 1"
+      then: [{send: {to: 0, size: 4}}]
+    - if: "rank == 2"
+      then: [{compute: 1us}]
+  bg:
+    - if: "rank == 0"
+      then: [{recv: {from: any, size: 4}}]
+    - if: "rank == 1"
+      then: [{send: {to: 0, size: 4}}]
+    - if: "rank == 2"
+      then: [{send: {to: 0, size: 4}}]
 )Y",
   };
   for (const char* text : cases) {
