@@ -280,7 +280,7 @@ struct Thread {
   uint32_t local = 0;              // index among its rank's threads
   uint64_t position = 0;           // a hash of its path through its program: the actions it
                                    // took and the branches it chose (state fingerprints)
-  uint32_t vclock = 0;             // the choices its next step happens after (ExecState::vclocks)
+  uint32_t vclock = 0;             // the steps its next step follows (ExecState::vclocks)
 };
 
 // A rank's threads: consecutive global thread indices (the engine makes them rank by rank).
@@ -1065,7 +1065,7 @@ struct Engine::Impl : ExecState {
     return made;
   }
 
-  // Every choice either clock happens after.
+  // Every step either clock follows.
   uint32_t vclock_join(uint32_t a, uint32_t b) {
     if (a == b || b == 0) return a;
     if (a == 0) return b;
