@@ -1065,33 +1065,38 @@ struct Engine::Impl : ExecState {
     return made;
   }
 
-  // Every step either clock follows.
-  uint32_t vclock_join(uint32_t a, uint32_t b) {
-    if (a == b || b == 0) return a;
-    if (a == 0) return b;
+  // Into vclock_buf: every step in clock `a` or in `pairs` ((rank, position) pairs by rank),
+  // the later position where both list a rank.
+  void vclock_merge(uint32_t a, std::span<const uint32_t> pairs) {
     vclock_buf.clear();
     const uint32_t na = vclocks[a];
-    const uint32_t nb = vclocks[b];
-    uint32_t i = 0;
-    uint32_t j = 0;
+    const size_t nb = pairs.size() / 2;
+    size_t i = 0;
+    size_t j = 0;
     while (i < na || j < nb) {
       const uint32_t ra = i < na ? vclocks[a + 1 + 2 * i] : UINT32_MAX;
-      const uint32_t rb = j < nb ? vclocks[b + 1 + 2 * j] : UINT32_MAX;
+      const uint32_t rb = j < nb ? pairs[2 * j] : UINT32_MAX;
       if (ra < rb) {
         vclock_buf.insert(vclock_buf.end(), {ra, vclocks[a + 2 + 2 * i]});
         ++i;
       } else if (rb < ra) {
-        vclock_buf.insert(vclock_buf.end(), {rb, vclocks[b + 2 + 2 * j]});
+        vclock_buf.insert(vclock_buf.end(), {rb, pairs[2 * j + 1]});
         ++j;
       } else {
-        vclock_buf.insert(vclock_buf.end(), {ra, std::max(vclocks[a + 2 + 2 * i], vclocks[b + 2 + 2 * j])});
+        vclock_buf.insert(vclock_buf.end(), {ra, std::max(vclocks[a + 2 + 2 * i], pairs[2 * j + 1])});
         ++i;
         ++j;
       }
     }
-    if (vclock_buf.size() == 2 * nb && std::equal(vclock_buf.begin(), vclock_buf.end(), vclocks.begin() + b + 1)) {
-      return b;
-    }
+  }
+
+  // Every step either clock follows.
+  uint32_t vclock_join(uint32_t a, uint32_t b) {
+    if (a == b || b == 0) return a;
+    if (a == 0) return b;
+    const std::span<const uint32_t> pairs = vclock_cause(b).entries;
+    vclock_merge(a, pairs);
+    if (std::equal(vclock_buf.begin(), vclock_buf.end(), pairs.begin(), pairs.end())) return b;
     return vclock_make(a);
   }
 
@@ -1106,19 +1111,8 @@ struct Engine::Impl : ExecState {
 
   // `vclock` and rank r's step at `position` (Cause: r's latest, positions only grow).
   uint32_t vclock_with(uint32_t vclock, uint32_t r, uint32_t position) {
-    vclock_buf.clear();
-    const uint32_t n = vclocks[vclock];
-    bool placed = false;
-    for (uint32_t i = 0; i < n; ++i) {
-      const uint32_t rank = vclocks[vclock + 1 + 2 * i];
-      if (!placed && rank >= r) {
-        vclock_buf.insert(vclock_buf.end(), {r, position});
-        placed = true;
-        if (rank == r) continue;
-      }
-      vclock_buf.insert(vclock_buf.end(), {rank, vclocks[vclock + 2 + 2 * i]});
-    }
-    if (!placed) vclock_buf.insert(vclock_buf.end(), {r, position});
+    const uint32_t pair[2] = {r, position};
+    vclock_merge(vclock, pair);
     return vclock_make(vclock);
   }
 
