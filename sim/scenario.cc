@@ -90,10 +90,10 @@ void ThreadDef::build() const {
     body.reserve(recorded.ops.size());
     if (recorded.arena != nullptr) populate_pages(body.data(), body.capacity() * sizeof(Stmt));
     for (const RecordedOp& op : recorded.ops) {
-      if (op.stmt == RecordedOp::NO_STMT) {
-        body.push_back(op.to_stmt());
+      if (op.side()) {
+        body.push_back(std::move(recorded.stmts[op.side_index()]));
       } else {
-        body.push_back(std::move(recorded.stmts[op.stmt]));
+        body.push_back(op.to_stmt());
       }
     }
     body_ = std::move(body);

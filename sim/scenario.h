@@ -399,30 +399,36 @@ using StmtList = std::vector<Stmt, StmtAllocator<Stmt>>;
 // tag, stream or handle, an NCCL group, a wait, a new_group, anything read by the general
 // path) is a whole Stmt in the thread's side table instead.
 struct RecordedOp {
-  static constexpr uint32_t NO_STMT = UINT32_MAX;
-  enum Flag : uint8_t { SIZE = 1, DURATION = 2, PEER = 4, PEER_ANY = 8, ROOT = 16 };
+  // SIDE: the op is RecordedBody::stmts[value] (the other fields unused).
+  enum Flag : uint8_t { SIZE = 1, DURATION = 2, PEER = 4, PEER_ANY = 8, ROOT = 16, SIDE = 32 };
+  // The largest column a record keeps for a value or a peer; a line with one further right
+  // is a side-table statement.
+  static constexpr uint32_t MAX_VALUE_COL = UINT16_MAX;
 
-  int64_t value = 0;        // SIZE: bytes; DURATION: nanoseconds
+  int64_t value = 0;        // SIZE: bytes; DURATION: nanoseconds; SIDE: the statement's index
   uint32_t line = 0;
   uint32_t col = 0;         // of the operation's key (Stmt::loc)
-  uint32_t value_col = 0;
   int32_t peer = 0;         // PEER: to or from (0 with PEER_ANY); ROOT: the root
-  uint32_t peer_col = 0;
   uint32_t group = 0;
-  uint32_t stmt = NO_STMT;  // else the op is RecordedBody::stmts[stmt] (the fields above unused)
+  uint16_t value_col = 0;
+  uint16_t peer_col = 0;
   OpKind op = OpKind::COMPUTE;
   DType dtype = DType::BF16;
   uint8_t flags = 0;
 
-  // The statement the op stands for (`stmt` == NO_STMT).
+  bool side() const { return (flags & SIDE) != 0; }
+  size_t side_index() const { return static_cast<size_t>(value); }
+  // The statement the op stands for (not side()).
   Stmt to_stmt() const;
 };
+// A large trace holds a million of them: 32 bytes each, half a cache line.
+static_assert(sizeof(RecordedOp) == 32);
 
 // A recorded thread's operations, made by the trace loader: turned into the thread's statements
 // when they are first read (ThreadDef::body), once, then dropped.
 struct RecordedBody {
   std::vector<RecordedOp, StmtAllocator<RecordedOp>> ops;
-  std::vector<Stmt> stmts;            // the side table (RecordedOp::stmt)
+  std::vector<Stmt> stmts;            // the side table (RecordedOp::SIDE)
   std::shared_ptr<StmtArena> arena;   // where the statements are made, when set
   std::once_flag built;
 };

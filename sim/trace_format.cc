@@ -1348,7 +1348,9 @@ class TraceLoader {
     placed_ = true;
     const bool uses_group = has(Key::GROUP) || is_collective(spec->kind) || is_p2p(spec->kind);
     const bool names = (seen & (bit(Key::TAG) | bit(Key::STREAM) | bit(Key::ASYNC))) != 0;
-    if (!names && open_group().depth == 0) {
+    // A record keeps the columns of a value and a peer in 16 bits (a longer line: a statement).
+    const bool short_line = length <= RecordedOp::MAX_VALUE_COL;
+    if (!names && short_line && open_group().depth == 0) {
       // The common op: a flat record (RecordedOp), made into a statement when first read.
       RecordedOp& op = recorded().ops.emplace_back();
       op.line = line_;
@@ -1360,24 +1362,24 @@ class TraceLoader {
       // No operation takes both a size and a duration, or a root and a peer.
       if (has(Key::SIZE)) {
         op.value = get(Key::SIZE).integer;
-        op.value_col = get(Key::SIZE).col;
+        op.value_col = static_cast<uint16_t>(get(Key::SIZE).col);
         flags |= RecordedOp::SIZE;
       } else if (has(Key::DURATION)) {
         op.value = get(Key::DURATION).integer;
-        op.value_col = get(Key::DURATION).col;
+        op.value_col = static_cast<uint16_t>(get(Key::DURATION).col);
         flags |= RecordedOp::DURATION;
       }
       if (has(Key::ROOT)) {
         op.peer = static_cast<int32_t>(get(Key::ROOT).integer);
-        op.peer_col = get(Key::ROOT).col;
+        op.peer_col = static_cast<uint16_t>(get(Key::ROOT).col);
         flags |= RecordedOp::ROOT;
       } else if (has(Key::TO)) {
         op.peer = static_cast<int32_t>(get(Key::TO).integer);
-        op.peer_col = get(Key::TO).col;
+        op.peer_col = static_cast<uint16_t>(get(Key::TO).col);
         flags |= RecordedOp::PEER;
       } else if (has(Key::FROM)) {
         op.peer = from_any ? 0 : static_cast<int32_t>(get(Key::FROM).integer);
-        op.peer_col = get(Key::FROM).col;
+        op.peer_col = static_cast<uint16_t>(get(Key::FROM).col);
         flags |= from_any ? RecordedOp::PEER | RecordedOp::PEER_ANY : RecordedOp::PEER;
       }
       op.flags = flags;
@@ -1595,10 +1597,12 @@ class TraceLoader {
   // The current thread's ops.
   RecordedBody& recorded() { return *ranks_[current_state_].recorded[current_thread_]; }
   // Op `index` of a thread, one of its side table.
-  static Stmt& side_stmt(RecordedBody& body, size_t index) { return body.stmts[body.ops[index].stmt]; }
+  static Stmt& side_stmt(RecordedBody& body, size_t index) { return body.stmts[body.ops[index].side_index()]; }
   // A new op of the current thread, as a statement in its side table.
   static Stmt& new_side_stmt(RecordedBody& body) {
-    body.ops.emplace_back().stmt = static_cast<uint32_t>(body.stmts.size());
+    RecordedOp& op = body.ops.emplace_back();
+    op.flags = RecordedOp::SIDE;
+    op.value = static_cast<int64_t>(body.stmts.size());
     return body.stmts.emplace_back();
   }
 

@@ -707,6 +707,18 @@ TEST_CASE("trace: the fast path loads every line exactly as the general reader d
   std::string all(header);
   for (const std::string& line : lines) all += "\n" + line;
   CHECK(dump_load(all, true) == dump_load(all, false));
+  // A record keeps a value's and a peer's column in 16 bits: past them, the columns stay exact.
+  const std::string pad(70000, ' ');
+  for (const std::string& line : {R"({"rank": 0, "op": "send", "size": 8,)" + pad + R"("to": 3})",
+                                  R"({"rank": 0, "op": "reduce", "root": 1,)" + pad + R"("size": 8})"}) {
+    const std::string text = std::string(header) + "\n" + line + "\n";
+    CHECK(dump_load(text, true) == dump_load(text, false));
+    const LoadResult loaded = load(text);
+    REQUIRE(loaded.ok());
+    const Stmt& op = loaded.scenario->program_of(0).front().body().front();
+    const Expr& far = op.has_peer ? op.peer : op.size;
+    CHECK(far.loc.col == line.size() - 1);
+  }
   for (int i = 0; i < 1500; ++i) {
     std::string text(header);
     for (int l = 0; l < 6; ++l) {
