@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include "sim/input_file.h"
@@ -35,8 +36,30 @@ StmtArena::StmtArena(size_t bytes) {
 #endif
 }
 
+struct StmtArena::Populator {
+  std::atomic<bool> stop = false;
+  std::thread thread;
+};
+
 StmtArena::~StmtArena() {
+  if (populator_ != nullptr) {
+    populator_->stop.store(true, std::memory_order_relaxed);
+    populator_->thread.join();
+  }
   if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
+}
+
+void StmtArena::populate_in_background() {
+#ifdef MADV_POPULATE_WRITE
+  if (base_ == nullptr || populator_ != nullptr) return;
+  populator_ = std::make_unique<Populator>();
+  populator_->thread = std::thread([base = base_, size = size_, populator = populator_.get()] {
+    for (size_t done = 0; done < size && !populator->stop.load(std::memory_order_relaxed);
+         done += HUGE_PAGE_BYTES) {
+      if (::madvise(base + done, HUGE_PAGE_BYTES, MADV_POPULATE_WRITE) != 0) return;
+    }
+  });
+#endif
 }
 
 void* StmtArena::allocate(size_t bytes, size_t align) {

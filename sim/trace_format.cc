@@ -1835,7 +1835,8 @@ class TraceLoader {
       // (StmtArena): backing and freeing them by 4 KiB pages was most of the load.
       if (rs.program.size() == 1) {
         recorded.ops.reserve(expected_ops_per_rank());
-        populate_pages(recorded.ops.data(), recorded.ops.capacity() * sizeof(RecordedOp));
+        // In an arena a thread of its own backs the pages (make_arenas).
+        if (ops_arena_ == nullptr) populate_pages(recorded.ops.data(), recorded.ops.capacity() * sizeof(RecordedOp));
       }
     }
     rs.last_thread = current_thread_;
@@ -2222,6 +2223,9 @@ class TraceLoader {
   void make_arenas() {
     arenas_made_ = true;
     ops_arena_ = make_arena(sizeof(RecordedOp));
+    // The ops are written front to back (a rank's first line reserves its share next), and
+    // all of the arena is used: its pages are backed ahead of the writes, beside them.
+    if (ops_arena_ != nullptr) ops_arena_->populate_in_background();
     stmt_arena_ = make_arena(sizeof(Stmt));
   }
   std::shared_ptr<StmtArena> ops_arena_;
