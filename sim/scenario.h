@@ -353,7 +353,7 @@ class StmtArena {
   std::atomic<size_t> used_ = 0;
   void* mapping_ = nullptr;
   size_t mapping_bytes_ = 0;
-  std::unique_ptr<Populator> populator_;  // declared last: stopped before the rest goes
+  std::unique_ptr<Populator> populator_;  // populate_in_background's thread, joined by the destructor
 };
 
 // Asks the kernel to back the whole pages of [data, data + bytes) now, in one call, instead of
