@@ -50,13 +50,18 @@ TEST_CASE("StmtArena: pages backed in the background while the arena is written,
     for (int i = 1; i <= 4; ++i) static_cast<char*>(arena.allocate(4096, 4096))[0] = 7;
 #ifdef MADV_POPULATE_WRITE
     // Every page is backed in the end, those far past the writes too: waited for by polling
-    // (for up to 10 s), as nothing else says when the thread is done.
+    // (for up to 10 s), as nothing else says when the thread is done. (A kernel before 5.14
+    // has no MADV_POPULATE_WRITE: there the thread does nothing, and neither does the check.)
+    void* probe = ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(probe != MAP_FAILED);
+    const bool kernel_populates = ::madvise(probe, page, MADV_POPULATE_WRITE) == 0;
+    ::munmap(probe, page);
     size_t backed = 0;
-    for (int i = 0; i < 2000 && backed < bytes; ++i) {
+    for (int i = 0; kernel_populates && i < 2000 && backed < bytes; ++i) {
       backed = resident_bytes(start);
       if (backed < bytes) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    CHECK(backed == bytes);
+    CHECK((backed == bytes || !kernel_populates));
 #endif
     CHECK(start[4096] == 7);
     CHECK(start[4 * 4096] == 7);
