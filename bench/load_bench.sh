@@ -6,8 +6,9 @@
 #
 # Prints a table: format, file size, best and median wall seconds of `lockstep validate`, the
 # least user and user+system CPU seconds of a run (what to compare on a loaded machine),
-# operations per second (from the best wall time); then how many times faster the trace loads. Needs build/release/bin/lockstep (cmake --preset release &&
-# cmake --build --preset release); LOCKSTEP=path overrides it.
+# operations per second (from the best wall time); then how many times faster the trace loads.
+# Needs build/release/bin/lockstep (cmake --preset release && cmake --build --preset release);
+# LOCKSTEP=path overrides it.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -50,16 +50,14 @@ StmtArena::~StmtArena() {
 }
 
 void StmtArena::populate_in_background() {
-#ifdef MADV_POPULATE_WRITE
   if (base_ == nullptr || populator_ != nullptr) return;
   populator_ = std::make_unique<Populator>();
   populator_->thread = std::thread([base = base_, size = size_, populator = populator_.get()] {
     for (size_t done = 0; done < size && !populator->stop.load(std::memory_order_relaxed);
          done += HUGE_PAGE_BYTES) {
-      if (::madvise(base + done, HUGE_PAGE_BYTES, MADV_POPULATE_WRITE) != 0) return;
+      if (!populate_pages(base + done, HUGE_PAGE_BYTES)) return;
     }
   });
-#endif
 }
 
 void* StmtArena::allocate(size_t bytes, size_t align) {
@@ -72,15 +70,16 @@ void* StmtArena::allocate(size_t bytes, size_t align) {
   return base_ + start;
 }
 
-void populate_pages(void* data, size_t bytes) {
+bool populate_pages(void* data, size_t bytes) {
 #ifdef MADV_POPULATE_WRITE
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const auto begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
   const auto end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(page - 1);
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+  return end <= begin || ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0;
 #else
   static_cast<void>(data);
   static_cast<void>(bytes);
+  return false;
 #endif
 }
 

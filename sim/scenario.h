@@ -342,7 +342,8 @@ class StmtArena {
   // the caller goes on writing it: the kernel's clearing of the pages (most of the system time
   // of a large trace's load) runs beside the caller's work instead of inside its first writes.
   // A page the caller reaches first it backs itself, as without. The destructor stops the
-  // thread (after the page it is on) and joins it. Without MADV_POPULATE_WRITE it does nothing.
+  // thread (after the page it is on) and joins it. Without MADV_POPULATE_WRITE the thread ends
+  // at its first page (populate_pages).
   void populate_in_background();
 
  private:
@@ -358,8 +359,8 @@ class StmtArena {
 
 // Asks the kernel to back the whole pages of [data, data + bytes) now, in one call, instead of
 // one page fault per page as they are first written (a hint; nothing changes where the kernel
-// lacks MADV_POPULATE_WRITE).
-void populate_pages(void* data, size_t bytes);
+// lacks MADV_POPULATE_WRITE, and then it returns false).
+bool populate_pages(void* data, size_t bytes);
 
 // The allocator of a thread's statements: from a StmtArena when it has one (the trace loader's
 // threads), else from the heap. A copy of the vector (a copied scenario) takes the heap; what

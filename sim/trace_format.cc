@@ -1835,8 +1835,10 @@ class TraceLoader {
       // (StmtArena): backing and freeing them by 4 KiB pages was most of the load.
       if (rs.program.size() == 1) {
         recorded.ops.reserve(expected_ops_per_rank());
-        // In an arena a thread of its own backs the pages (make_arenas).
-        if (ops_arena_ == nullptr) populate_pages(recorded.ops.data(), recorded.ops.capacity() * sizeof(RecordedOp));
+        // In the arena a thread of its own backs the pages (make_arenas); on the heap, here.
+        if (ops_arena_ == nullptr || !ops_arena_->owns(recorded.ops.data())) {
+          populate_pages(recorded.ops.data(), recorded.ops.capacity() * sizeof(RecordedOp));
+        }
       }
     }
     rs.last_thread = current_thread_;
