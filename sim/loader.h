@@ -34,6 +34,10 @@ struct LoadLimits {
   // Read common trace lines with the trace loader's one-pass scanner (the general JSON reader
   // reads the rest). false: the general reader reads every line; the tests compare the two.
   bool trace_fast_path = true;
+  // A trace whose operation lines take at least this many bytes is read on two threads: its
+  // second half by a second scanner, whose lines are then taken in order as if read in one
+  // pass (docs/trace-format.md). 0: never. The tests set 1 and compare with 0.
+  int64_t trace_split_bytes = 4LL << 20;
 };
 
 struct LoadResult {
@@ -43,6 +47,8 @@ struct LoadResult {
                                         // scenario or trace without diagnostics leaves it
                                         // empty (its text is moved into Scenario::text, not
                                         // copied: a regular file's mapping, sim/input_file.h)
+  uint64_t trace_part_lines = 0;        // a trace's lines read by its second thread (0: none;
+                                        // LoadLimits::trace_split_bytes)
   bool ok() const { return scenario.has_value(); }
 };
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cassert>
 #include <cctype>
 #include <cerrno>
@@ -13,7 +14,9 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <system_error>
+#include <thread>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -662,12 +665,14 @@ class TraceLoader {
                               "too many errors; stopped after " +
                                   std::to_string(MAX_TRACE_ERRORS)});
     }
+    part_.reset();  // a load that stopped early leaves the second part's thread to stop
     std::stable_sort(diagnostics_.begin(), diagnostics_.end(),
                      [](const Diagnostic& a, const Diagnostic& b) {
                        return std::pair(a.loc.line, a.loc.col) < std::pair(b.loc.line, b.loc.col);
                      });
     LoadResult result;
     result.diagnostics = std::move(diagnostics_);
+    result.trace_part_lines = part_lines_;
     if (errors_ == 0) {
       scenario_.path = path_;
       // The text lives in the scenario; the result keeps a copy only for its diagnostics.
@@ -684,6 +689,7 @@ class TraceLoader {
   // ----- diagnostics
 
   void error(SourceLoc at, std::string message) {
+    assert(!in_part_);  // a part takes only lines without diagnostics
     if (errors_ >= MAX_TRACE_ERRORS) throw TooManyErrors{};
     ++errors_;
     diagnostics_.push_back({path_, at, Severity::ERROR, std::move(message)});
@@ -757,9 +763,10 @@ class TraceLoader {
     uint32_t line = 0;
     std::string_view text;
     const bool ends_in_newline = !text_.empty() && text_.back() == '\n';
+    stop_ = text_.size();
     while (true) {
       // An operation line the fast path takes is read from the text directly.
-      if (ops_ok && fast_path_ && line < UINT32_MAX && pos < text_.size()) {
+      if (ops_ok && fast_path_ && line < UINT32_MAX && pos < stop_) {
         line_ = line + 1;
         size_t length = 0;
         const std::string_view rest(text_.data() + pos, text_.size() - pos);
@@ -770,7 +777,11 @@ class TraceLoader {
           continue;
         }
       }
-      if (!next_line(pos, text)) break;
+      if (!next_line(pos, text)) {
+        if (part_ == nullptr) break;
+        take_part(pos, line);  // at the second part's start: its lines, then the rest
+        continue;
+      }
       if (line == UINT32_MAX) {
         error({}, "the trace has more than " + std::to_string(UINT32_MAX) + " lines");
         return;
@@ -780,6 +791,7 @@ class TraceLoader {
       if (!header_seen) {
         header_seen = true;
         ops_ok = load_header(text);
+        if (ops_ok && ends_in_newline) start_part(pos);
       } else if (ops_ok && !load_op_line(text)) {
         return;
       }
@@ -791,9 +803,10 @@ class TraceLoader {
     if (ops_ok) finish();
   }
 
-  // The line at `pos` (without its end of line); advances `pos`. False at the end of the text.
+  // The line at `pos` (without its end of line); advances `pos`. False at the end of the text
+  // (or, while a second part is read beside this loader, at that part's start).
   bool next_line(size_t& pos, std::string_view& line) const {
-    if (pos >= text_.size()) return false;
+    if (pos >= stop_) return false;
     size_t end = text_.find('\n', pos);
     if (end == std::string_view::npos) end = text_.size();
     line = text_.substr(pos, end - pos);
@@ -1334,6 +1347,12 @@ class TraceLoader {
       }
     }
 
+    const bool names = (seen & (bit(Key::TAG) | bit(Key::STREAM) | bit(Key::ASYNC))) != 0;
+    // A record keeps the columns of a value and a peer in 16 bits (a longer line: a statement).
+    const bool short_line = length <= RecordedOp::MAX_VALUE_COL;
+    // A part takes only lines that become records of a thread "main" (merge_part).
+    if (in_part_ && (names || !short_line || has(Key::THREAD))) return false;
+
     // The line is good: place it as the general path would.
     ++ops_;
     const SourceLoc op_loc{line_, get(Key::OP).key_col};
@@ -1347,9 +1366,6 @@ class TraceLoader {
     }
     placed_ = true;
     const bool uses_group = has(Key::GROUP) || is_collective(spec->kind) || is_p2p(spec->kind);
-    const bool names = (seen & (bit(Key::TAG) | bit(Key::STREAM) | bit(Key::ASYNC))) != 0;
-    // A record keeps the columns of a value and a peer in 16 bits (a longer line: a statement).
-    const bool short_line = length <= RecordedOp::MAX_VALUE_COL;
     if (!names && short_line && open_group().depth == 0) {
       // The common op: a flat record (RecordedOp), made into a statement when first read.
       RecordedOp& op = recorded().ops.emplace_back();
@@ -1821,29 +1837,33 @@ class TraceLoader {
                           std::to_string(MAX_TRACE_THREADS_PER_RANK) + " threads");
       return false;
     }
-    current_thread_ = static_cast<uint32_t>(found - rs.program.begin());
-    if (found == rs.program.end()) {
-      rs.program.push_back(ThreadDef{std::string(name), op_loc});
-      rs.open.emplace_back();
-      auto& recorded = *rs.recorded.emplace_back(std::make_shared<RecordedBody>());
-      recorded.ops = std::vector<RecordedOp, StmtAllocator<RecordedOp>>(StmtAllocator<RecordedOp>(ops_arena()));
-      recorded.arena = stmt_arena();
-      // A rank's first thread gets the average share of the file's lines up front: growing
-      // a million statements by doubling cost a tenth of the load (copies and page faults).
-      // Its pages are backed at once: a page fault per 4 KiB of statements was a sixth.
-      // On a large trace, the statements of every rank come from one arena in huge pages
-      // (StmtArena): backing and freeing them by 4 KiB pages was most of the load.
-      if (rs.program.size() == 1) {
-        recorded.ops.reserve(expected_ops_per_rank());
-        // In the arena a thread of its own backs the pages (make_arenas); on the heap, here.
-        if (ops_arena_ == nullptr || !ops_arena_->owns(recorded.ops.data())) {
-          populate_pages(recorded.ops.data(), recorded.ops.capacity() * sizeof(RecordedOp));
-        }
-      }
-    }
+    current_thread_ = found == rs.program.end() ? add_thread(rs, name, op_loc)
+                                                : static_cast<uint32_t>(found - rs.program.begin());
     rs.last_thread = current_thread_;
     rs.last_is_main = rs.program[current_thread_].name == "main";
     return true;
+  }
+
+  // A new thread `name` of `rs`, first named by the operation at `op_loc`; its index.
+  uint32_t add_thread(RankState& rs, std::string_view name, SourceLoc op_loc) {
+    rs.program.push_back(ThreadDef{std::string(name), op_loc});
+    rs.open.emplace_back();
+    auto& recorded = *rs.recorded.emplace_back(std::make_shared<RecordedBody>());
+    recorded.ops = std::vector<RecordedOp, StmtAllocator<RecordedOp>>(StmtAllocator<RecordedOp>(ops_arena()));
+    recorded.arena = stmt_arena();
+    // A rank's first thread gets the average share of the file's lines up front: growing
+    // a million statements by doubling cost a tenth of the load (copies and page faults).
+    // Its pages are backed at once: a page fault per 4 KiB of statements was a sixth.
+    // On a large trace, the statements of every rank come from one arena in huge pages
+    // (StmtArena): backing and freeing them by 4 KiB pages was most of the load.
+    if (rs.program.size() == 1) {
+      recorded.ops.reserve(expected_ops_per_rank());
+      // In the arena a thread of its own backs the pages (make_arenas); on the heap, here.
+      if (ops_arena_ == nullptr || !ops_arena_->owns(recorded.ops.data())) {
+        populate_pages(recorded.ops.data(), recorded.ops.capacity() * sizeof(RecordedOp));
+      }
+    }
+    return static_cast<uint32_t>(rs.program.size() - 1);
   }
 
   // Loads the arguments into `stmt` (the group first: peers and roots are checked against it).
@@ -2167,6 +2187,165 @@ class TraceLoader {
     return true;
   }
 
+  // ----- the second part: a large trace's lines on two threads
+
+  // A large trace is read by two loaders at once: this one from the first operation line to the
+  // middle of the file, and a part loader (a TraceLoader of its own, on a thread of its own)
+  // from there to the end, by the fast path only, up to the first line it does not take. When
+  // this one reaches the middle, it takes the part's ranks, threads and records as if it had
+  // read those lines itself (take_part), then reads on from where the part stopped; or, when
+  // its own lines would have the part's read otherwise, reads them itself. The part takes only
+  // lines whose meaning depends on nothing before them but the header and what take_part
+  // checks: operations of a group of the header, without a thread (so of thread "main"), tag,
+  // stream or handle, on lines shorter than 65,536 bytes, and blank lines.
+  struct Part {
+    std::unique_ptr<TraceLoader> loader;
+    std::atomic<bool> cancel = false;  // set when this loader stops before the part's start
+    bool failed = false;               // the part threw (out of memory): its lines are read here
+    std::thread thread;
+    Part() = default;
+    Part(const Part&) = delete;
+    Part& operator=(const Part&) = delete;
+    ~Part() {
+      cancel = true;
+      if (thread.joinable()) thread.join();
+    }
+  };
+  struct PartOf {};
+
+  // A part loader of `main` (after its header), whose operations may number `max_ops`.
+  TraceLoader(const TraceLoader& main, PartOf /*tag*/, int64_t max_ops)
+      : source_(main.source_), text_(main.text_), path_(main.path_), limits_(main.limits_) {
+    limits_.max_ops = max_ops;
+    scenario_.world = main.scenario_.world;
+    scenario_.groups = main.scenario_.groups;  // copies: `main` adds groups as it reads on
+    group_index_ = main.group_index_;
+    group_used_.assign(main.group_used_.size(), false);
+    state_of_rank_.assign(main.state_of_rank_.size(), -1);
+    expected_ops_per_rank_ = main.expected_ops_per_rank_;
+    line_count_ = main.line_count_;
+    ops_arena_ = main.ops_arena_;
+    stmt_arena_ = main.stmt_arena_;
+    arenas_made_ = true;
+    stop_ = text_.size();
+    in_part_ = true;
+  }
+
+  // After the header (whose line ends before `pos`, in a text that ends in a newline): starts a
+  // part loader on the second half of the lines when the trace is large enough.
+  void start_part(size_t pos) {
+    if (!fast_path_ || limits_.trace_split_bytes <= 0 || std::thread::hardware_concurrency() == 1 ||
+        text_.size() - pos < static_cast<uint64_t>(limits_.trace_split_bytes)) {
+      return;
+    }
+    const size_t newline = text_.find('\n', pos + (text_.size() - pos) / 2);
+    if (newline == std::string_view::npos || newline + 1 >= text_.size()) return;
+    const size_t split = newline + 1;
+    const size_t before = count_newlines(text_.substr(0, split));  // the lines before the part
+    if (line_count_ == SIZE_MAX) line_count_ = before + count_newlines(text_.substr(split));
+    // This loader takes at most one operation per line before the part.
+    const int64_t part_ops = limits_.max_ops - static_cast<int64_t>(before);
+    if (line_count_ >= UINT32_MAX || part_ops <= 0) return;
+    expected_ops_per_rank();
+    ops_arena();  // made before the part takes from it
+    auto part = std::make_unique<Part>();
+    part->loader.reset(new TraceLoader(*this, PartOf{}, part_ops));
+    Part* const p = part.get();
+    try {
+      p->thread = std::thread([p, split, before] {
+        try {
+          p->loader->read_part(split, static_cast<uint32_t>(before), p->cancel);
+        } catch (...) {
+          p->failed = true;
+        }
+      });
+    } catch (const std::system_error&) {
+      return;  // no thread: this loader reads every line
+    }
+    part_ = std::move(part);
+    stop_ = split;
+  }
+
+  // The part loader's work: the lines from `pos` (whose first has number `line` + 1) by the
+  // fast path, and blank lines, up to the first line it does not take or the end.
+  void read_part(size_t pos, uint32_t line, const std::atomic<bool>& cancel) {
+    while (pos < text_.size()) {
+      if (line % 4096 == 0 && cancel.load(std::memory_order_relaxed)) break;
+      line_ = line + 1;
+      size_t length = 0;
+      if (!fast_op_line<false>(std::string_view(text_.data() + pos, text_.size() - pos), length)) {
+        size_t next = pos;
+        std::string_view text;
+        next_line(next, text);
+        if (text.find_first_not_of(" \t") != std::string_view::npos) break;
+        length = next - pos;
+      }
+      ++line;
+      pos += length;
+    }
+    part_pos_ = pos;
+    part_line_ = line;
+  }
+
+  // At the part's start (`pos`, after `line` lines): waits for the part, takes its lines when
+  // this loader's state lets it, and moves `pos` and `line` past them.
+  void take_part(size_t& pos, uint32_t& line) {
+    const std::unique_ptr<Part> part = std::move(part_);
+    stop_ = text_.size();
+    part->thread.join();
+    if (part->failed || !merge_part(*part->loader)) return;
+    pos = part->loader->part_pos_;
+    part_lines_ = part->loader->part_line_ - line;
+    line = part->loader->part_line_;
+  }
+
+  // Takes the ranks, threads and records of `part` as reading its lines here would have made
+  // them; false (and nothing changed) when those lines would be read otherwise here: into an
+  // NCCL group left open, or making a thread past a rank's limit.
+  bool merge_part(TraceLoader& part) {
+    const auto main_of = [](const RankState& rs) {
+      const auto found = std::find_if(rs.program.begin(), rs.program.end(),
+                                      [](const ThreadDef& t) { return t.name == "main"; });
+      return found == rs.program.end() ? SIZE_MAX : static_cast<size_t>(found - rs.program.begin());
+    };
+    for (const RankState& from : part.ranks_) {
+      const int32_t state = state_of_rank_[static_cast<size_t>(from.rank)];
+      if (state < 0) continue;
+      const RankState& into = ranks_[static_cast<size_t>(state)];
+      const size_t main = main_of(into);
+      if (main == SIZE_MAX ? into.program.size() >= MAX_TRACE_THREADS_PER_RANK : into.open[main].depth != 0) {
+        return false;
+      }
+    }
+    if (part.ranks_.empty()) return true;  // blank lines only
+    const int32_t last_rank = part.ranks_[part.current_state_].rank;
+    for (RankState& from : part.ranks_) {
+      int32_t& state = state_of_rank_[static_cast<size_t>(from.rank)];
+      if (state < 0) {
+        state = static_cast<int32_t>(ranks_.size());
+        ranks_.push_back(std::move(from));
+        continue;
+      }
+      RankState& into = ranks_[static_cast<size_t>(state)];
+      size_t main = main_of(into);
+      if (main == SIZE_MAX) main = add_thread(into, "main", from.program[0].loc);
+      auto& ops = into.recorded[main]->ops;
+      const auto& more = from.recorded[0]->ops;
+      ops.reserve(ops.size() + more.size());
+      ops.insert(ops.end(), more.begin(), more.end());
+      into.last_thread = static_cast<uint32_t>(main);
+      into.last_is_main = true;
+    }
+    current_state_ = static_cast<uint32_t>(state_of_rank_[static_cast<size_t>(last_rank)]);
+    current_thread_ = ranks_[current_state_].last_thread;
+    ops_ += part.ops_;
+    for (size_t i = 0; i < part.group_used_.size(); ++i) {
+      if (part.group_used_[i]) group_used_[i] = true;
+    }
+    placed_ = part.placed_;
+    return true;
+  }
+
   void warn_unused() {
     for (size_t i = 1; i < scenario_.groups.size(); ++i) {
       if (group_used_[i]) continue;
@@ -2244,6 +2423,12 @@ class TraceLoader {
   std::vector<PendingWait> pending_waits_;
   bool placed_ = false;                 // the current line's op goes into ranks_[current_state_]
   bool fast_path_ = true;               // try fast_op_line first (LoadLimits::trace_fast_path)
+  size_t stop_ = 0;                     // where this loader's lines end for now (next_line)
+  std::unique_ptr<Part> part_;          // the second part while it is read (start_part)
+  bool in_part_ = false;                // this is a part loader
+  size_t part_pos_ = 0;                 // a part loader's end: the first line it did not take
+  uint32_t part_line_ = 0;              // and the lines before it
+  uint64_t part_lines_ = 0;             // the lines a part read, taken (LoadResult::trace_part_lines)
   std::string_view last_dtype_name_;    // the fast path's last dtype (a view into the text)
   DType last_dtype_ = DType::BF16;
   std::string last_group_name_;         // the fast path's last group name and its index

@@ -642,8 +642,7 @@ void dump_body(std::span<const Stmt> body, std::string& out) {
 }
 
 // Everything a load gives: diagnostics, and the scenario's groups and programs.
-std::string dump_load(std::string_view text, bool fast) {
-  LoadLimits limits;
+std::string dump_load(std::string_view text, bool fast, LoadLimits limits = {}) {
   limits.trace_fast_path = fast;
   const LoadResult result = load(text, limits);
   std::string out = messages(result);
@@ -660,6 +659,13 @@ std::string dump_load(std::string_view text, bool fast) {
     }
   }
   return out;
+}
+
+// Limits under which every trace that ends in a newline is read on two threads.
+LoadLimits split_limits() {
+  LoadLimits limits;
+  limits.trace_split_bytes = 1;
+  return limits;
 }
 
 TEST_CASE("trace: the fast path loads every line exactly as the general reader does") {
@@ -736,7 +742,10 @@ TEST_CASE("trace: the fast path loads every line exactly as the general reader d
     INFO(text);
     CHECK(dump_load(text, true) == dump_load(text, false));
     // Ending in a newline, the scanner reads without bounds checks (the newline stops it).
-    CHECK(dump_load(text + "\n", true) == dump_load(text + "\n", false));
+    const std::string general = dump_load(text + "\n", false);
+    CHECK(dump_load(text + "\n", true) == general);
+    // And its second half is read by a second scanner (trace_split_bytes).
+    CHECK(dump_load(text + "\n", true, split_limits()) == general);
   }
 }
 
@@ -754,6 +763,104 @@ TEST_CASE("trace: the fast path ends a line where the general reader does") {
       CHECK(dump_load(text, true) == dump_load(text, false));
     }
   }
+}
+
+TEST_CASE("trace: a trace read on two threads loads exactly as in one pass") {
+  // The second half's lines are read by a second scanner and taken in order when the first
+  // half is done; what each trace below loads as (diagnostics, groups, every statement and
+  // position) is that of one pass, whatever the second scanner took.
+  constexpr std::string_view header =
+      R"({"lockstep_trace": 1, "scenario": "t", "world": 4, "groups": {"dp": [0, 2], "tp": [0, 1]}})";
+  const auto op = [](int rank, std::string_view rest) {
+    return fmt::format(R"({{"rank": {}, "op": "allreduce", "size": 8{}}})", rank, rest);
+  };
+  const auto trace = [&](const std::vector<std::string>& lines) {
+    std::string text(header);
+    for (const std::string& line : lines) text += "\n" + line;
+    return text + "\n";
+  };
+  // What the second thread read: checked on a plain trace that each case below splits.
+  const auto part_lines = [](const std::string& text, LoadLimits limits = split_limits()) {
+    return load(text, limits).trace_part_lines;
+  };
+  std::vector<std::string> rank_major;  // each rank's lines together: the part's ranks are new
+  std::vector<std::string> interleaved;  // every rank on both sides: the part's records appended
+  for (int rank = 0; rank < 4; ++rank) {
+    for (int i = 0; i < 10; ++i) rank_major.push_back(op(rank, ""));
+  }
+  for (int i = 0; i < 10; ++i) {
+    for (int rank = 0; rank < 4; ++rank) interleaved.push_back(op(rank, R"(, "group": "world")"));
+  }
+  const auto with = [](std::vector<std::string> lines, size_t at, std::vector<std::string> more) {
+    lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(at), more.begin(), more.end());
+    return lines;
+  };
+  const std::vector<std::vector<std::string>> cases = {
+      rank_major,
+      interleaved,
+      // Rank 0 opens an NCCL group before the middle and closes it after: the part's lines of
+      // rank 0 belong in the group, so this loader reads them itself.
+      with(interleaved, 18, {R"({"rank": 0, "op": "group_start"})"}),
+      with(with(interleaved, 18, {R"({"rank": 0, "op": "group_start"})"}), 30,
+           {R"({"rank": 0, "op": "group_end"})"}),
+      // A rank whose first half has only thread "io": its main thread is made at the merge.
+      with(rank_major, 0, {R"({"rank": 3, "thread": "io", "op": "compute", "duration_ns": 1})"}),
+      // The part stops at a line with a thread, a tag, a group marker, a long line, an error.
+      with(rank_major, 30, {R"({"rank": 2, "thread": "io", "op": "compute", "duration_ns": 1})"}),
+      with(rank_major, 30, {op(2, R"(, "tag": "t")")}),
+      with(rank_major, 30, {R"({"rank": 2, "op": "group_start"})", op(2, ""), R"({"rank": 2, "op": "group_end"})"}),
+      with(rank_major, 30, {op(2, ", " + std::string(70000, ' ') + R"("dtype": "fp32")")}),
+      with(rank_major, 30, {op(9, ""), op(2, R"(, "size": 3)")}),
+      // A group made by new_group before the middle and used after it.
+      with(with(rank_major, 2, {R"({"rank": 0, "op": "new_group", "name": "ng", "ranks": [0, 3]})"}), 32,
+           {R"({"rank": 3, "op": "new_group", "name": "ng", "ranks": [0, 3]})", op(3, R"(, "group": "ng")"),
+            op(0, R"(, "group": "ng")")}),
+      // Blank lines and CRLF in the second half; a header group used only there.
+      with(rank_major, 30, {"", "  \t", op(2, R"(, "group": "dp")") + "\r", "\r", op(0, R"(, "group": "tp")")}),
+      // Errors on both sides.
+      with(with(rank_major, 5, {op(1, R"(, "size": -1)")}), 35, {op(2, R"(, "to": 1)")}),
+  };
+  for (const std::vector<std::string>& lines : cases) {
+    const std::string text = trace(lines);
+    INFO(text.substr(0, 2000));
+    const std::string one_pass = dump_load(text, true, LoadLimits{.trace_split_bytes = 0});
+    CHECK(dump_load(text, true, split_limits()) == one_pass);
+    CHECK(dump_load(text, false) == one_pass);
+  }
+  // The second thread did read: of 40 lines of one length, the middle byte is the first of the
+  // 21st, and the part starts after it (19 lines); with a thread line as the 31st, the part
+  // reads up to it; none of a trace without a newline at its end, or under the threshold.
+  const std::string plain = trace(rank_major);
+  CHECK(part_lines(plain) == 19);
+  CHECK(part_lines(trace(interleaved)) == 19);
+  CHECK(part_lines(trace(cases[5])) == 9);
+  CHECK(part_lines(plain.substr(0, plain.size() - 1)) == 0);
+  CHECK(part_lines(plain, LoadLimits{}) == 0);
+  // A bound met in the second half is reported at its line, as in one pass.
+  for (const int64_t max_ops : {1, 25, 39, 40}) {
+    const LoadLimits bounded{.max_ops = max_ops};
+    LoadLimits split = split_limits();
+    split.max_ops = max_ops;
+    INFO(max_ops);
+    CHECK(dump_load(plain, true, split) == dump_load(plain, true, bounded));
+  }
+  // The errors' bound stops the first half while the second is read: the part is stopped.
+  std::vector<std::string> bad(300, op(7, ""));
+  for (int i = 0; i < 3000; ++i) bad.push_back(op(1, ""));
+  CHECK(dump_load(trace(bad), true, split_limits()) == dump_load(trace(bad), false));
+  // A rank at the limit of threads before the middle, whose main thread comes after it (the
+  // op lines take ten lines' bytes more than the threads' lines: the middle is among them).
+  std::vector<std::string> threads;
+  size_t bytes = 0;
+  for (size_t t = 0; t < MAX_TRACE_THREADS_PER_RANK; ++t) {
+    threads.push_back(fmt::format(R"({{"rank": 1, "thread": "t{}", "op": "compute", "duration_ns": 1}})", t));
+    bytes += threads.back().size() + 1;
+  }
+  const size_t op_line = op(1, "").size() + 1;
+  for (size_t i = 0; i < bytes / op_line + 20; ++i) threads.push_back(op(1, ""));
+  const std::string many = trace(threads);
+  CHECK(part_lines(many) == 0);
+  CHECK(dump_load(many, true, split_limits()) == dump_load(many, true, LoadLimits{.trace_split_bytes = 0}));
 }
 
 TEST_CASE("trace: a large trace's threads share one arena of statements, a small one's and a copy's use the heap") {
