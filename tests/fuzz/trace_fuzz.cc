@@ -1,6 +1,8 @@
 // libFuzzer target: the JSON Lines trace loader (sim/trace_format.h). Any input must load or be
 // rejected with diagnostics, never crash, hang or throw; a trace that loads must write back to
-// a trace that loads and writes the same bytes (the round trip of write_trace).
+// a trace that loads and writes the same bytes (the round trip of write_trace); and read on two
+// threads (its second half by a second scanner: LoadLimits::trace_split_bytes) it must load
+// exactly as in one pass: the same diagnostics, and the same trace written back.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -17,6 +19,16 @@ lockstep::sim::LoadLimits fuzz_limits() {
   return limits;
 }
 
+// What a load gives, as text: its diagnostics, then the trace it writes back (if it loads).
+std::string outcome(const lockstep::sim::LoadResult& loaded) {
+  std::string out;
+  for (const lockstep::sim::Diagnostic& d : loaded.diagnostics) out += lockstep::sim::format_diagnostic(d, loaded.text);
+  if (loaded.ok() && lockstep::sim::trace_write_problem(*loaded.scenario).empty()) {
+    out += lockstep::sim::write_trace(*loaded.scenario);
+  }
+  return out;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -30,6 +42,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (format_diagnostic(d, loaded.text).empty()) std::abort();
   }
   if (loaded.ok() == has_error) std::abort();  // loads iff there is no error
+  LoadLimits split = limits;
+  split.trace_split_bytes = 1;
+  const LoadResult halves = load_trace_text(text, "fuzz.jsonl", {}, split);
+  if (halves.ok() != loaded.ok() || outcome(halves) != outcome(loaded)) std::abort();
   if (!loaded.ok()) return 0;
   if (!trace_write_problem(*loaded.scenario).empty()) std::abort();
   const std::string written = write_trace(*loaded.scenario);
