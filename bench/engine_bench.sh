@@ -18,6 +18,11 @@
 #   engine-run/-check   bench/engine_timer.cc: the engine alone, as run (ops recorded) and as
 #                       check (not recorded) use it; wall and thread CPU seconds, peak RSS by
 #                       getrusage
+# Then, for each loop measured, the cost of an event apart from the cost of an execution: the
+# engine alone at the loop's iterations and at half of them, runs alternated, best of REPEATS
+# each by CPU seconds; the marginal cost of an event is the difference of CPU seconds over the
+# difference of events, and what is left at zero events is the execution's fixed cost (per
+# rank: starting its fiber, first touches of its state; docs/engine-performance.md).
 # events = ExecutionResult::events (issued ops + kernel starts + completions); events/s is per
 # CPU second, which a busy shared machine does not distort as it does wall time. CPU seconds are
 # also given as user and system: the system part is mostly the first touch of the memory that
@@ -126,4 +131,40 @@ for name in "${workloads[@]}"; do
   row "$name" "$ranks" run "$events" "$wall" "$cpu" "$(echo "$rss_kib / 1024" | bc -l)" "$user" "$sys"
   best_of "$lockstep" check --quiet "$file"
   row "$name" "$ranks" check - "$wall" "$cpu" "$(echo "$rss_kib / 1024" | bc -l)" "$user" "$sys"
+done
+
+# The marginal cost of an event and the fixed cost of an execution (see the header).
+loops=()
+for name in "${workloads[@]}"; do
+  case $name in loop-*) loops+=("$name") ;; esac
+done
+[ ${#loops[@]} -gt 0 ] || exit 0
+printf '\n%-9s %6s %-12s %10s %10s %11s %11s %9s %13s\n' workload ranks mode events half_evts \
+  ns/event marginal_ns fixed_ms fixed_us/rank
+for name in "${loops[@]}"; do
+  file=$dir/$name.yaml
+  ranks=$(awk '/^world: / {print $2}' "$file")
+  iterations=$(sed -n 's/^params: {iterations: \([0-9]*\)}/\1/p' "$file")
+  half=$dir/$name-half.yaml
+  sed "s/^params: {iterations: [0-9]*}/params: {iterations: $(( (iterations + 1) / 2 ))}/" "$file" > "$half"
+  for mode in run check; do
+    best_full='' best_half=''
+    for _ in $(seq "$repeats"); do
+      for which in full half; do
+        [ "$which" = full ] && input=$file || input=$half
+        read -r events _ c _ <<< "$("${pin[@]}" "$timer" "$input" "$mode")"
+        if [ "$which" = full ]; then
+          if [ -z "$best_full" ] || [ "$(echo "$c < ${best_full#* }" | bc -l)" = 1 ]; then best_full="$events $c"; fi
+        elif [ -z "$best_half" ] || [ "$(echo "$c < ${best_half#* }" | bc -l)" = 1 ]; then
+          best_half="$events $c"
+        fi
+      done
+    done
+    read -r e1 c1 <<< "$best_full"
+    read -r e2 c2 <<< "$best_half"
+    marginal=$(echo "($c1 - $c2) / ($e1 - $e2) * 1000000000" | bc -l)
+    fixed=$(echo "($c1 - $marginal * $e1 / 1000000000) * 1000" | bc -l)
+    printf '%-9s %6s %-12s %10s %10s %11.1f %11.1f %9.1f %13.2f\n' "$name" "$ranks" "engine-$mode" "$e1" "$e2" \
+      "$(echo "$c1 / $e1 * 1000000000" | bc -l)" "$marginal" "$fixed" "$(echo "$fixed * 1000 / $ranks" | bc -l)"
+  done
 done

@@ -1,12 +1,12 @@
 // lockstep_engine_timer FILE MODE [-D name=value ...]: loads a scenario once and runs one
 // execution of the engine alone, as `lockstep run` (MODE run: TimedStrategy, every op recorded)
 // or `lockstep check` (MODE check: ops not recorded) does, without the CLI's report, analysis
-// or timeline. Prints one line: events, engine wall seconds, engine CPU seconds (this thread's:
-// on a shared machine wall time counts other processes too), events per CPU second, peak RSS
-// in MiB (getrusage, the whole process: scenario and engine), and the engine's CPU seconds
-// split into user and system (the system part is mostly first touches of the memory the
-// kernels take, which a virtual machine makes slow and variable). bench/engine_bench.sh runs
-// it.
+// or timeline. Prints one line: events, engine wall seconds, engine CPU seconds (this thread's,
+// to the microsecond: on a shared machine wall time counts other processes too), events per CPU
+// second, peak RSS in MiB (getrusage, the whole process: scenario and engine), and the engine's
+// CPU seconds split into user and system (the system part is mostly first touches of the memory
+// the kernels take, which a virtual machine makes slow and variable). bench/engine_bench.sh
+// runs it.
 #include <sys/resource.h>
 #include <time.h>
 
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: the execution did not complete (end %d)\n", path.c_str(), static_cast<int>(result.end));
     return 1;
   }
-  std::printf("%llu %.3f %.3f %.0f %.0f %.3f %.3f\n", static_cast<unsigned long long>(result.events), seconds.count(), cpu,
+  std::printf("%llu %.3f %.6f %.0f %.0f %.3f %.3f\n", static_cast<unsigned long long>(result.events), seconds.count(), cpu,
               static_cast<double>(result.events) / cpu, peak_rss_mib(), user_end - user_start, sys_end - sys_start);
   return 0;
 }
