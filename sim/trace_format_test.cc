@@ -795,6 +795,8 @@ TEST_CASE("trace: a trace read on two threads loads exactly as in one pass") {
     lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(at), more.begin(), more.end());
     return lines;
   };
+  const std::vector<std::string> thread_line_at_30 =
+      with(rank_major, 30, {R"({"rank": 2, "thread": "io", "op": "compute", "duration_ns": 1})"});
   const std::vector<std::vector<std::string>> cases = {
       rank_major,
       interleaved,
@@ -806,7 +808,7 @@ TEST_CASE("trace: a trace read on two threads loads exactly as in one pass") {
       // A rank whose first half has only thread "io": its main thread is made at the merge.
       with(rank_major, 0, {R"({"rank": 3, "thread": "io", "op": "compute", "duration_ns": 1})"}),
       // The part stops at a line with a thread, a tag, a group marker, a long line, an error.
-      with(rank_major, 30, {R"({"rank": 2, "thread": "io", "op": "compute", "duration_ns": 1})"}),
+      thread_line_at_30,
       with(rank_major, 30, {op(2, R"(, "tag": "t")")}),
       with(rank_major, 30, {R"({"rank": 2, "op": "group_start"})", op(2, ""), R"({"rank": 2, "op": "group_end"})"}),
       with(rank_major, 30, {op(2, ", " + std::string(70000, ' ') + R"("dtype": "fp32")")}),
@@ -833,7 +835,7 @@ TEST_CASE("trace: a trace read on two threads loads exactly as in one pass") {
   const std::string plain = trace(rank_major);
   CHECK(part_lines(plain) == 19);
   CHECK(part_lines(trace(interleaved)) == 19);
-  CHECK(part_lines(trace(cases[5])) == 9);
+  CHECK(part_lines(trace(thread_line_at_30)) == 9);
   CHECK(part_lines(plain.substr(0, plain.size() - 1)) == 0);
   CHECK(part_lines(plain, LoadLimits{}) == 0);
   // A bound met in the second half is reported at its line, as in one pass.
