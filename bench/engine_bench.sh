@@ -134,6 +134,13 @@ for name in "${workloads[@]}"; do
 done
 
 # The marginal cost of an event and the fixed cost of an execution (see the header).
+least() {  # least BEST LINE: of two engine_timer lines (BEST may be empty), the one of less CPU
+  if [ -z "$1" ] || [ "$(echo "$(echo "$2" | awk '{print $3}') < $(echo "$1" | awk '{print $3}')" | bc -l)" = 1 ]; then
+    echo "$2"
+  else
+    echo "$1"
+  fi
+}
 loops=()
 for name in "${workloads[@]}"; do
   case $name in loop-*) loops+=("$name") ;; esac
@@ -150,18 +157,11 @@ for name in "${loops[@]}"; do
   for mode in run check; do
     best_full='' best_half=''
     for _ in $(seq "$repeats"); do
-      for which in full half; do
-        [ "$which" = full ] && input=$file || input=$half
-        read -r events _ c _ <<< "$("${pin[@]}" "$timer" "$input" "$mode")"
-        if [ "$which" = full ]; then
-          if [ -z "$best_full" ] || [ "$(echo "$c < ${best_full#* }" | bc -l)" = 1 ]; then best_full="$events $c"; fi
-        elif [ -z "$best_half" ] || [ "$(echo "$c < ${best_half#* }" | bc -l)" = 1 ]; then
-          best_half="$events $c"
-        fi
-      done
+      best_full=$(least "$best_full" "$("${pin[@]}" "$timer" "$file" "$mode")")
+      best_half=$(least "$best_half" "$("${pin[@]}" "$timer" "$half" "$mode")")
     done
-    read -r e1 c1 <<< "$best_full"
-    read -r e2 c2 <<< "$best_half"
+    read -r e1 _ c1 _ <<< "$best_full"
+    read -r e2 _ c2 _ <<< "$best_half"
     marginal=$(echo "($c1 - $c2) / ($e1 - $e2) * 1000000000" | bc -l)
     fixed=$(echo "($c1 - $marginal * $e1 / 1000000000) * 1000" | bc -l)
     printf '%-9s %6s %-12s %10s %10s %11.1f %11.1f %9.1f %13.2f\n' "$name" "$ranks" "engine-$mode" "$e1" "$e2" \

@@ -787,7 +787,7 @@ class TraceLoader {
         return;
       }
       line_ = ++line;
-      if (text.find_first_not_of(" \t") == std::string_view::npos) continue;
+      if (is_blank(text)) continue;
       if (!header_seen) {
         header_seen = true;
         ops_ok = load_header(text);
@@ -802,6 +802,9 @@ class TraceLoader {
     }
     if (ops_ok) finish();
   }
+
+  // Whether a line (without its end of line) has nothing but spaces and tabs: skipped.
+  static bool is_blank(std::string_view line) { return line.find_first_not_of(" \t") == std::string_view::npos; }
 
   // The line at `pos` (without its end of line); advances `pos`. False at the end of the text
   // (or, while a second part is read beside this loader, at that part's start).
@@ -1830,18 +1833,23 @@ class TraceLoader {
   [[gnu::noinline]] bool place_other_thread(int32_t rank, std::string_view name, SourceLoc name_loc,
                                             SourceLoc op_loc) {
     RankState& rs = ranks_[current_state_];
-    const auto found = std::find_if(rs.program.begin(), rs.program.end(),
-                                    [&](const ThreadDef& t) { return t.name == name; });
-    if (found == rs.program.end() && rs.program.size() >= MAX_TRACE_THREADS_PER_RANK) {
+    const size_t found = thread_index(rs, name);
+    if (found == SIZE_MAX && rs.program.size() >= MAX_TRACE_THREADS_PER_RANK) {
       error(name_loc, "rank " + std::to_string(rank) + " has more than the limit of " +
                           std::to_string(MAX_TRACE_THREADS_PER_RANK) + " threads");
       return false;
     }
-    current_thread_ = found == rs.program.end() ? add_thread(rs, name, op_loc)
-                                                : static_cast<uint32_t>(found - rs.program.begin());
+    current_thread_ = found == SIZE_MAX ? add_thread(rs, name, op_loc) : static_cast<uint32_t>(found);
     rs.last_thread = current_thread_;
     rs.last_is_main = rs.program[current_thread_].name == "main";
     return true;
+  }
+
+  // The index of `rs`'s thread `name`, or SIZE_MAX when it has none.
+  static size_t thread_index(const RankState& rs, std::string_view name) {
+    const auto found = std::find_if(rs.program.begin(), rs.program.end(),
+                                    [&](const ThreadDef& t) { return t.name == name; });
+    return found == rs.program.end() ? SIZE_MAX : static_cast<size_t>(found - rs.program.begin());
   }
 
   // A new thread `name` of `rs`, first named by the operation at `op_loc`; its index.
@@ -2277,7 +2285,7 @@ class TraceLoader {
         size_t next = pos;
         std::string_view text;
         next_line(next, text);
-        if (text.find_first_not_of(" \t") != std::string_view::npos) break;
+        if (!is_blank(text)) break;
         length = next - pos;
       }
       ++line;
@@ -2303,22 +2311,16 @@ class TraceLoader {
   // them; false (and nothing changed) when those lines would be read otherwise here: into an
   // NCCL group left open, or making a thread past a rank's limit.
   bool merge_part(TraceLoader& part) {
-    const auto main_of = [](const RankState& rs) {
-      const auto found = std::find_if(rs.program.begin(), rs.program.end(),
-                                      [](const ThreadDef& t) { return t.name == "main"; });
-      return found == rs.program.end() ? SIZE_MAX : static_cast<size_t>(found - rs.program.begin());
-    };
     for (const RankState& from : part.ranks_) {
       const int32_t state = state_of_rank_[static_cast<size_t>(from.rank)];
       if (state < 0) continue;
       const RankState& into = ranks_[static_cast<size_t>(state)];
-      const size_t main = main_of(into);
+      const size_t main = thread_index(into, "main");
       if (main == SIZE_MAX ? into.program.size() >= MAX_TRACE_THREADS_PER_RANK : into.open[main].depth != 0) {
         return false;
       }
     }
-    if (part.ranks_.empty()) return true;  // blank lines only
-    const int32_t last_rank = part.ranks_[part.current_state_].rank;
+    // (The current rank, thread and `placed_` are the line's: the next line sets them.)
     for (RankState& from : part.ranks_) {
       int32_t& state = state_of_rank_[static_cast<size_t>(from.rank)];
       if (state < 0) {
@@ -2327,7 +2329,7 @@ class TraceLoader {
         continue;
       }
       RankState& into = ranks_[static_cast<size_t>(state)];
-      size_t main = main_of(into);
+      size_t main = thread_index(into, "main");
       if (main == SIZE_MAX) main = add_thread(into, "main", from.program[0].loc);
       auto& ops = into.recorded[main]->ops;
       const auto& more = from.recorded[0]->ops;
@@ -2336,13 +2338,10 @@ class TraceLoader {
       into.last_thread = static_cast<uint32_t>(main);
       into.last_is_main = true;
     }
-    current_state_ = static_cast<uint32_t>(state_of_rank_[static_cast<size_t>(last_rank)]);
-    current_thread_ = ranks_[current_state_].last_thread;
     ops_ += part.ops_;
     for (size_t i = 0; i < part.group_used_.size(); ++i) {
       if (part.group_used_[i]) group_used_[i] = true;
     }
-    placed_ = part.placed_;
     return true;
   }
 
