@@ -663,6 +663,7 @@ struct Engine::Impl : ExecState {
   std::vector<uint32_t> vclock_buf;  // scratch of the vector clocks' joins
   std::vector<std::unique_ptr<ProgramFiber>> fibers;  // by thread
   std::vector<std::string> thread_names;               // by thread
+  std::vector<uint32_t> thread_stream_names;           // by thread: its current stream's name
   // Rank::running_comm is read only under comm_concurrency and by state fingerprints: kept only
   // then, so that completing a collective's kernels does not read every member's Rank.
   const bool count_comm;
@@ -720,6 +721,7 @@ struct Engine::Impl : ExecState {
         thread.rank = static_cast<uint32_t>(r);
         thread.local = static_cast<uint32_t>(rank.threads.size());
         thread_names.push_back(def.name);
+        thread_stream_names.push_back(def.stream.empty() ? MAIN_NAME : intern(def.stream));
         fibers.push_back(std::make_unique<ProgramFiber>(sc, def.body(), r, stacks, options.limits));
         ++rank.threads.count;
         threads.push_back(std::move(thread));
@@ -1564,8 +1566,8 @@ struct Engine::Impl : ExecState {
           runtime_error(op, fmt::format("rank {} waits for handle '{}' before any op set it", thread.rank, op.stmt->handle));
           return;
         }
-        // work.wait(): the current stream (main) waits for the op; the host does not.
-        add_wait(rank.streams[MAIN_STREAM].pending_waits, *handle);
+        // work.wait(): the thread's current stream waits for the op; the host does not.
+        add_wait(rank.streams[current_stream(t)].pending_waits, *handle);
         finish_host_op(new_kernel(t, op), thread.clock_ns);
         return;
       }
@@ -1593,7 +1595,7 @@ struct Engine::Impl : ExecState {
         return;
       case OpKind::COMPUTE: {
         const uint32_t k = new_kernel(t, op);
-        enqueue(thread.rank, op.stmt && !op.stmt->stream.empty() ? named_stream(rank, intern(op.stmt->stream)) : MAIN_STREAM, k);
+        enqueue(thread.rank, op.stmt && !op.stmt->stream.empty() ? named_stream(rank, intern(op.stmt->stream)) : current_stream(t), k);
         mark_dirty(thread.rank);
         return;
       }
@@ -1605,7 +1607,7 @@ struct Engine::Impl : ExecState {
     const uint32_t k = new_kernel(t, op);
     kernels[k].comm = true;
     const uint32_t s = comm_stream(thread.rank, op);
-    link_synchronous(thread.rank, s, k, op.stmt && !op.stmt->handle.empty());
+    link_synchronous(thread.rank, s, current_stream(t), k, op.stmt && !op.stmt->handle.empty());
     if (op.stmt && !op.stmt->handle.empty()) {
       const uint32_t name = intern(op.stmt->handle);
       if (uint32_t* handle = find_named(rank.handles, name)) *handle = k;
@@ -1774,20 +1776,26 @@ struct Engine::Impl : ExecState {
     if (head.head == NO_INDEX) head.head = k;
   }
 
-  // A communication op's stream waits for prior work on main; main waits for the op unless it
-  // is async (then `wait: H` adds that edge).
-  // "Prior work on main" is its last kernel and the waits main has taken on since (an earlier
-  // synchronous op on another stream): CUDA orders an event recorded on main after both.
-  void link_synchronous(uint32_t r, uint32_t s, uint32_t k, bool async) {
+  // A communication op's stream s waits for prior work on the issuing thread's current stream c;
+  // c waits for the op unless it is async (then `wait: H` adds that edge).
+  // "Prior work on c" is its last kernel and the waits c has taken on since (an earlier
+  // synchronous op on another stream): CUDA orders an event recorded on c after both.
+  void link_synchronous(uint32_t r, uint32_t s, uint32_t c, uint32_t k, bool async) {
     Rank& rank = ranks[r];
-    if (s != MAIN_STREAM) {
-      Stream& main = rank.streams[MAIN_STREAM];
+    if (s != c) {
+      Stream& current = rank.streams[c];
       WaitList& waits = rank.streams[s].pending_waits;
-      if (main.last != NO_INDEX) add_wait(waits, main.last);
-      for (uint32_t w : main.pending_waits) add_wait(waits, w);
+      if (current.last != NO_INDEX) add_wait(waits, current.last);
+      for (uint32_t w : current.pending_waits) add_wait(waits, w);
     }
     enqueue(r, s, k);
-    if (!async && s != MAIN_STREAM) add_wait(rank.streams[MAIN_STREAM].pending_waits, k);
+    if (!async && s != c) add_wait(rank.streams[c].pending_waits, k);
+  }
+
+  // The thread's current stream (ThreadDef::stream; `main` unless it names one), made on first use.
+  uint32_t current_stream(uint32_t t) {
+    const uint32_t name = thread_stream_names[t];
+    return name == MAIN_NAME ? MAIN_STREAM : named_stream(ranks[threads[t].rank], name);
   }
 
   // Adds a wait on kernel k, keeping one wait per stream (a later kernel of a stream implies
@@ -1952,8 +1960,9 @@ struct Engine::Impl : ExecState {
       ++kernels[composite].child_count;
       kernels[composite].has_children = true;
     }
-    const uint32_t s = ops.empty() ? MAIN_STREAM : comm_stream(r, ops.front());
-    link_synchronous(r, s, composite, false);
+    const uint32_t c = current_stream(t);
+    const uint32_t s = ops.empty() ? c : comm_stream(r, ops.front());
+    link_synchronous(r, s, c, composite, false);
     const uint32_t first = first_child(composite);
     const uint32_t count = kernels[composite].child_count;
     for (uint32_t k = first; k < first + count; ++k) kernels[k].stream = s;

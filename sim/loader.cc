@@ -2018,7 +2018,26 @@ class Loader {
       for (const Entry& thread : entries_of(*entry.value)) {
         if (!check_name(*thread.key_node, "thread", false)) continue;
         ThreadDef def{std::string(thread.key), thread.key_node->loc, {}};
-        load_block(*thread.value, def.mutable_body(), 0);
+        // A list of statements, or {stream: S, do: [...]}: a thread with a current stream of
+        // its own (torch.cuda.stream(S) around its body).
+        const Node* body = thread.value;
+        if (thread.value->kind == NodeKind::MAP) {
+          body = nullptr;
+          const std::string where = " in thread " + quoted(thread.key);
+          for (const Entry& part : known_entries(entries_of(*thread.value), {"do", "stream"}, where)) {
+            if (part.key == "do") {
+              body = part.value;
+            } else if (expect_kind(*part.value, NodeKind::SCALAR, "a stream name") &&
+                       check_name(*part.value, "stream", false)) {
+              def.stream = std::string(part.value->value);
+            }
+          }
+          if (body == nullptr) error(thread.key_node->loc, "thread " + quoted(thread.key) + " requires 'do'");
+        } else if (thread.value->kind != NodeKind::LIST) {
+          error(thread.value->loc, "expected a list of statements or a map {stream, do}, got " + type_name(*thread.value));
+          body = nullptr;
+        }
+        if (body != nullptr) load_block(*body, def.mutable_body(), 0);
         program.push_back(std::move(def));
       }
     }

@@ -446,12 +446,17 @@ struct RecordedBody {
 struct ThreadDef {
   std::string name;  // `program:` is one thread named "main"
   SourceLoc loc;
+  // The thread's current stream (`threads: {T: {stream: S, do: [...]}}`): where its compute
+  // runs and what its communication chains with. Empty: the rank's stream `main`, which every
+  // thread without one shares (docs/semantics.md, "Streams, kernels, host threads").
+  std::string stream;
 
   ThreadDef() = default;
   ThreadDef(std::string thread_name, SourceLoc at, StmtList stmts = {})
       : name(std::move(thread_name)), loc(at), body_(std::move(stmts)) {}
   // A copy has the statements (a recorded thread's are made first) and takes the heap.
-  ThreadDef(const ThreadDef& other) : name(other.name), loc(other.loc), body_(other.body()) {}
+  ThreadDef(const ThreadDef& other)
+      : name(other.name), loc(other.loc), stream(other.stream), body_(other.body()) {}
   ThreadDef& operator=(const ThreadDef& other) {
     if (this != &other) *this = ThreadDef(other);
     return *this;
