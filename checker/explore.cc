@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstdio>
 #include <atomic>
 #include <chrono>
@@ -11,9 +12,8 @@
 
 #include <fmt/format.h>
 
-#include "checker/dfs.h"
 #include "checker/replay.h"
-#include "checker/sampling.h"
+#include "checker/search.h"
 
 namespace lockstep::checker {
 
@@ -52,21 +52,23 @@ uint64_t resident_bytes() {
 sim::EngineOptions engine_options_for(const CheckOptions& options) {
   sim::EngineOptions engine = options.engine;
   engine.record_ops = false;
-  // dfs is the plain exhaustive oracle: every interleaving of the ranks' choices, no cache.
-  engine.rank_persistent_sets = options.strategy != "dfs";
-  engine.track_state = options.strategy == "dpor";
-  engine.lazy_points = options.strategy == "dpor" && options.lazy_points;
-  engine.checkpoints =
-      options.checkpoints && (options.strategy == "dfs" || options.strategy == "dpor") && engine.log == nullptr;
+  const StrategyInfo* info = find_strategy(options.strategy);
+  if (info != nullptr && info->configure != nullptr) info->configure(engine);
+  if (options.dfs_state_cache) engine.track_state = true;
+  engine.checkpoints = options.checkpoints && info != nullptr && info->exhaustive && engine.log == nullptr;
   return engine;
 }
 
-const std::vector<std::string>& strategy_names() {
-  static const std::vector<std::string> names = {"dfs", "dpor", "pct", "random"};
+std::vector<std::string> strategy_names() {
+  std::vector<std::string> names;
+  for (const StrategyInfo& info : strategies()) names.emplace_back(info.name);
   return names;
 }
 
-bool is_sampling(const std::string& strategy) { return strategy == "random" || strategy == "pct"; }
+bool is_sampling(const std::string& strategy) {
+  const StrategyInfo* info = find_strategy(strategy);
+  return info != nullptr && !info->exhaustive;
+}
 
 uint64_t execution_budget(const CheckOptions& options) {
   if (options.max_executions > 0) return options.max_executions;
@@ -80,13 +82,15 @@ namespace {
 // how many threads ran them.
 struct Slice {
   uint64_t executions = 0;
-  uint64_t pruned = 0;           // executions ended at a state already explored
+  uint64_t pruned = 0;           // executions ended at a state already explored (or all asleep)
+  uint64_t sleep_blocked = 0;    // of them, ended because every option was asleep
   uint64_t states = 0;           // states in the cache at the end
   bool cache_full = false;
   uint64_t events = 0;
   std::vector<uint64_t> hashes;  // one per execution, in order
   std::vector<uint64_t> events_after;  // events of the slice's executions so far, per execution
   std::vector<uint64_t> pruned_after;  // pruned executions so far, per execution
+  std::vector<uint64_t> blocked_after;  // sleep-blocked executions so far, per execution
   std::vector<Bug> bugs;         // first execution of each signature, `execution` local
   std::set<std::string> terminal_states;
   std::optional<sim::Diagnostic> error;
@@ -96,31 +100,43 @@ struct Slice {
 
 using Clock = std::chrono::steady_clock;
 
-struct Search {
+struct Exploration {
   const sim::Scenario& scenario;
   const CheckOptions& options;
+  const StrategyInfo& info;
   sim::EngineOptions engine_options;
   Clock::time_point started;
   uint64_t budget;
 
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - started).count(); }
 
-  // Runs executions under `inner` (a DfsStrategy over a subtree, or a sampler) until it is done
-  // or `budget` executions ran.
-  Slice run(sim::Engine& engine, sim::Strategy& inner, DfsStrategy* dfs, RandomStrategy* random, PctStrategy* pct,
-            bool report_progress) const {
+  SearchOptions search_options(std::vector<uint32_t> prefix = {}) const {
+    SearchOptions out;
+    out.seed = options.seed;
+    out.pct_depth = options.pct_depth;
+    out.prefix = std::move(prefix);
+    out.sleep_sets = options.sleep_sets;
+    out.state_cache = options.state_cache;
+    out.dfs_state_cache = options.dfs_state_cache;
+    return out;
+  }
+
+  // Runs executions under `search` (over the whole space, or the subtree under one schedule
+  // prefix for --jobs) until it is done or `budget` executions ran.
+  Slice run(sim::Engine& engine, Search& search, bool report_progress) const {
     Slice out;
-    RecordingStrategy recorder(inner);
-    StateCache cache;
-    if (dfs != nullptr && options.strategy == "dpor") {
-      dfs->use_cache(&cache);
-      dfs->use_sleep_sets(options.sleep_sets);
-      dfs->use_lazy_points(options.lazy_points);
-    }
+    RecordingStrategy recorder(search);
     std::set<std::string> seen;
-    uint64_t longest = 0;  // most choice points in one execution (PCT's change point range)
+    uint64_t longest = 0;  // most choice points in one execution (the progress line's depth)
     double last_progress = 0;
-    const bool sampling = dfs == nullptr;
+    const bool sampling = !info.exhaustive;
+    auto record = [&](uint64_t hash) {
+      const SearchStats stats = search.stats();
+      out.hashes.push_back(hash);
+      out.events_after.push_back(out.events);
+      out.pruned_after.push_back(out.pruned);
+      out.blocked_after.push_back(stats.sleep_blocked);
+    };
     while (true) {
       if (out.executions >= budget) {
         if (!sampling) out.bound_hit = fmt::format("--max-executions {}", budget);
@@ -141,8 +157,7 @@ struct Search {
           options.progress(Progress{out.executions, static_cast<double>(out.executions) / now, longest, now});
         }
       }
-      if (random) random->begin_execution(out.executions);
-      if (pct) pct->begin_execution(out.executions, longest);
+      search.begin(out.executions);
       sim::ExecutionResult result = engine.run(recorder);  // tells the recorder where it starts
       ++out.executions;
       out.events += result.events;
@@ -151,12 +166,11 @@ struct Search {
       for (const sim::Option& c : recorder.choices()) fnv_mix(hash, static_cast<uint64_t>(c.rank) << 32 | static_cast<uint32_t>(c.detail));
       fnv_mix(hash, static_cast<uint64_t>(result.end));
       if (result.end == sim::ExecutionEnd::PRUNED) {
-        // Its future was explored from an equal state: nothing new to analyse.
+        // Its future was explored from an equal state, or every option was asleep: nothing
+        // new to analyse.
         ++out.pruned;
-        out.hashes.push_back(hash);
-        out.events_after.push_back(out.events);
-        out.pruned_after.push_back(out.pruned);
-        if (!dfs->next()) {
+        record(hash);
+        if (!search.next(result)) {
           out.complete = true;
           break;
         }
@@ -165,9 +179,7 @@ struct Search {
       if (result.end == sim::ExecutionEnd::ERROR || result.end == sim::ExecutionEnd::LIMIT) {
         if (result.end == sim::ExecutionEnd::LIMIT) out.bound_hit = result.error->message;
         else out.error = result.error;
-        out.hashes.push_back(hash);
-        out.events_after.push_back(out.events);
-        out.pruned_after.push_back(out.pruned);
+        record(hash);
         break;
       }
       // A completed execution has no bug (analyze would say so after copying the ranks' status).
@@ -177,31 +189,26 @@ struct Search {
       if (bug) {
         fnv_mix(hash, bug->signature);
         if (seen.insert(bug->signature).second) {
-          bug->schedule = sampling ? std::vector<uint32_t>() : dfs->schedule();
+          bug->schedule = search.schedule();
           bug->choices = recorder.choices();
           bug->execution = out.executions;
           out.bugs.push_back(std::move(*bug));
         }
       }
-      out.hashes.push_back(hash);
-      out.events_after.push_back(out.events);
-      out.pruned_after.push_back(out.pruned);
+      record(hash);
       if (options.max_bugs > 0 && out.bugs.size() >= options.max_bugs) {
         out.bound_hit = fmt::format("--max-bugs {}", options.max_bugs);
         break;
       }
-      if (sampling) {
-        if (result.choice_points == 0) {  // one execution is the whole space
-          out.complete = true;
-          break;
-        }
-      } else if (!dfs->next()) {
+      if (!search.next(result)) {
         out.complete = true;
         break;
       }
     }
-    out.states = cache.size();
-    out.cache_full = cache.full();
+    const SearchStats stats = search.stats();
+    out.sleep_blocked = stats.sleep_blocked;
+    out.states = stats.states;
+    out.cache_full = stats.state_cache_full;
     return out;
   }
 
@@ -250,19 +257,17 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
   CheckResult out;
   out.strategy = options.strategy;
   out.fingerprint = FNV_OFFSET;
-  Search search{scenario, options, engine_options_for(options), Clock::now(), execution_budget(options)};
-  const bool sampling = is_sampling(options.strategy);
+  const StrategyInfo* info = find_strategy(options.strategy);
+  assert(info != nullptr && "the CLI accepts only strategy_names()");
+  Exploration search{scenario, options, *info, engine_options_for(options), Clock::now(), execution_budget(options)};
+  const bool sampling = !info->exhaustive;
 
   std::vector<Slice> slices;
   const unsigned jobs = std::max(1u, options.jobs);
-  if (sampling || jobs == 1) {
+  if (!info->splits || jobs == 1) {
     sim::Engine engine(scenario, search.engine_options);
-    DfsStrategy dfs;
-    RandomStrategy random(options.seed);
-    PctStrategy pct(options.seed, options.pct_depth);
-    if (options.strategy == "random") slices.push_back(search.run(engine, random, nullptr, &random, nullptr, true));
-    else if (options.strategy == "pct") slices.push_back(search.run(engine, pct, nullptr, nullptr, &pct, true));
-    else slices.push_back(search.run(engine, dfs, &dfs, nullptr, nullptr, true));
+    const std::unique_ptr<Search> one = info->make(search.search_options());
+    slices.push_back(search.run(engine, *one, true));
   } else {
     std::vector<std::vector<uint32_t>> prefixes;
     {
@@ -274,8 +279,8 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
     auto worker = [&] {
       sim::Engine engine(scenario, search.engine_options);
       for (size_t i = next++; i < prefixes.size(); i = next++) {
-        DfsStrategy dfs(prefixes[i]);
-        slices[i] = search.run(engine, dfs, &dfs, nullptr, nullptr, false);
+        const std::unique_ptr<Search> part = info->make(search.search_options(prefixes[i]));
+        slices[i] = search.run(engine, *part, false);
       }
     };
     std::vector<std::thread> threads;
@@ -308,6 +313,7 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
     for (uint64_t i = 0; i < take; ++i) fnv_mix(out.fingerprint, slice.hashes[i]);
     out.executions += take;
     if (take > 0) out.pruned += slice.pruned_after[take - 1];
+    if (take > 0) out.sleep_blocked += slice.blocked_after[take - 1];
     out.states += slice.states;
     out.state_cache_full = out.state_cache_full || slice.cache_full;
     if (take > 0) out.events += slice.events_after[take - 1];

@@ -37,9 +37,10 @@ struct CheckOptions {
   uint32_t pct_depth = 3;       // PCT's d: d-1 priority change points
   unsigned jobs = 1;            // threads for dfs/dpor (sampling strategies run on one)
   bool collect_terminal_states = false;  // fill CheckResult::terminal_states (property tests)
-  bool lazy_points = true;               // dpor: dynamic source sets (off only to measure them)
   bool checkpoints = true;               // dfs, dpor: sim::EngineOptions::checkpoints (off to compare)
   bool sleep_sets = true;                // dpor: sleep sets (off only to measure what they save)
+  bool state_cache = true;               // dpor: the state cache (off only to measure what it saves)
+  bool dfs_state_cache = false;          // dfs: a stateful oracle (tests); sets engine.track_state
   // Called about twice a second once a search has run for a second; never reaches a report.
   std::function<void(const Progress&)> progress;
   double time_budget_s = 0;  // 0 = none
@@ -58,7 +59,9 @@ struct CheckResult {
   bool exhaustive = false;  // the whole space was explored
   std::string strategy;
   uint64_t executions = 0;  // including pruned ones
-  uint64_t pruned = 0;      // dpor: executions ended at a state whose future was explored
+  uint64_t pruned = 0;      // dpor: executions ended at a state whose future was explored, or
+                            // where every option was asleep (sleep_blocked of them)
+  uint64_t sleep_blocked = 0;
   uint64_t states = 0;      // dpor: distinct states remembered (per --jobs part, summed)
   bool state_cache_full = false;  // the cache hit its bound (it then prunes less; still sound)
   uint64_t events = 0;
@@ -76,8 +79,8 @@ sim::EngineOptions engine_options_for(const CheckOptions& options);
 // Whether a strategy samples (random, pct) rather than covers the space.
 bool is_sampling(const std::string& strategy);
 
-// The strategies `check` accepts.
-const std::vector<std::string>& strategy_names();
+// The strategies `check` accepts (checker/strategies.cc).
+std::vector<std::string> strategy_names();
 
 CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& options);
 

@@ -1,4 +1,5 @@
 #include "checker/dfs.h"
+#include "checker/reduction/state_cache.h"
 #include "checker/explore.h"
 #include "checker/sampling.h"
 
@@ -202,9 +203,7 @@ TEST_CASE("the random generator is a fixed algorithm") {
 
 namespace lockstep::checker {
 
-// dfs: everything equals one thread's. dpor: each part has its own state cache, so the counts
-// may differ, but the verdict, the bugs and their counterexamples may not (the first execution
-// with a bug is the same in every part, see docs/semantics.md, "--jobs").
+// dfs: everything equals one thread's. dpor: the same report, whatever --jobs says.
 TEST_CASE("--jobs: the same verdicts and bugs as one thread - with dfs the same counts and fingerprint") {
   const char* texts[] = {R"Y(
 scenario: gather
@@ -289,172 +288,60 @@ namespace lockstep::checker {
 
 TEST_CASE("state cache: a set of fingerprints, bounded") {
   StateCache cache(100);
-  CHECK(cache.insert(7));
-  CHECK_FALSE(cache.insert(7));
-  for (uint64_t s = 1; s <= 5000; ++s) cache.insert(s * 0x9e3779b97f4a7c15ULL);
+  CHECK(cache.visit(7, {}));
+  CHECK_FALSE(cache.visit(7, {}));
+  for (uint64_t s = 1; s <= 5000; ++s) cache.visit(s * 0x9e3779b97f4a7c15ULL, {});
   CHECK(cache.size() == 100);  // the bound: nothing more is remembered
   CHECK(cache.full());
-  CHECK_FALSE(cache.insert(7));  // what it holds stays found
-  CHECK(cache.insert(12345));    // a new state is "new" (explored again: only less pruning)
-  CHECK(cache.insert(12345));
+  CHECK_FALSE(cache.visit(7, {}));  // what it holds stays found
+  CHECK(cache.visit(12345, {}));    // a new state is "new" (explored again: only less pruning)
+  CHECK(cache.visit(12345, {}));
   StateCache big;
-  for (uint64_t s = 1; s <= 100'000; ++s) REQUIRE(big.insert(s * 0xbf58476d1ce4e5b9ULL));
-  for (uint64_t s = 1; s <= 100'000; ++s) REQUIRE_FALSE(big.insert(s * 0xbf58476d1ce4e5b9ULL));
+  for (uint64_t s = 1; s <= 100'000; ++s) REQUIRE(big.visit(s * 0xbf58476d1ce4e5b9ULL, {}));
+  for (uint64_t s = 1; s <= 100'000; ++s) REQUIRE_FALSE(big.visit(s * 0xbf58476d1ce4e5b9ULL, {}));
   CHECK(big.size() == 100'000);
 }
 
 TEST_CASE("state cache with sleep sets: a visit is covered only by one that had no more asleep") {
-  auto thread = [](int32_t rank) {
-    sim::Option o;
-    o.kind = sim::ChoiceKind::THREAD;
-    o.rank = rank;
-    o.thread = 1;
-    o.detail = rank * 2 + 1;
-    return o;
-  };
   StateCache cache;
-  const SleepSet one{thread(1)};
-  const SleepSet both{thread(1), thread(2)};
-  const SleepSet other{thread(2)};
+  const std::vector<uint64_t> one{11};
+  const std::vector<uint64_t> both{11, 22};
+  const std::vector<uint64_t> other{22};
   CHECK(cache.visit(42, one));          // new
   CHECK_FALSE(cache.visit(42, both));   // more asleep now: the first visit explored all it would
   CHECK_FALSE(cache.visit(42, one));
-  CHECK(cache.visit(42, other));        // rank 1's step slept then, not now: explored again
+  CHECK(cache.visit(42, other));        // step 11 slept then, not now: explored again
   CHECK_FALSE(cache.visit(42, one));    // remembered with the intersection (nothing): covers all
   CHECK_FALSE(cache.visit(42, {}));
   CHECK(cache.visit(43, {}));
   CHECK_FALSE(cache.visit(43, both));
-  // A START names its kernel by engine slot: never taken as the same option on another path.
-  sim::Option start;
-  start.kind = sim::ChoiceKind::START;
-  start.rank = 0;
-  start.detail = 5;
-  CHECK(cache.visit(7, {start}));
-  CHECK(cache.visit(7, {start}));
-  CHECK_FALSE(cache.visit(7, {start}));
-  CHECK(cache.size() == 3);
+  CHECK(cache.size() == 2);
 }
 
-TEST_CASE("dynamic source sets: a lazy point explores its other ranks only after a race below it") {
-  auto thread = [](int32_t rank, int32_t local) {
-    sim::Option o;
-    o.kind = sim::ChoiceKind::THREAD;
-    o.rank = rank;
-    o.thread = local;
-    o.detail = rank * 2 + local;
-    return o;
-  };
-  const std::vector<sim::Option> lazy_point{thread(0, 0), thread(2, 0)};
-  const std::vector<sim::Option> rank1_point{thread(1, 0), thread(1, 1)};
-  auto point = [](const std::vector<sim::Option>& options, uint64_t state, int32_t lazy_rank) {
-    return sim::ChoicePoint{options, 0, state, lazy_rank};
-  };
-  SUBCASE("nothing reported: rank 2's option is never taken") {
-    DfsStrategy dfs;
-    dfs.use_lazy_points(true);
-    CHECK(dfs.choose(point(lazy_point, 0, 0)) == 0);
-    dfs.new_option(2, sim::Cause{});  // another rank's new option is no race with rank 0's
-    CHECK_FALSE(dfs.next());
-    CHECK(dfs.lazy_kept() == 1);
-  }
-  SUBCASE("a new option caused after the lazy rank's step is no race; one caused before it is") {
-    // Positions (sim::Cause): 1 is rank 0's choice at point 0, 3 its choice at point 1, which
-    // follows the first (one rank's steps never commute); no entry: neither.
-    for (const std::vector<uint32_t>& entries :
-         {std::vector<uint32_t>{0, 1}, std::vector<uint32_t>{0, 3}, std::vector<uint32_t>{}}) {
-      DfsStrategy dfs;
-      dfs.use_lazy_points(true);
-      const std::vector<sim::Option> rank0_point{thread(0, 0), thread(0, 1)};
-      CHECK(dfs.choose(point(lazy_point, 0, 0)) == 0);
-      CHECK(dfs.choose(point(rank0_point, 0, -1)) == 0);
-      dfs.new_option(0, sim::Cause{entries});
-      REQUIRE(dfs.next());  // rank 0's second option at the point below
-      CHECK(dfs.choose(point(lazy_point, 0, 0)) == 0);
-      CHECK(dfs.choose(point(rank0_point, 0, -1)) == 1);
-      if (!entries.empty()) {
-        CHECK_FALSE(dfs.next());
-        CHECK(dfs.lazy_kept() == 1);
-      } else {
-        REQUIRE(dfs.next());
-        CHECK(dfs.choose(point(lazy_point, 0, 0)) == 1);
-      }
-    }
-  }
-  SUBCASE("a race adds the options of the ranks whose later steps it follows, not every rank's") {
-    const std::vector<sim::Option> wide{thread(0, 0), thread(2, 0), thread(3, 0)};
-    const std::vector<sim::Option> below{thread(2, 0), thread(3, 0)};
-    DfsStrategy dfs;
-    dfs.use_lazy_points(true);
-    CHECK(dfs.choose(point(wide, 0, 0)) == 0);
-    CHECK(dfs.choose(point(below, 0, -1)) == 0);  // rank 2 steps at point 1: position 3
-    const std::vector<uint32_t> after_rank2{2, 3};
-    dfs.new_option(0, sim::Cause{after_rank2});  // a race with rank 0's step; rank 2 led to it
-    REQUIRE(dfs.next());
-    CHECK(dfs.choose(point(wide, 0, 0)) == 0);
-    CHECK(dfs.choose(point(below, 0, -1)) == 1);
-    REQUIRE(dfs.next());
-    CHECK(dfs.choose(point(wide, 0, 0)) == 1);  // rank 2's option at the lazy point
-    CHECK_FALSE(dfs.next());                     // never rank 3's
-    CHECK(dfs.lazy_kept() == 1);
-  }
-  SUBCASE("the lazy rank got a new option, or a step may abort: rank 2's option runs too") {
-    for (const bool abort : {false, true}) {
-      DfsStrategy dfs;
-      dfs.use_lazy_points(true);
-      CHECK(dfs.choose(point(lazy_point, 0, 0)) == 0);
-      if (abort) {
-        sim::Option step = thread(1, 0);
-        step.may_abort = true;
-        CHECK(dfs.forced(step));
-      } else {
-        dfs.new_option(0, sim::Cause{});
-      }
-      REQUIRE(dfs.next());
-      CHECK(dfs.choose(point(lazy_point, 0, 0)) == 1);
-      CHECK_FALSE(dfs.next());
-      CHECK(dfs.lazy_kept() == 0);
-    }
-  }
-  SUBCASE("without lazy points (dfs) every option runs") {
-    DfsStrategy dfs;
-    CHECK(dfs.choose(point(lazy_point, 0, 0)) == 0);
-    REQUIRE(dfs.next());
-    CHECK(dfs.choose(point(lazy_point, 0, 0)) == 1);
-  }
-  SUBCASE("a race deep in the subtree, or in the stored future of a state met again, counts") {
-    StateCache cache;
-    DfsStrategy dfs;
-    dfs.use_lazy_points(true);
-    dfs.use_cache(&cache);
-    CHECK(dfs.choose(point(lazy_point, 10, 0)) == 0);
-    CHECK(dfs.choose(point(rank1_point, 20, -1)) == 0);
-    REQUIRE(dfs.next());  // rank 1's second option, below the lazy point
-    CHECK(dfs.choose(point(lazy_point, 10, 0)) == 0);
-    CHECK(dfs.choose(point(rank1_point, 20, -1)) == 1);
-    dfs.new_option(0, sim::Cause{});  // the race: reported at the deeper point, passed up when it is done
-    REQUIRE(dfs.next());
-    CHECK(dfs.choose(point(lazy_point, 10, 0)) == 1);
-    CHECK(dfs.choose(point(rank1_point, 20, -1)) == sim::Strategy::PRUNE);  // met again
-    CHECK_FALSE(dfs.next());
-    CHECK(cache.seen(20) != 0);
-    // Another search through the same cache: its lazy point meets state 20 at once, pruned,
-    // and takes 20's stored future (the race) as its own.
-    DfsStrategy again;
-    again.use_lazy_points(true);
-    again.use_cache(&cache);
-    CHECK(again.choose(point(lazy_point, 11, 0)) == 0);
-    CHECK(again.choose(point(rank1_point, 20, -1)) == sim::Strategy::PRUNE);
-    REQUIRE(again.next());
-    CHECK(again.choose(point(lazy_point, 11, 0)) == 1);
-  }
-  SUBCASE("the kept futures survive the table's growth") {
-    StateCache cache;
-    for (uint64_t s = 1; s <= 3000; ++s) {
-      cache.insert(s * 0x9e3779b97f4a7c15ULL);
-      if (s % 7 == 0) cache.add_seen(s * 0x9e3779b97f4a7c15ULL, s);
-    }
-    for (uint64_t s = 1; s <= 3000; ++s) REQUIRE(cache.seen(s * 0x9e3779b97f4a7c15ULL) == (s % 7 == 0 ? s : 0));
-  }
+TEST_CASE("state cache: the summary of a state's future conflicts with what conflicts with one of its steps") {
+  StateCache cache;
+  const uint32_t stream = (static_cast<uint32_t>(sim::ObjectKind::STREAM) << sim::OBJECT_KIND_SHIFT) | 3;
+  const uint32_t streams = (static_cast<uint32_t>(sim::ObjectKind::STREAMS) << sim::OBJECT_KIND_SHIFT) | 0;
+  const std::vector<sim::Touch> write{{stream, sim::Access::WRITE}, {streams, sim::Access::ADD}};
+  const std::vector<sim::Touch> read{{stream, sim::Access::READ}};
+  const std::vector<sim::Touch> add{{streams, sim::Access::ADD}};
+  const std::vector<sim::Touch> read_all{{streams, sim::Access::READ}};
+  Summary future;
+  future.add_footprint(read, false);
+  CHECK_FALSE(future.conflicts(read, false));  // two reads commute
+  CHECK(future.conflicts(write, false));
+  future.add_footprint(add, false);
+  CHECK_FALSE(future.conflicts(add, false));   // two adds commute
+  CHECK(future.conflicts(read_all, false));
+  CHECK(future.conflicts({}, true));           // a step that conflicts with everything
+  CHECK_FALSE(Summary{}.conflicts({}, true));  // ... but nothing happened
+  REQUIRE(cache.visit(9, {}));
+  cache.add_future(9, future);
+  CHECK(cache.future(9).conflicts(write, false));
+  CHECK(cache.future(10).empty());             // not kept
+  // The summaries survive the table's growth.
+  for (uint64_t s = 1; s <= 3000; ++s) cache.visit(s * 0x9e3779b97f4a7c15ULL, {});
+  CHECK(cache.future(9).conflicts(write, false));
 }
 
 TEST_CASE("dynamic source sets: a send that races with a wildcard match makes the others run") {
@@ -536,23 +423,13 @@ threads:
   options.strategy = "dpor";
   const CheckResult orders = check_scenario(without, options);
   REQUIRE(orders.pruned == 0);
-  REQUIRE(orders.executions > 2);
-  // Sleep sets alone (the dynamic source sets below would not offer rank 2's steps there).
-  options.lazy_points = false;
+  REQUIRE(orders.executions > 1);  // rank 2's threads share its stream main: their orders differ
+  // The match commutes with all of rank 2's steps: it adds no execution, and none is blocked.
   const CheckResult dpor = check_scenario(with, options);
   CHECK(dpor.verdict == sim::Verdict::OK);
   CHECK(dpor.exhaustive);
-  CHECK(dpor.pruned > 0);
-  CHECK(dpor.executions - dpor.pruned == orders.executions);
-  // With them, the match point explores rank 0's option alone: no step of rank 2 ever gives
-  // rank 0 a new option, so its other ranks' options are never needed and nothing is pruned.
-  options.lazy_points = true;
-  const CheckResult lazy = check_scenario(with, options);
-  CHECK(lazy.verdict == sim::Verdict::OK);
-  CHECK(lazy.exhaustive);
-  CHECK(lazy.pruned == 0);
-  CHECK(lazy.executions == orders.executions);
-  CHECK(lazy.terminal_states == dpor.terminal_states);
+  CHECK(dpor.sleep_blocked == 0);
+  CHECK(dpor.executions == orders.executions);
   options.strategy = "dfs";
   const CheckResult dfs = check_scenario(with, options);
   CHECK(dfs.terminal_states == dpor.terminal_states);

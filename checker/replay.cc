@@ -8,7 +8,7 @@ namespace lockstep::checker {
 
 namespace {
 
-constexpr std::string_view SCHEDULE_PREFIX = "lockstep-schedule/1:";
+constexpr std::string_view SCHEDULE_PREFIX = "lockstep-schedule/2:";
 
 char kind_letter(sim::ChoiceKind kind) {
   switch (kind) {
@@ -47,7 +47,13 @@ std::string schedule_string(const std::vector<sim::Option>& choices) {
 
 std::optional<std::vector<sim::Option>> parse_schedule(std::string_view text, std::string& error) {
   if (text.substr(0, SCHEDULE_PREFIX.size()) != SCHEDULE_PREFIX) {
-    error = fmt::format("a schedule starts with '{}'", SCHEDULE_PREFIX);
+    // Version 1 took a `choose` in the middle of a step and stepped a rank's last thread
+    // without a choice: its choice points are not this engine's.
+    if (text.starts_with("lockstep-schedule/1:")) {
+      error = "a schedule of an earlier lockstep (lockstep-schedule/1); check the scenario again for a counterexample of this version";
+    } else {
+      error = fmt::format("a schedule starts with '{}'", SCHEDULE_PREFIX);
+    }
     return std::nullopt;
   }
   text.remove_prefix(SCHEDULE_PREFIX.size());

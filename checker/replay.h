@@ -11,7 +11,7 @@
 
 namespace lockstep::checker {
 
-// "lockstep-schedule/1:" then one item per choice, comma-separated: a kind letter (T thread,
+// "lockstep-schedule/2:" then one item per choice, comma-separated: a kind letter (T thread,
 // M match, B branch, S start) and rank.thread.detail, e.g. "M0.0.2" (rank 0's wildcard takes
 // rank 2's send on group 0).
 std::string schedule_string(const std::vector<sim::Option>& choices);
@@ -25,14 +25,14 @@ class RecordingStrategy final : public sim::Strategy {
   explicit RecordingStrategy(sim::Strategy& inner) : inner_(inner) {}
   size_t choose(const sim::ChoicePoint& point) override;
   bool forced(const sim::Option& option) override { return inner_.forced(option); }
-  void new_option(int32_t rank, const sim::Cause& cause) override { inner_.new_option(rank, cause); }
+  void taken(const sim::Step& step) override { inner_.taken(step); }
   uint64_t resume_depth() const override { return inner_.resume_depth(); }
   bool revisits(uint64_t index) const override { return inner_.revisits(index); }
   // The choices are kept from one execution to the next up to the point it starts at (one per
   // choice point; 0: none).
-  void resumed(uint64_t index) override {
+  void resumed(uint64_t index, uint64_t steps) override {
     choices_.resize(index);
-    inner_.resumed(index);
+    inner_.resumed(index, steps);
   }
   const std::vector<sim::Option>& choices() const { return choices_; }
 

@@ -115,6 +115,7 @@ Json input_json(const InputReport& report) {
   stats["strategy"] = result.strategy;
   if (result.strategy == "dpor") {  // the state cache (docs/semantics.md)
     stats["pruned"] = result.pruned;
+    stats["sleep_blocked"] = result.sleep_blocked;
     stats["states"] = result.states;
     if (result.state_cache_full) stats["state_cache_full"] = true;
   }

@@ -6,6 +6,7 @@
 #include <map>
 #include <vector>
 
+#include "checker/search.h"
 #include "sim/strategy.h"
 
 namespace lockstep::checker {
@@ -33,34 +34,40 @@ class Rng {
 };
 
 // Each execution i draws its choices from Rng(mix(seed, i)).
-class RandomStrategy final : public sim::Strategy {
+class RandomStrategy final : public Search {
  public:
   explicit RandomStrategy(uint64_t seed) : seed_(seed), rng_(seed) {}
-  void begin_execution(uint64_t execution);
+  void begin(uint64_t execution) override;
   size_t choose(const sim::ChoicePoint& point) override;
+  bool next(const sim::ExecutionResult& result) override { return result.choice_points > 0; }
+  std::vector<uint32_t> schedule() const override { return {}; }
 
  private:
   uint64_t seed_;
   Rng rng_;
 };
 
-// PCT: every actor (a host thread; a rank for its other choices) gets a random priority; at
-// each choice point the option of the highest-priority actor wins; at depth-1 random choice
-// points the winner's priority drops below all others.
-class PctStrategy final : public sim::Strategy {
+// PCT: every actor (a host thread, a wildcard channel, a kernel waiting for a slot) gets a
+// random priority; at each choice point the option of the highest-priority actor wins (a
+// thread at a `choose` takes a random branch); at depth-1 random choice points the winner's
+// priority drops below all others.
+class PctStrategy final : public Search {
  public:
   PctStrategy(uint64_t seed, uint32_t depth) : seed_(seed), depth_(depth), rng_(seed) {}
-  // `expected_points`: an estimate of the number of choice points per execution.
-  void begin_execution(uint64_t execution, uint64_t expected_points);
+  void begin(uint64_t execution) override;
   size_t choose(const sim::ChoicePoint& point) override;
+  // Remembers the most choice points an execution had: the range of the change points.
+  bool next(const sim::ExecutionResult& result) override;
+  std::vector<uint32_t> schedule() const override { return {}; }
 
  private:
-  uint64_t priority_of(const sim::Option& option);
+  uint64_t priority_of(uint32_t actor);
 
   uint64_t seed_;
   uint32_t depth_;
   Rng rng_;
-  std::map<std::pair<int32_t, int32_t>, uint64_t> priority_;  // actor -> priority
+  uint64_t longest_ = 0;
+  std::map<uint32_t, uint64_t> priority_;  // actor -> priority
   std::vector<uint64_t> change_points_;
   uint64_t point_ = 0;
   uint64_t lowered_ = 0;

@@ -192,7 +192,7 @@ TEST_CASE("--cex-dir writes a counterexample that replay --sim confirms and expl
   CHECK(check.out.find("  replay: lockstep replay " + cex + " --sim\n") != std::string::npos);
   std::ifstream file(cex);
   const nlohmann::json json = nlohmann::json::parse(file);
-  CHECK(json["schedule"] == "lockstep-schedule/1:M0.0.2");
+  CHECK(json["schedule"] == "lockstep-schedule/2:M0.0.2");
   CHECK(json["bug"]["kind"] == "hang");
   CHECK(json["ranks"][0]["stuck_in"] == nlohmann::json::array({1}));
   CHECK(json["ranks"][0]["ops"][0]["matched"] == 2);
@@ -227,7 +227,7 @@ TEST_CASE("replay of a schedule that leads elsewhere is not a confirmation") {
   const std::string cex = (dir / "wildcard-race-1.json").generic_string();
   std::ifstream in(cex);
   nlohmann::json json = nlohmann::json::parse(in);
-  json["schedule"] = "lockstep-schedule/1:M0.0.1";  // the wildcard takes rank 1: it completes
+  json["schedule"] = "lockstep-schedule/2:M0.0.1";  // the wildcard takes rank 1: it completes
   std::ofstream(cex) << json.dump();
   const Run replay = lockstep({"replay", cex, "--sim"});
   CHECK(replay.code == EXIT_NO_BUG);

@@ -94,6 +94,7 @@ constexpr uint32_t NO_STREAM = UINT32_MAX;
 constexpr uint32_t MAIN_STREAM = 0;
 constexpr uint32_t NO_INDEX = UINT32_MAX;
 constexpr uint32_t NO_RANK = UINT32_MAX;
+constexpr uint64_t NO_KEY = UINT64_MAX;
 
 // What a kernel needs to run, besides its times: a compute kernel's duration, or a
 // collective's slot (comms[comm].slots[seq - 1]). Copies of what OpInstance and Kernel::seq
@@ -267,13 +268,13 @@ class Fifo {
   size_t head_ = 0;
 };
 
-enum class ThreadState : uint8_t { RUNNABLE, BLOCKED, DONE };
+// CHOOSING: the program waits at a `choose` for the engine's branch (a BRANCH option).
+enum class ThreadState : uint8_t { RUNNABLE, BLOCKED, CHOOSING, DONE };
 
 // Threads and their fibers are made once per engine and restarted for each execution.
 struct Thread {
   // What a rank's progress reads (whether it can wake) first.
   ThreadState state = ThreadState::RUNNABLE;
-  bool ending = false;             // blocked at its end, waiting for the rank's GPU work
   uint32_t rank = 0;
   InlineVector<uint32_t, 4> waits;  // kernels it is blocked on
   int64_t clock_ns = 0;
@@ -281,6 +282,8 @@ struct Thread {
   uint64_t position = 0;           // a hash of its path through its program: the actions it
                                    // took and the branches it chose (state fingerprints)
   uint32_t vclock = 0;             // the steps its next step follows (ExecState::vclocks)
+  uint32_t issued = 0;             // ops it issued: its next op's index among them (kernel names)
+  uint64_t choose_key = NO_KEY;    // CHOOSING at an agreed choice: its (communicator, k) key
 };
 
 // A rank's threads: consecutive global thread indices (the engine makes them rank by rank).
@@ -345,6 +348,14 @@ struct alignas(64) Rank : RankHot {
   std::vector<std::pair<uint32_t, uint32_t>> handles;  // async handle (name id) -> its latest kernel
   std::vector<uint32_t> launch_order;  // comm kernels not yet started, in launch order
   int64_t end_ns = 0;
+  // Every thread has ended and the process waits for its GPU work before it exits (a thread's
+  // end does not wait): the last kernel of each stream, until all are done (then FINISHED).
+  bool ending = false;
+  InlineVector<uint32_t, 4> end_waits;
+  uint32_t last_thread = 0;  // the thread that ended last (the event log's "finished")
+  // Under footprints and comm_concurrency: the steps the rank's free slots happen after (the
+  // completions that freed them): what a START needs besides its kernel.
+  uint32_t slot_vclock = 0;
 };
 
 // The k-th collective of a communicator (or the k-th new_group over world).
@@ -383,6 +394,7 @@ struct Comm {
 uint64_t p2p_key(uint32_t group, uint32_t src, uint32_t dst) {
   return (static_cast<uint64_t>(group) << 42) | (static_cast<uint64_t>(src) << 21) | dst;
 }
+constexpr uint64_t P2P_RANK_MASK = (uint64_t{1} << 21) - 1;  // a p2p_key's dst
 
 uint64_t mix(uint64_t x) {  // splitmix64's finaliser
   x += 0x9e3779b97f4a7c15ULL;
@@ -475,20 +487,25 @@ inline void prefetch(const void* address) {
 
 bool is_communication(OpKind kind) { return is_collective(kind) || is_p2p(kind); }
 
-// Whether a block can reach an `exit` or `crash` (through calls too; `seen` marks defines).
-bool may_exit(const Scenario& sc, std::span<const Stmt> block, std::vector<bool>& seen) {
+// What a block can reach (through calls too; `seen` marks defines): `exit` or `crash`, and a
+// wildcard receive.
+struct Reaches {
+  bool exit = false;
+  bool wildcard = false;
+};
+void scan_block(const Scenario& sc, std::span<const Stmt> block, std::vector<bool>& seen, Reaches& out) {
   for (const Stmt& stmt : block) {
-    if (stmt.kind == StmtKind::OP && (stmt.op == OpKind::EXIT || stmt.op == OpKind::CRASH)) return true;
-    if (may_exit(sc, stmt.body, seen) || may_exit(sc, stmt.extra().else_body, seen)) return true;
-    for (const Branch& branch : stmt.branches) {
-      if (may_exit(sc, branch.body, seen)) return true;
-    }
+    if (out.exit && out.wildcard) return;
+    if (stmt.kind == StmtKind::OP && (stmt.op == OpKind::EXIT || stmt.op == OpKind::CRASH)) out.exit = true;
+    if (stmt.kind == StmtKind::OP && stmt.op == OpKind::RECV && stmt.peer_any) out.wildcard = true;
+    scan_block(sc, stmt.body, seen, out);
+    scan_block(sc, stmt.extra().else_body, seen, out);
+    for (const Branch& branch : stmt.branches) scan_block(sc, branch.body, seen, out);
     if (stmt.kind == StmtKind::CALL && !seen[stmt.extra().callee]) {
       seen[stmt.extra().callee] = true;
-      if (may_exit(sc, sc.defines[stmt.extra().callee].body, seen)) return true;
+      scan_block(sc, sc.defines[stmt.extra().callee].body, seen, out);
     }
   }
-  return false;
 }
 
 // The allocator of the per-execution arrays that grow with every issued op (kernels and their
@@ -607,7 +624,6 @@ struct ExecState {
   std::vector<bool> dirty_flag;
   uint32_t progressing = NO_RANK;    // the rank progress_rank is working on
   std::vector<Option> options_buf;
-  std::vector<Option> branch_buf;    // a choose's options (options_buf may be in use)
   // For state fingerprints (track_state), kept as kernels change so that a fingerprint reads
   // only what is live: the kernels not done (by live_pos), and the done ones that ran
   // past the watchdog (their record is history the verdict reads).
@@ -630,15 +646,18 @@ struct ExecState {
     bool valid = false;
   };
   std::vector<KernelHash> kernel_hashes;  // by kernel
-  // Vector clocks (EngineOptions::lazy_points; docs/semantics.md, "Dynamic source sets"): the
-  // steps a thread's next step or a kernel happens after, as each rank's latest step taken at
-  // quiescence, by its position among the choice points (sim::Cause), so that the strategy can
-  // tell a race from a new option that the lazy rank's own step caused, and which ranks' steps
-  // led to it. Immutable, in one arena: a clock is an offset into it, holding n, then n (rank,
-  // position) pairs by rank; 0 is the empty clock (no step known).
-  // Every happens-before edge they hold is real; initialisation (before any choice) is left out.
+  // Vector clocks (EngineOptions::footprints; sim::Step::after): the steps a thread's next step
+  // or a kernel happens after through the engine (a thread's own steps, wake-ups, kernels that
+  // had to start or finish first), as each actor's latest step, by its index among the
+  // execution's steps. Immutable, in one arena: a clock is an offset into it, holding n, then n
+  // (actor, step) pairs by actor; 0 is the empty clock (no step known). Every edge they hold is
+  // real; what happened before the first step is left out.
   std::vector<uint32_t> vclocks;
   std::vector<uint32_t> kernel_vclocks;  // by kernel; past the end: 0
+  // Per kernel, its index among its thread's ops: with the thread, its name on every path
+  // (kernel_name).
+  std::vector<uint32_t> kernel_local;
+  uint64_t steps = 0;  // steps taken (choices and lone options): the next step's index
   ExecutionResult result;
   bool stopped = false;
   uint64_t ops_issued = 0;
@@ -667,7 +686,23 @@ struct Engine::Impl : ExecState {
   // Rank::running_comm is read only under comm_concurrency and by state fingerprints: kept only
   // then, so that completing a collective's kernels does not read every member's Rank.
   const bool count_comm;
-  std::vector<bool> threads_may_exit;  // per rank: several threads, one of which can exit/crash
+  // Per rank: some thread of it can reach `exit` or `crash` (its unfinished kernels are then
+  // objects of footprints: ObjectKind::PENDING).
+  std::vector<bool> rank_may_exit;
+  bool any_may_exit = false;
+  bool has_wildcards = false;  // some program has `recv: {from: any}` (ObjectKind::AVAIL)
+  // Footprints (EngineOptions::footprints): objects and actors by key, ids kept across executions.
+  std::unordered_map<uint64_t, uint32_t> object_ids[16];  // by ObjectKind
+  std::unordered_map<uint64_t, uint32_t> channel_actors;  // p2p_key(group, src, dst): MATCH
+  std::unordered_map<uint64_t, uint32_t> kernel_actors;   // kernel_name: START
+  uint32_t next_actor = 0;                                // after the threads
+  // The step being taken: what it touches (direct: while its own action is applied; the rest
+  // of the kinds while what it set off runs too) and what it happened after.
+  std::vector<Touch> touches;
+  bool direct = false;
+  bool step_pending = false;
+  Option step_option;
+  uint32_t step_after = 0;  // a clock
   // The event log by level: null unless the log is on at that level or finer, so that each
   // hook in the engine costs one pointer test when logging is off.
   EventLog* log_warn = nullptr;
@@ -687,16 +722,18 @@ struct Engine::Impl : ExecState {
     }
     std::vector<bool> program_may_exit;
     for (const RankProgram& program : sc.programs) {
-      bool any = false;
+      Reaches reaches;
       for (const ThreadDef& thread : program) {
         std::vector<bool> seen(sc.defines.size(), false);
-        any = any || may_exit(sc, thread.body(), seen);
+        scan_block(sc, thread.body(), seen, reaches);
       }
-      program_may_exit.push_back(any && program.size() > 1);
+      program_may_exit.push_back(reaches.exit);
+      has_wildcards = has_wildcards || reaches.wildcard;
     }
-    threads_may_exit.resize(static_cast<size_t>(sc.world));
+    rank_may_exit.resize(static_cast<size_t>(sc.world));
     for (int32_t r = 0; r < sc.world; ++r) {
-      threads_may_exit[static_cast<size_t>(r)] = program_may_exit[sc.rank_program[static_cast<size_t>(r)]];
+      rank_may_exit[static_cast<size_t>(r)] = program_may_exit[sc.rank_program[static_cast<size_t>(r)]];
+      any_may_exit = any_may_exit || rank_may_exit[static_cast<size_t>(r)];
     }
     member_pos.resize(sc.groups.size());
     comm_base.resize(sc.groups.size());
@@ -728,6 +765,86 @@ struct Engine::Impl : ExecState {
       }
     }
     comms.resize(comm_count);
+    next_actor = static_cast<uint32_t>(threads.size());
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Footprints (EngineOptions::footprints; sim/strategy.h).
+
+  uint32_t object(ObjectKind kind, uint64_t key) {
+    // A rank's liveness and unfinished kernels are numbered by the rank (the checker reads it
+    // back: the steps of the rank that exits are alternatives of the exit).
+    if (kind == ObjectKind::ALIVE || kind == ObjectKind::PENDING) {
+      return (static_cast<uint32_t>(kind) << OBJECT_KIND_SHIFT) | static_cast<uint32_t>(key);
+    }
+    auto& ids = object_ids[static_cast<size_t>(kind)];
+    const auto [it, added] = ids.try_emplace(key, 0);
+    if (added) it->second = (static_cast<uint32_t>(kind) << OBJECT_KIND_SHIFT) | static_cast<uint32_t>(ids.size() - 1);
+    return it->second;
+  }
+  static uint64_t pack(uint64_t a, uint64_t b) { return (a << 32) | b; }
+
+  // Touches by the step's own action (a thread's op, a match, a start), not by what it sets off.
+  void touch(ObjectKind kind, uint64_t key, Access access) {
+    if (direct) touches.push_back(Touch{object(kind, key), access});
+  }
+  // Touches by what a step sets off too (sends starting, kernels of ranks that may exit, exits).
+  // `cause`: a clock of what the effect happened after (Touch::cause): a step in it is not a
+  // race of this one through the object, since without it the effect would not be.
+  void touch_always(ObjectKind kind, uint64_t key, Access access, uint32_t cause) {
+    if (options.footprints && step_pending) touches.push_back(Touch{object(kind, key), access, cause});
+  }
+  void touch_stream(uint32_t r, uint32_t s, Access access) {
+    if (!direct) return;
+    touch(ObjectKind::STREAM, pack(r, ranks[r].streams[s].name), access);
+    if (access != Access::READ) touch(ObjectKind::STREAMS, r, Access::ADD);
+  }
+  // What an exit or crash aborts, and what a step that joins, pairs, starts or completes a
+  // kernel reads of it (only when some rank may exit): a collective's slot (communicator, k),
+  // the sends from one rank to another on a group (their pairs), or a rank's other kernels.
+  // Joining and pairing touch the slot or the pairs whether or not the peer has issued its op
+  // yet: a step that ends the peer does not commute with them in either order.
+  uint64_t slot_key(uint32_t comm, uint32_t seq) const { return pack(comm, seq); }
+  void touch_kernel(uint32_t k) {
+    if (!any_may_exit) return;
+    const Kernel& kernel = kernels[k];
+    const uint32_t cause = kernel_vclock(k);
+    if (kernel.composite || kernel.index == NO_INDEX) return;  // its ops are touched one by one
+    if (is_collective(kernel.op.kind)) {
+      touch_always(ObjectKind::SLOT, slot_key(kernel.run.slot.comm, kernel.seq), Access::ADD, cause);
+    } else if (kernel.op.kind == OpKind::NEW_GROUP) {
+      touch_always(ObjectKind::SLOT, slot_key(UINT32_MAX, kernel.seq), Access::ADD, cause);
+    } else if (is_p2p(kernel.op.kind) && (kernel.op.peer >= 0 || kernel.match >= 0)) {
+      touch_always(ObjectKind::PAIRS, pair_key(k), Access::ADD, cause);
+    } else if (rank_may_exit[kernel.rank]) {
+      touch_always(ObjectKind::PENDING, kernel.rank, Access::ADD, cause);
+    }
+  }
+  // The pairs (group, src, dst) of a p2p kernel (a wildcard receive's once matched).
+  uint64_t pair_key(uint32_t k) const {
+    const Kernel& kernel = kernels[k];
+    const uint32_t peer = kernel.op.peer >= 0 ? static_cast<uint32_t>(kernel.op.peer)
+                                              : kernels[static_cast<size_t>(kernel.match)].rank;
+    return kernel.op.kind == OpKind::SEND ? p2p_key(kernel.op.group, kernel.rank, peer)
+                                          : p2p_key(kernel.op.group, peer, kernel.rank);
+  }
+  // Under comm_concurrency (START steps), kernel k is issued, started or completed: what may
+  // make another of its rank ready for a slot, which a START that takes the last slot disables.
+  void touch_slots(uint32_t k) {
+    if (sc.semantics.comm_concurrency > 0 && !sc.semantics.launch_order_implicit) {
+      touch_always(ObjectKind::SLOTS, kernels[k].rank, Access::ADD, kernel_vclock(k));
+    }
+  }
+
+  uint32_t channel_actor(uint32_t group, uint32_t src, uint32_t dst) {
+    const auto [it, added] = channel_actors.try_emplace(p2p_key(group, src, dst), 0);
+    if (added) it->second = next_actor++;
+    return it->second;
+  }
+  uint32_t kernel_actor(uint32_t k) {
+    const auto [it, added] = kernel_actors.try_emplace(kernel_name(k), 0);
+    if (added) it->second = next_actor++;
+    return it->second;
   }
 
   static constexpr uint32_t MAIN_NAME = 0;
@@ -780,11 +897,12 @@ struct Engine::Impl : ExecState {
       Thread& thread = threads[t];
       fibers[t]->restart();  // a suspended program is cancelled
       thread.state = ThreadState::RUNNABLE;
-      thread.ending = false;
       thread.waits.clear();
       thread.clock_ns = 0;
       thread.position = 0;
       thread.vclock = 0;
+      thread.issued = 0;
+      thread.choose_key = NO_KEY;
     }
     const size_t group_count = sc.groups.size();
     for (Rank& rank : ranks) {
@@ -803,6 +921,9 @@ struct Engine::Impl : ExecState {
       rank.status = rank.live_threads == 0 ? RankStatus::FINISHED : RankStatus::RUNNING;  // a recorded rank with no ops
       rank.issued = 0;
       rank.end_ns = 0;
+      rank.ending = false;
+      rank.end_waits.clear();
+      rank.slot_vclock = 0;
     }
     rank_groups.assign(ranks.size() * group_count, RankGroup{});
     kernels.clear();
@@ -821,6 +942,8 @@ struct Engine::Impl : ExecState {
     timed_out.clear();
     vclocks.assign(1, 0);
     kernel_vclocks.clear();
+    kernel_local.clear();
+    steps = 0;
     result = ExecutionResult{};
     stopped = false;
     ops_issued = 0;
@@ -830,12 +953,13 @@ struct Engine::Impl : ExecState {
   ExecutionResult run(Strategy& chooser) {
     strategy = &chooser;
     const Checkpoint* from = options.checkpoints ? resume_point(strategy->resume_depth()) : nullptr;
+    step_pending = false;
     if (from != nullptr) {
       restore(*from);
-      strategy->resumed(from->index);
-      decide(from->fingerprint, from->lazy_rank);
+      strategy->resumed(from->index, steps);
+      decide(from->fingerprint);
     } else {
-      strategy->resumed(0);
+      strategy->resumed(0, 0);
       reset();
       if (sc.launch.given && !run_init()) {
         if (options.log != nullptr) log_outcome();
@@ -848,9 +972,11 @@ struct Engine::Impl : ExecState {
     }
     while (!stopped) {
       drain();
+      report_step();  // what the last step set off is done
       if (stopped) break;
       if (!choose_and_apply()) break;
     }
+    report_step();
     finish();
     if (options.log != nullptr) [[unlikely]] log_outcome();
     // Threads still suspended stay so until the next reset() (or the engine's end) cancels them.
@@ -914,8 +1040,11 @@ struct Engine::Impl : ExecState {
     }
   }
 
-  // A thread steps without a choice when it is the only unfinished thread of its rank.
-  bool is_eager(uint32_t t) const { return ranks[threads[t].rank].live_threads == 1; }
+  // A thread steps without a choice when it is its rank's only thread. (The threads of a rank
+  // with several stay actors to their end, each step a choice, even when the others have ended:
+  // a step that made the last other thread's end turn the rest into eager steps would take them
+  // into its own footprint and order them against everything they touch.)
+  bool is_eager(uint32_t t) const { return ranks[threads[t].rank].threads.size() == 1; }
 
   void schedule_thread(uint32_t t) {
     if (threads[t].state == ThreadState::RUNNABLE && is_eager(t)) ready.push_back(t);
@@ -930,13 +1059,12 @@ struct Engine::Impl : ExecState {
   }
 
   // The strategy's pick, or Strategy::PRUNE (the execution is then stopped as PRUNED). `state`: the
-  // state's fingerprint, 0 when not tracked or not at quiescence. `quiescent`: the point is
-  // choose_and_apply's, where a checkpoint may be saved.
-  size_t ask(std::vector<Option>& opts, uint64_t state = 0, int32_t lazy_rank = -1, bool quiescent = false) {
+  // state's fingerprint, 0 when not tracked.
+  size_t ask(std::vector<Option>& opts, uint64_t state) {
     // One option is no choice (not counted, no schedule entry), but the strategy hears of it.
     const bool lone = opts.size() == 1;
     const size_t pick = lone ? (strategy->forced(opts[0]) ? 0 : Strategy::PRUNE)
-                             : strategy->choose(ChoicePoint{opts, result.choice_points, state, lazy_rank});
+                             : strategy->choose(ChoicePoint{opts, result.choice_points, state});
     if (pick == Strategy::PRUNE) {
       result.end = ExecutionEnd::PRUNED;
       stopped = true;
@@ -944,8 +1072,7 @@ struct Engine::Impl : ExecState {
     }
     assert(pick < opts.size());
     if (!lone) {
-      if (quiescent && options.checkpoints && strategy->revisits(result.choice_points))
-        save_checkpoint(state, lazy_rank);
+      if (options.checkpoints && strategy->revisits(result.choice_points)) save_checkpoint(state);
       ++result.choice_points;
     }
     return pick;
@@ -962,7 +1089,6 @@ struct Engine::Impl : ExecState {
   struct Checkpoint {
     uint64_t index = 0;  // result.choice_points at the point
     uint64_t fingerprint = 0;
-    int32_t lazy_rank = -1;
     size_t bytes = 0;
     ExecState state;
     std::vector<ProgramFiber::Snapshot> programs;  // by thread
@@ -976,12 +1102,12 @@ struct Engine::Impl : ExecState {
                    dep_pool.size() * sizeof(uint32_t) + ranks.size() * sizeof(Rank) +
                    threads.size() * (sizeof(Thread) + sizeof(ProgramFiber::Snapshot)) +
                    rank_groups.size() * sizeof(RankGroup) + comms.size() * sizeof(Comm) +
-                   (vclocks.size() + kernel_vclocks.size()) * sizeof(uint32_t);
+                   (vclocks.size() + kernel_vclocks.size() + kernel_local.size()) * sizeof(uint32_t);
     for (const auto& fiber : fibers) bytes += fiber->snapshot_bytes();
     return bytes;
   }
 
-  void save_checkpoint(uint64_t fingerprint, int32_t lazy_rank) {
+  void save_checkpoint(uint64_t fingerprint) {
     const uint64_t index = result.choice_points;
     if (checkpoint_count > 0 && checkpoints[checkpoint_count - 1].index >= index) return;  // restored from it
     const size_t bytes = state_bytes();
@@ -990,7 +1116,6 @@ struct Engine::Impl : ExecState {
     Checkpoint& cp = checkpoints[checkpoint_count++];
     cp.index = index;
     cp.fingerprint = fingerprint;
-    cp.lazy_rank = lazy_rank;
     cp.bytes = bytes;
     cp.state = static_cast<const ExecState&>(*this);
     cp.programs.resize(fibers.size());
@@ -1011,30 +1136,8 @@ struct Engine::Impl : ExecState {
     for (size_t t = 0; t < fibers.size(); ++t) fibers[t]->restore(cp.programs[t]);
   }
 
-  // Whether no other rank's step can give rank r a new option (choose_and_apply).
-  bool rank_options_persistent(uint32_t r) const {
-    const Rank& rank = ranks[r];
-    for (uint32_t t : rank.threads) {
-      // A thread blocked at its end (waiting for the streams) becomes DONE when woken: no option.
-      if (threads[t].state == ThreadState::BLOCKED && !threads[t].ending) return false;
-    }
-    return waits_for_no_slot(r);
-  }
-
-  // Under comm_concurrency, a rank with a communication kernel running gets a slot (a new
-  // START) when other ranks complete it.
-  bool waits_for_no_slot(uint32_t r) const {
-    return sc.semantics.comm_concurrency == 0 || sc.semantics.launch_order_implicit || ranks[r].running_comm == 0;
-  }
-
-  // EngineOptions::lazy_points: rank r may have a new option, caused by an event that happens
-  // after the steps in `vclock` (Strategy::new_option).
-  void note_new_option(uint32_t r, uint32_t vclock) {
-    if (options.lazy_points) strategy->new_option(static_cast<int32_t>(r), vclock_cause(vclock));
-  }
-
   // -------------------------------------------------------------------------------------------
-  // Vector clocks (ExecState::vclocks), kept only under lazy_points.
+  // Vector clocks (ExecState::vclocks), kept only under footprints.
 
   static constexpr size_t MAX_VCLOCK_WORDS = size_t{1} << 24;  // 64 MiB; past it, joins forget
 
@@ -1047,13 +1150,15 @@ struct Engine::Impl : ExecState {
     kernel_vclocks[k] = vclock;
   }
 
-  Cause vclock_cause(uint32_t vclock) const {
-    return Cause{std::span<const uint32_t>(vclocks.data() + vclock + 1, 2 * size_t{vclocks[vclock]})};
+  // A clock's (actor, step) pairs.
+  std::span<const uint32_t> vclock_pairs(uint32_t vclock) const {
+    return std::span<const uint32_t>(vclocks.data() + vclock + 1, 2 * size_t{vclocks[vclock]});
   }
 
-  // A clock holding the pairs of vclock_buf (sorted by rank, one per rank), or `same` when it
+  // A clock holding the pairs of vclock_buf (sorted by actor, one per actor), or `same` when it
   // holds exactly those. Past MAX_VCLOCK_WORDS, the empty clock: forgetting an edge is safe
-  // (the strategy counts more races), running out of memory is not.
+  // for memory (the checker then meets a race it cannot reverse and explores more), running
+  // out of memory is not.
   uint32_t vclock_make(uint32_t same) {
     const uint32_t n = vclocks[same];
     if (n * 2 == vclock_buf.size() &&
@@ -1067,8 +1172,8 @@ struct Engine::Impl : ExecState {
     return made;
   }
 
-  // Into vclock_buf: every step in clock `a` or in `pairs` ((rank, position) pairs by rank),
-  // the later position where both list a rank.
+  // Into vclock_buf: every step in clock `a` or in `pairs` ((actor, step) pairs by actor), the
+  // later step where both list an actor.
   void vclock_merge(uint32_t a, std::span<const uint32_t> pairs) {
     vclock_buf.clear();
     const uint32_t na = vclocks[a];
@@ -1096,7 +1201,7 @@ struct Engine::Impl : ExecState {
   uint32_t vclock_join(uint32_t a, uint32_t b) {
     if (a == b || b == 0) return a;
     if (a == 0) return b;
-    const std::span<const uint32_t> pairs = vclock_cause(b).entries;
+    const std::span<const uint32_t> pairs = vclock_pairs(b);
     vclock_merge(a, pairs);
     if (std::equal(vclock_buf.begin(), vclock_buf.end(), pairs.begin(), pairs.end())) return b;
     return vclock_make(a);
@@ -1111,22 +1216,43 @@ struct Engine::Impl : ExecState {
     for (const int32_t k : members) set_kernel_vclock(static_cast<uint32_t>(k), vclock);
   }
 
-  // `vclock` and rank r's step at `position` (Cause: r's latest, positions only grow).
-  uint32_t vclock_with(uint32_t vclock, uint32_t r, uint32_t position) {
-    const uint32_t pair[2] = {r, position};
+  // `vclock` and `actor`'s step `step` (an actor's steps only grow).
+  uint32_t vclock_with(uint32_t vclock, uint32_t actor, uint64_t step) {
+    if (step >= UINT32_MAX) return vclock;  // past 2^32 steps: forget (see vclock_make)
+    const uint32_t pair[2] = {actor, static_cast<uint32_t>(step)};
     vclock_merge(vclock, pair);
     return vclock_make(vclock);
   }
 
-  // At quiescence: every option that needs a choice, then the strategy's pick.
+  // What a ready kernel's start happens after: its own clock, the kernel before it on its stream,
+  // and its dependencies (start_kernel keeps the join).
+  uint32_t start_vclock(uint32_t k) {
+    const Kernel& kernel = kernels[k];
+    uint32_t vclock = kernel_vclock(k);
+    const uint32_t before = ranks[kernel.rank].head(kernel.stream).before_head;
+    if (before != NO_INDEX) vclock = vclock_join(vclock, kernel_vclock(before));
+    for (uint32_t i = 0; i < kernel.dep_count; ++i) vclock = vclock_join(vclock, kernel_vclock(dep(kernel, i)));
+    return vclock;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Choice points and steps.
+
+  // At quiescence: every option, then the strategy's pick. The engine offers them all; which
+  // need exploring is the strategy's business (checker/reduction/).
   bool choose_and_apply() {
     options_buf.clear();
     for (uint32_t t = 0; t < threads.size(); ++t) {
       const Thread& thread = threads[t];
       if (thread.state == ThreadState::RUNNABLE && !is_eager(t)) {
         options_buf.push_back(Option{ChoiceKind::THREAD, static_cast<int32_t>(thread.rank),
-                                     static_cast<int32_t>(thread.local), static_cast<int32_t>(t), thread.clock_ns,
-                                     threads_may_exit[thread.rank]});
+                                     static_cast<int32_t>(thread.local), static_cast<int32_t>(t), thread.clock_ns, 0, t});
+      } else if (thread.state == ThreadState::CHOOSING) {
+        const uint32_t count = static_cast<uint32_t>(fibers[t]->choose_stmt().branches.size());
+        for (uint32_t b = 0; b < count; ++b) {
+          options_buf.push_back(Option{ChoiceKind::BRANCH, static_cast<int32_t>(thread.rank),
+                                       static_cast<int32_t>(thread.local), static_cast<int32_t>(b), thread.clock_ns, 0, t});
+        }
       }
     }
     collect_wildcard_options();
@@ -1139,72 +1265,78 @@ struct Engine::Impl : ExecState {
     if (!std::is_sorted(options_buf.begin(), options_buf.end(), before)) {
       std::sort(options_buf.begin(), options_buf.end(), before);
     }
-    // The lowest rank's options are a persistent set when they are independent (strategy.h)
-    // of everything other ranks can do. Not so for a thread step that may abort its rank (other
-    // ranks' steps may complete its pending ops before it aborts them, or not: found by the
-    // property test, tests/property_test.cc), nor for a wildcard match: another rank's step may
-    // start a send the receive could take instead. Such a choice point offers every option.
-    const bool race = std::any_of(options_buf.begin(), options_buf.end(), [&](const Option& o) {
-      return o.kind == ChoiceKind::MATCH || o.may_abort;
-    });
-    if (options.rank_persistent_sets && !race) {
-      // The lowest acting rank whose options form a persistent set (see EngineOptions): no
-      // other rank's step can give it a new option. A blocked thread (on `sync`, `barrier`,
-      // `wait`, `new_group`) is woken by other ranks' steps, and a running communication
-      // kernel completed by them frees a slot or a dependency for a START: such a rank's
-      // options are not persistent (found by the property test: a rank whose main thread
-      // waits in a barrier and whose other thread can step).
-      const auto first = std::find_if(options_buf.begin(), options_buf.end(),
-                                      [&](const Option& o) { return rank_options_persistent(static_cast<uint32_t>(o.rank)); });
-      if (first != options_buf.end()) {
-        const int32_t chosen_rank = first->rank;
-        options_buf.erase(std::remove_if(options_buf.begin(), options_buf.end(),
-                                         [&](const Option& o) { return o.rank != chosen_rank; }),
-                          options_buf.end());
-      }
-    }
-    // Every option is offered: the lowest rank's alone still suffice, unless another rank's step
-    // gives it a new option, which the strategy hears of (note_new_option) and then explores
-    // the others. Not when a step may abort its rank, nor for a rank waiting for a slot.
-    int32_t lazy_rank = -1;
-    const int32_t lowest = options_buf.front().rank;
-    if (options.lazy_points && options_buf.back().rank != lowest &&
-        std::none_of(options_buf.begin(), options_buf.end(), [](const Option& o) { return o.may_abort; }) &&
-        waits_for_no_slot(static_cast<uint32_t>(lowest))) {
-      lazy_rank = lowest;
-    }
-    return decide(options.track_state && options_buf.size() > 1 ? state_fingerprint() : 0, lazy_rank);
+    return decide(options.track_state && options_buf.size() > 1 ? state_fingerprint() : 0);
   }
 
-  // Asks the strategy at the quiescent point whose options are options_buf, and applies its pick.
-  bool decide(uint64_t fingerprint, int32_t lazy_rank) {
-    // Under lazy_points, what acts now happens after this step of its rank (vector clocks), at
-    // its position among the choice points (Cause): 2i+1 for a choice at point i, 2i for a
-    // step with no choice before point i.
-    const uint64_t position = 2 * result.choice_points + (options_buf.size() > 1 ? 1 : 0);
-    const bool mark = options.lazy_points && position < UINT32_MAX;
-    const size_t pick = ask(options_buf, fingerprint, lazy_rank, true);
+  // Asks the strategy at the quiescent point whose options are options_buf, and applies its pick:
+  // the execution's next step.
+  bool decide(uint64_t fingerprint) {
+    const size_t pick = ask(options_buf, fingerprint);
     if (pick == Strategy::PRUNE) return false;
     const Option chosen = options_buf[pick];
     const uint32_t r = static_cast<uint32_t>(chosen.rank);
-    const uint32_t at = static_cast<uint32_t>(position);
+    const uint64_t step = steps++;
+    if (options.footprints) {
+      step_pending = true;
+      step_option = chosen;
+      touches.clear();
+      direct = true;
+      touch(ObjectKind::ALIVE, r, Access::READ);
+    }
     switch (chosen.kind) {
       case ChoiceKind::THREAD: {
         const uint32_t t = static_cast<uint32_t>(chosen.detail);
-        if (mark) threads[t].vclock = vclock_with(threads[t].vclock, r, at);
+        if (options.footprints) {
+          step_after = threads[t].vclock;
+          threads[t].vclock = vclock_with(threads[t].vclock, chosen.actor, step);
+        }
         step_thread(t);
         break;
       }
-      case ChoiceKind::MATCH: apply_wildcard(chosen, mark ? std::optional<uint32_t>(at) : std::nullopt); break;
+      case ChoiceKind::BRANCH: {
+        const uint32_t t = chosen.actor;  // a thread's actor is its index
+        if (options.footprints) {
+          step_after = threads[t].vclock;
+          threads[t].vclock = vclock_with(threads[t].vclock, chosen.actor, step);
+        }
+        take_branch(t, static_cast<uint32_t>(chosen.detail));
+        break;
+      }
+      case ChoiceKind::MATCH: apply_wildcard(chosen, step); break;
       case ChoiceKind::START: {
         const uint32_t k = static_cast<uint32_t>(chosen.detail);
-        if (mark) set_kernel_vclock(k, vclock_with(kernel_vclock(k), r, at));
+        if (options.footprints) {
+          touch(ObjectKind::SLOTS, r, Access::WRITE);
+          step_after = vclock_join(start_vclock(k), ranks[r].slot_vclock);
+          set_kernel_vclock(k, vclock_with(step_after, chosen.actor, step));
+        }
         start_kernel(k);
         break;
       }
-      case ChoiceKind::BRANCH: assert(false); break;
     }
+    direct = false;
     return true;
+  }
+
+  // Tells the strategy of the step just taken, once what it set off is done (run()).
+  void report_step() {
+    if (!step_pending) return;
+    step_pending = false;
+    // One entry per object, the strongest access: sort by object, merge runs.
+    std::sort(touches.begin(), touches.end(), [](const Touch& a, const Touch& b) { return a.object < b.object; });
+    size_t out = 0;
+    for (size_t i = 0; i < touches.size(); ++i) {
+      if (out > 0 && touches[out - 1].object == touches[i].object) {
+        Touch& merged = touches[out - 1];
+        if (merged.access != touches[i].access) merged.access = Access::WRITE;  // READ+ADD conflicts with both
+        // A race through the object is ruled out only when every touch of it had the cause.
+        if (merged.cause != touches[i].cause) merged.cause = 0;
+      } else {
+        touches[out++] = touches[i];
+      }
+    }
+    touches.resize(out);
+    strategy->taken(Step{step_option, steps - 1, touches, vclock_pairs(step_after), vclocks});
   }
 
   // -------------------------------------------------------------------------------------------
@@ -1222,10 +1354,13 @@ struct Engine::Impl : ExecState {
     void add_signed(int64_t v) { add(static_cast<uint64_t>(v)); }
   };
 
+  // A kernel by its thread and its index among the thread's ops (an NCCL group's composite by
+  // its first op, bit 31): the same on every path to a state.
   uint64_t kernel_name(uint32_t k) const {
     const Kernel& kernel = kernels[k];
-    const uint32_t index = kernel.index != NO_INDEX ? kernel.index : kernels[first_child(k)].index | 0x80000000u;
-    return (static_cast<uint64_t>(kernel.rank) << 32) | index;
+    const uint32_t named = kernel.index != NO_INDEX ? k : first_child(k);
+    const uint32_t local = kernel_local[named];
+    return (static_cast<uint64_t>(kernel.thread) << 32) | local | (named != k ? 0x80000000u : 0);
   }
 
   uint64_t kernel_ref(uint32_t k) const {
@@ -1238,7 +1373,7 @@ struct Engine::Impl : ExecState {
     const Kernel& kernel = kernels[k];
     out.add(kernel_name(k));
     out.add(kernel.thread);
-    out.add(kernel.stream);
+    out.add(ranks[kernel.rank].streams[kernel.stream == NO_STREAM ? 0 : kernel.stream].name ^ (kernel.stream == NO_STREAM ? 0xabcULL : 0));
     out.add(kernel.seq);
     out.add(static_cast<uint64_t>(kernel.state) | static_cast<uint64_t>(kernel.comm) << 8 |
             static_cast<uint64_t>(kernel.op.kind) << 16 | static_cast<uint64_t>(kernel.op.dtype) << 24);
@@ -1297,11 +1432,13 @@ struct Engine::Impl : ExecState {
     h.add(ops_issued);
     for (uint32_t t = 0; t < threads.size(); ++t) {
       const Thread& thread = threads[t];
-      h.add(static_cast<uint64_t>(thread.state) | static_cast<uint64_t>(thread.ending) << 8);
+      h.add(static_cast<uint64_t>(thread.state));
       // A finished thread's clock and path are history: only reports read them.
       if (thread.state == ThreadState::DONE) continue;
       h.add(thread.position);
       h.add_signed(thread.clock_ns);
+      h.add(thread.issued);
+      h.add(thread.choose_key);
       for (uint32_t k : thread.waits) h.add(kernel_ref(k));
       h.add(0xfeed);
     }
@@ -1314,25 +1451,30 @@ struct Engine::Impl : ExecState {
       h.add(rank.issued);
       h.add(rank.new_groups);
       h.add(rank.running_comm);  // not end_ns: a report's number, never read by the future
+      h.add(rank.ending ? 1 : 0);
+      for (uint32_t k : rank.end_waits) h.add(kernel_ref(k));
+      // Streams, named streams and handles by name, as sums: the order in which a rank's threads
+      // made them (their slots) is an artefact of the interleaving.
+      uint64_t streams_sum = 0;
       for (uint32_t s = 0; s < rank.streams.size(); ++s) {
         const Stream& stream = rank.streams[s];
-        h.add(stream.name);
-        h.add(stream.last == NO_INDEX ? 0 : kernel_ref(stream.last));
-        for (uint32_t k = rank.head(s).head; k != NO_INDEX; k = kernels[k].next) h.add(kernel_ref(k));
-        for (uint32_t k : stream.pending_waits) h.add(kernel_ref(k));
-        h.add(0xbeef);
+        Hasher one;
+        one.add(stream.name);
+        one.add(stream.last == NO_INDEX ? 0 : kernel_ref(stream.last));
+        for (uint32_t k = rank.head(s).head; k != NO_INDEX; k = kernels[k].next) one.add(kernel_ref(k));
+        for (uint32_t k : stream.pending_waits) one.add(kernel_ref(k));
+        streams_sum += one.h;
       }
-      for (const auto& [name, s] : rank.named_streams) h.add(mix(name) ^ s);
+      h.add(streams_sum);
       const RankGroup* per_group = &rank_group(r, 0);
       const size_t group_count = sc.groups.size();
-      for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].stream);
+      for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].stream == NO_STREAM ? 0 : 1);
       for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].coll_seq);
       for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].agreed_seq);
       for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].created ? 1 : 2);
-      for (const auto& [name, k] : rank.handles) {
-        h.add(name);
-        h.add(kernel_ref(k));
-      }
+      uint64_t handles_sum = 0;
+      for (const auto& [name, k] : rank.handles) handles_sum += mix(mix(name) + kernel_ref(k));
+      h.add(handles_sum);
       for (uint32_t k : rank.launch_order) h.add(kernel_ref(k));
       h.add(0xcafe);
     }
@@ -1386,21 +1528,22 @@ struct Engine::Impl : ExecState {
   // -------------------------------------------------------------------------------------------
   // Host threads.
 
-  // Resumes the thread's program to its next action. A `choose` is decided on the spot: the
-  // branch depends on nothing else, so deciding it now or later explores the same executions.
+  // Resumes the thread's program to its next action. A `choose` is a step of its own: the thread
+  // waits at it (CHOOSING) and the engine offers its branches at the next choice point, unless
+  // there is nothing to choose (one branch, or an agreed choice another member already made).
   void advance_fiber(uint32_t t) {
     ProgramFiber& fiber = *fibers[t];
     threads[t].position = mix(threads[t].position + 1);
     fiber.advance();
     while (!stopped && fiber.state() == ProgramFiber::State::READY && fiber.action() == ProgramFiber::Action::CHOOSE) {
-      if (!choose_branch(t)) return;
+      if (!reach_choose(t)) return;
       fiber.advance();
     }
     switch (fiber.state()) {
       case ProgramFiber::State::READY:
         break;
       case ProgramFiber::State::FINISHED:
-        begin_thread_end(t);
+        end_thread(t);
         break;
       case ProgramFiber::State::FAILED:
         stop_with_error(ExecutionEnd::ERROR, fiber.failure());
@@ -1422,15 +1565,15 @@ struct Engine::Impl : ExecState {
                     Diagnostic{sc.path, op.stmt ? op.stmt->loc : SourceLoc{}, Severity::ERROR, std::move(message)});
   }
 
-  // A `choose`: per rank, the strategy picks; with `agreed: G`, the first member of the rank's
-  // communicator to reach its k-th agreed choice picks for all of them.
-  bool choose_branch(uint32_t t) {
+  // The thread's program is at a `choose`. Per rank, a BRANCH step picks; with `agreed: G`, the
+  // first member of the rank's communicator to reach its k-th agreed choice picks for all of
+  // them. Returns whether the branch is taken now (the program goes on); false when the thread
+  // waits for a BRANCH step (CHOOSING) or the execution stopped.
+  bool reach_choose(uint32_t t) {
     Thread& thread = threads[t];
     const Stmt& stmt = fibers[t]->choose_stmt();
     const uint32_t count = static_cast<uint32_t>(stmt.branches.size());
-    uint32_t branch = 0;
-    uint64_t key = 0;
-    bool decided = false;
+    uint64_t key = NO_KEY;
     if (stmt.agreed) {
       if (sc.groups[stmt.group].comm_for(static_cast<int32_t>(thread.rank)) == nullptr) {
         stop_with_error(ExecutionEnd::ERROR, Diagnostic{sc.path, stmt.loc, Severity::ERROR,
@@ -1438,23 +1581,25 @@ struct Engine::Impl : ExecState {
                                                                     "not a member of it", thread.rank, sc.groups[stmt.group].name)});
         return false;
       }
+      // Which agreed choice is this thread's k-th (also when its program reaches it after a wake).
+      touch_always(ObjectKind::AGREED_SEQ, pack(thread.rank, stmt.group), Access::WRITE, thread.vclock);
       key = (static_cast<uint64_t>(comm_id(stmt.group, thread.rank)) << 32) | rank_group(thread.rank, stmt.group).agreed_seq++;
-      if (auto it = agreed_branch.find(key); it != agreed_branch.end()) {
-        branch = it->second;
-        decided = true;
-      }
+      // Another member's pick is this rank's too: no step (the members' arrivals commute).
+      if (auto it = agreed_branch.find(key); it != agreed_branch.end()) return apply_branch(t, it->second, key);
     }
-    if (!decided && count > 1) {
-      branch_buf.clear();
-      for (uint32_t i = 0; i < count; ++i) {
-        branch_buf.push_back(Option{ChoiceKind::BRANCH, static_cast<int32_t>(thread.rank),
-                                    static_cast<int32_t>(thread.local), static_cast<int32_t>(i), thread.clock_ns});
-      }
-      const size_t pick = ask(branch_buf);  // mid-step: no fingerprint (see state_fingerprint)
-      if (pick == Strategy::PRUNE) return false;
-      branch = static_cast<uint32_t>(pick);
-    }
-    if (stmt.agreed && !decided) agreed_branch.emplace(key, branch);
+    if (count <= 1) return apply_branch(t, 0, key);
+    thread.state = ThreadState::CHOOSING;
+    thread.choose_key = key;
+    return false;
+  }
+
+  // Takes branch `branch` of the `choose` the thread's program is at (its program then goes on
+  // with advance()). False when the execution stopped (an agreed choice whose branches differ).
+  bool apply_branch(uint32_t t, uint32_t branch, uint64_t key) {
+    Thread& thread = threads[t];
+    const Stmt& stmt = fibers[t]->choose_stmt();
+    const uint32_t count = static_cast<uint32_t>(stmt.branches.size());
+    if (key != NO_KEY) agreed_branch.emplace(key, branch);  // kept when another member made it
     if (branch >= count) {
       stop_with_error(ExecutionEnd::ERROR, Diagnostic{sc.path, stmt.loc, Severity::ERROR,
                                                       fmt::format("agreed choice #{} on group '{}' has {} branches on rank {} "
@@ -1465,14 +1610,68 @@ struct Engine::Impl : ExecState {
     ++result.events;
     fibers[t]->set_branch(branch);
     thread.position = mix(thread.position ^ (0xb7a2c4ULL + branch));
+    thread.state = ThreadState::RUNNABLE;
+    thread.choose_key = NO_KEY;
     return true;
   }
 
-  // At its end a thread waits for all of its rank's GPU work (a process waits before exit).
-  void begin_thread_end(uint32_t t) {
+  // A BRANCH step: the thread takes the branch and its program goes on; at an agreed choice, the
+  // other members waiting at the same one take it too.
+  void take_branch(uint32_t t, uint32_t branch) {
+    const uint64_t key = threads[t].choose_key;
+    if (!apply_branch(t, branch, key)) return;
+    continue_thread(t);
+    if (key == NO_KEY) return;
+    for (uint32_t u = 0; u < threads.size() && !stopped; ++u) {
+      if (threads[u].state != ThreadState::CHOOSING || threads[u].choose_key != key) continue;
+      if (apply_branch(u, branch, key)) continue_thread(u);
+    }
+  }
+
+  void continue_thread(uint32_t t) {
+    advance_fiber(t);
+    schedule_thread(t);
+  }
+
+  // The thread's program ended. Its GPU work goes on (a Python thread's end does not wait for
+  // the device); the rank finishes once every thread has ended and all its work is done.
+  void end_thread(uint32_t t) {
     Thread& thread = threads[t];
-    thread.ending = true;
-    wait_for_streams(t, NO_STREAM);
+    thread.state = ThreadState::DONE;
+    Rank& rank = ranks[thread.rank];
+    rank.end_ns = std::max(rank.end_ns, thread.clock_ns);
+    if (--rank.live_threads > 0) return;
+    // The process waits for its GPU work before it exits: the last kernel of every stream.
+    rank.ending = true;
+    rank.last_thread = t;
+    rank.end_waits.clear();
+    for (uint32_t s = 0; s < rank.streams.size(); ++s) {
+      const uint32_t k = rank.streams[s].last;
+      if (k != NO_INDEX) {
+        rank.end_waits.push_back(k);
+        kernels[k].waited = true;
+      }
+    }
+    check_rank_end(thread.rank);
+  }
+
+  // An ending rank whose GPU work is done has finished.
+  void check_rank_end(uint32_t r) {
+    Rank& rank = ranks[r];
+    if (!rank.ending) return;
+    int64_t end = rank.end_ns;
+    for (uint32_t k : rank.end_waits) {
+      if (kernels[k].state != KernelState::DONE) return;
+      end = std::max(end, kernels[k].end_ns);
+    }
+    rank.ending = false;
+    rank.end_waits.clear();
+    rank.end_ns = end;
+    rank.status = RankStatus::FINISHED;
+    if (log_info != nullptr && log_info->wants(r)) [[unlikely]] {
+      log_info->begin_line(rank.end_ns, r, thread_names[rank.last_thread]) += "finished";
+      log_info->end_line();
+    }
   }
 
   // Blocks the thread until the current tail of one stream (or of every stream) is done.
@@ -1495,7 +1694,7 @@ struct Engine::Impl : ExecState {
     wake_if_done(t);
   }
 
-  // A blocked thread whose waits are all done becomes RUNNABLE (or DONE, at its end).
+  // A blocked thread whose waits are all done becomes RUNNABLE.
   bool wake_if_done(uint32_t t) {
     Thread& thread = threads[t];
     if (thread.state != ThreadState::BLOCKED) return false;
@@ -1503,27 +1702,11 @@ struct Engine::Impl : ExecState {
       if (kernels[k].state != KernelState::DONE) return false;
       thread.clock_ns = std::max(thread.clock_ns, kernels[k].end_ns);
     }
-    if (options.lazy_points) {
+    if (options.footprints) {
       for (uint32_t k : thread.waits) thread.vclock = vclock_join(thread.vclock, kernel_vclock(k));
     }
     thread.waits.clear();
-    if (!thread.ending) {
-      thread.state = ThreadState::RUNNABLE;
-      note_new_option(thread.rank, thread.vclock);
-      return true;
-    }
-    thread.state = ThreadState::DONE;
-    Rank& rank = ranks[thread.rank];
-    rank.end_ns = std::max(rank.end_ns, thread.clock_ns);
-    if (--rank.live_threads == 0) {
-      rank.status = RankStatus::FINISHED;
-      if (log_info != nullptr && log_info->wants(thread.rank)) [[unlikely]] {
-        log_info->begin_line(rank.end_ns, thread.rank, thread_names[t]) += "finished";
-        log_info->end_line();
-      }
-    } else {
-      for (uint32_t other : rank.threads) schedule_thread(other);
-    }
+    thread.state = ThreadState::RUNNABLE;
     return true;
   }
 
@@ -1563,16 +1746,22 @@ struct Engine::Impl : ExecState {
       case OpKind::WAIT: {
         const uint32_t* handle = find_named(rank.handles, find_name(op.stmt->handle));
         if (handle == nullptr) {
+          touch(ObjectKind::HANDLE, pack(thread.rank, intern(op.stmt->handle)), Access::READ);
           runtime_error(op, fmt::format("rank {} waits for handle '{}' before any op set it", thread.rank, op.stmt->handle));
           return;
         }
         // work.wait(): the thread's current stream waits for the op; the host does not.
-        add_wait(rank.streams[current_stream(t)].pending_waits, *handle);
+        const uint32_t c = current_stream(t);
+        touch(ObjectKind::HANDLE, pack(thread.rank, intern(op.stmt->handle)), Access::READ);
+        touch_stream(thread.rank, c, Access::WRITE);
+        add_wait(rank.streams[c].pending_waits, *handle);
         finish_host_op(new_kernel(t, op), thread.clock_ns);
         return;
       }
       case OpKind::SYNC: {
         uint32_t only = NO_STREAM;
+        if (op.stmt->stream.empty()) touch(ObjectKind::STREAMS, thread.rank, Access::READ);
+        else touch(ObjectKind::STREAM, pack(thread.rank, intern(op.stmt->stream)), Access::READ);
         if (!op.stmt->stream.empty()) {
           const uint32_t* named = find_stream(rank, find_name(op.stmt->stream));
           if (named == nullptr) {  // a stream never used: nothing to wait for
@@ -1591,11 +1780,14 @@ struct Engine::Impl : ExecState {
       case OpKind::EXIT:
       case OpKind::CRASH:
         finish_host_op(new_kernel(t, op), thread.clock_ns);
-        terminate_rank(thread.rank, op.kind == OpKind::EXIT ? RankStatus::EXITED : RankStatus::CRASHED, thread.clock_ns);
+        terminate_rank(thread.rank, op.kind == OpKind::EXIT ? RankStatus::EXITED : RankStatus::CRASHED, thread.clock_ns,
+                       thread.vclock);
         return;
       case OpKind::COMPUTE: {
         const uint32_t k = new_kernel(t, op);
-        enqueue(thread.rank, op.stmt && !op.stmt->stream.empty() ? named_stream(rank, intern(op.stmt->stream)) : current_stream(t), k);
+        const uint32_t s = op.stmt && !op.stmt->stream.empty() ? named_stream(rank, intern(op.stmt->stream)) : current_stream(t);
+        touch_stream(thread.rank, s, Access::WRITE);
+        enqueue(thread.rank, s, k);
         mark_dirty(thread.rank);
         return;
       }
@@ -1607,13 +1799,16 @@ struct Engine::Impl : ExecState {
     const uint32_t k = new_kernel(t, op);
     kernels[k].comm = true;
     const uint32_t s = comm_stream(thread.rank, op);
-    link_synchronous(thread.rank, s, current_stream(t), k, op.stmt && !op.stmt->handle.empty());
-    if (op.stmt && !op.stmt->handle.empty()) {
+    const bool async = op.stmt && !op.stmt->handle.empty();
+    touch_link(thread.rank, s, current_stream(t), async);
+    link_synchronous(thread.rank, s, current_stream(t), k, async);
+    if (async) {
       const uint32_t name = intern(op.stmt->handle);
+      touch(ObjectKind::HANDLE, pack(thread.rank, name), Access::WRITE);
       if (uint32_t* handle = find_named(rank.handles, name)) *handle = k;
       else rank.handles.emplace_back(name, k);
     }
-    if (sc.semantics.comm_concurrency > 0) rank.launch_order.push_back(k);
+    if (sc.semantics.comm_concurrency > 0) launch(thread.rank, k);
     if (is_collective(op.kind)) {
       issue_collective(k);
     } else {
@@ -1627,8 +1822,22 @@ struct Engine::Impl : ExecState {
     }
   }
 
+  // What linking a communication op on stream s to the current stream c touches (link_synchronous).
+  void touch_link(uint32_t r, uint32_t s, uint32_t c, bool async) {
+    touch_stream(r, s, Access::WRITE);
+    if (s != c) touch_stream(r, c, async ? Access::READ : Access::WRITE);
+  }
+
+  // A communication kernel joins the rank's launch order (comm_concurrency).
+  void launch(uint32_t r, uint32_t k) {
+    if (sc.semantics.launch_order_implicit) touch(ObjectKind::LAUNCH, r, Access::WRITE);
+    ranks[r].launch_order.push_back(k);
+    touch_slots(k);
+  }
+
   bool usable_group(uint32_t r, const OpInstance& op) {
     const GroupDef& group = sc.groups[op.group];
+    if (group.from_new_group) touch(ObjectKind::CREATED, pack(r, op.group), Access::READ);
     if (group.from_new_group && !rank_group(r, op.group).created) {
       runtime_error(op, fmt::format("rank {} uses group '{}' before its new_group created it", r, group.name));
       return false;
@@ -1644,6 +1853,8 @@ struct Engine::Impl : ExecState {
     kernel.rank = thread.rank;
     kernel.thread = t;
     kernel.index = rank.issued++;
+    if (kernel_local.size() < k) kernel_local.resize(k, 0);  // composites' (never read)
+    kernel_local.push_back(thread.issued++);
     kernel.op = op;
     kernel.kind = op.kind;
     if (op.kind == OpKind::COMPUTE) kernel.run.duration_ns = op.duration_ns;
@@ -1820,8 +2031,10 @@ struct Engine::Impl : ExecState {
     const uint32_t group = kernel.op.group;
     kernel.seq = ++rank_group(kernel.rank, group).coll_seq;
     kernel.run.slot = SlotRef{comm_id(group, kernel.rank), kernel.seq};
+    touch(ObjectKind::COLL_SEQ, pack(kernel.rank, kernel.run.slot.comm), Access::WRITE);
     if (log_info != nullptr) [[unlikely]] log_issue(k);
     Comm& comm = comms[kernel.run.slot.comm];
+    if (options.footprints) touch_kernel(k);
     join_slot(comm, kernel.seq, members(group, kernel.rank).size(),
               static_cast<size_t>(member_pos[group][kernel.rank]), k);
     comm.slots[kernel.seq - 1].group = group;
@@ -1832,6 +2045,7 @@ struct Engine::Impl : ExecState {
     CollSlot& slot = comm.slots[seq - 1];
     if (slot.kernels.empty()) slot.kernels.assign(size, -1);
     slot.kernels[position] = static_cast<int32_t>(k);
+
     ++slot.issued;
     if (log_debug != nullptr && slot.issued == size) [[unlikely]] log_slot_matched(slot);
     if (slot.first < 0) {
@@ -1962,11 +2176,12 @@ struct Engine::Impl : ExecState {
     }
     const uint32_t c = current_stream(t);
     const uint32_t s = ops.empty() ? c : comm_stream(r, ops.front());
+    touch_link(r, s, c, false);
     link_synchronous(r, s, c, composite, false);
     const uint32_t first = first_child(composite);
     const uint32_t count = kernels[composite].child_count;
     for (uint32_t k = first; k < first + count; ++k) kernels[k].stream = s;
-    if (sc.semantics.comm_concurrency > 0) ranks[r].launch_order.push_back(composite);
+    if (sc.semantics.comm_concurrency > 0) launch(r, composite);
     for (uint32_t k = first; k < first + count; ++k) {
       if (is_collective(kernels[k].op.kind)) issue_collective(k);
       else issue_p2p(k);
@@ -1982,6 +2197,8 @@ struct Engine::Impl : ExecState {
     Rank& rank = ranks[thread.rank];
     const uint32_t k = new_kernel(t, op);
     Kernel& kernel = kernels[k];
+    touch(ObjectKind::NEW_GROUP_SEQ, thread.rank, Access::WRITE);
+    touch(ObjectKind::CREATED, pack(thread.rank, op.stmt->new_group), Access::WRITE);
     kernel.seq = ++rank.new_groups;
     kernel.state = KernelState::RUNNING;
     kernel.start_ns = kernel.issue_ns;
@@ -1991,6 +2208,7 @@ struct Engine::Impl : ExecState {
       return;
     }
     rank_group(thread.rank, op.stmt->new_group).created = true;
+    if (options.footprints) touch_kernel(k);
     if (log_info != nullptr) [[unlikely]] log_issue(k);
     join_slot(new_group_calls, kernel.seq, static_cast<size_t>(sc.world), thread.rank, k);
     if (stopped) return;
@@ -2000,7 +2218,7 @@ struct Engine::Impl : ExecState {
     if (slot.running == static_cast<uint32_t>(sc.world) && !slot.mismatched) {
       int64_t end = 0;
       for (int32_t other : slot.kernels) end = std::max(end, kernels[static_cast<size_t>(other)].start_ns);
-      if (options.lazy_points) join_vclocks(slot.kernels);
+      if (options.footprints) join_vclocks(slot.kernels);
       for (int32_t other : slot.kernels) complete(static_cast<uint32_t>(other), end);
     }
     block_thread(t);
@@ -2015,12 +2233,16 @@ struct Engine::Impl : ExecState {
     const uint32_t me = kernel.rank;
     if (kernel.op.kind == OpKind::SEND) {
       const uint32_t dst = static_cast<uint32_t>(kernel.op.peer);
+      touch(ObjectKind::SEND_SEQ, p2p_key(group, me, dst), Access::WRITE);
+      if (options.footprints) touch_kernel(k);
       P2pQueue& sends = send_queue.get(p2p_key(group, me, dst));
       kernel.seq = ++sends.sent;
       if (log_info != nullptr) [[unlikely]] log_issue(k);
       sends.push_back(k);
       match_receives(group, dst);
     } else {
+      touch(ObjectKind::RECV_POST, p2p_key(group, 0, me), Access::WRITE);
+      if (options.footprints) touch_kernel(k);
       if (log_info != nullptr) [[unlikely]] log_issue(k);
       recv_queue.get(p2p_key(group, 0, me)).push_back(k);
       match_receives(group, me);
@@ -2049,6 +2271,7 @@ struct Engine::Impl : ExecState {
     kernels[send].match = static_cast<int32_t>(recv);
     kernels[recv].match = static_cast<int32_t>(send);
     kernels[recv].seq = kernels[send].seq;
+    if (options.footprints) touch_kernel(recv);  // a wildcard's pairs, known now
     if (log_debug != nullptr) [[unlikely]] {
       log_kernel(send, "matched", std::max(kernels[send].issue_ns, kernels[recv].issue_ns));
       log_kernel(recv, "matched", std::max(kernels[send].issue_ns, kernels[recv].issue_ns));
@@ -2075,14 +2298,15 @@ struct Engine::Impl : ExecState {
         const P2pQueue* sends = send_queue.find(p2p_key(group, static_cast<uint32_t>(src), recv.rank));
         if (sends == nullptr || sends->empty()) continue;
         if (kernels[sends->front()].state == KernelState::QUEUED) continue;
-        options_buf.push_back(Option{ChoiceKind::MATCH, static_cast<int32_t>(recv.rank),
-                                     static_cast<int32_t>(group), src, kernels[sends->front()].issue_ns});
+        options_buf.push_back(Option{ChoiceKind::MATCH, static_cast<int32_t>(recv.rank), static_cast<int32_t>(group),
+                                     src, kernels[sends->front()].issue_ns, 0,
+                                     channel_actor(group, static_cast<uint32_t>(src), recv.rank)});
       }
     }
   }
 
-  // `position`: the step's position for the vector clocks (decide), if kept.
-  void apply_wildcard(const Option& option, std::optional<uint32_t> position) {
+  // A MATCH step (decide): `step` is its index among the execution's steps.
+  void apply_wildcard(const Option& option, uint64_t step) {
     const uint32_t group = static_cast<uint32_t>(option.thread);
     const uint32_t dst = static_cast<uint32_t>(option.rank);
     const uint32_t src = static_cast<uint32_t>(option.detail);
@@ -2093,7 +2317,13 @@ struct Engine::Impl : ExecState {
     receives.pop_front();
     sends.pop_front();
     ++result.events;
-    if (position) set_kernel_vclock(recv, vclock_with(kernel_vclock(recv), dst, *position));
+    if (options.footprints) {
+      touch(ObjectKind::RECV_MATCH, p2p_key(group, 0, dst), Access::WRITE);
+      touch(ObjectKind::AVAIL, p2p_key(group, 0, dst), Access::READ);
+      // It happens after both kernels started (what made it possible), and the pair after it.
+      step_after = vclock_join(kernel_vclock(recv), kernel_vclock(send));
+      set_kernel_vclock(recv, vclock_with(step_after, option.actor, step));
+    }
     pair_p2p(send, recv);
     match_receives(group, dst);
     mark_dirty(dst);
@@ -2134,12 +2364,12 @@ struct Engine::Impl : ExecState {
     if (!rank.wake) return;
     rank.wake = false;
     for (uint32_t t : rank.threads) {
-      if (wake_if_done(t) && threads[t].state == ThreadState::RUNNABLE) {
-        advance_fiber(t);
-        schedule_thread(t);
+      if (wake_if_done(t)) {
+        continue_thread(t);
         if (stopped) return;
       }
     }
+    check_rank_end(r);
   }
 
   bool startable(uint32_t k) const {
@@ -2172,7 +2402,7 @@ struct Engine::Impl : ExecState {
         if (k == NO_INDEX) continue;
         if (kernels[k].comm && startable(k)) {
           options_buf.push_back(Option{ChoiceKind::START, static_cast<int32_t>(r), 0, static_cast<int32_t>(k),
-                                       ready_time(k), false, static_cast<uint32_t>(kernel_name(k))});
+                                       ready_time(k), static_cast<uint32_t>(kernel_name(k)), kernel_actor(k)});
         }
       }
     }
@@ -2206,15 +2436,11 @@ struct Engine::Impl : ExecState {
     kernel.start_ns = ready_time(k, &kernel.start_cause);
     kernel.state = KernelState::RUNNING;
     ++result.events;
-    if (options.lazy_points) {
-      // Its start happens after the end of the kernel before it on its stream, and of its
-      // dependencies.
-      uint32_t vclock = kernel_vclock(k);
-      const uint32_t before = rank.head(kernel.stream).before_head;
-      if (before != NO_INDEX) vclock = vclock_join(vclock, kernel_vclock(before));
-      for (uint32_t i = 0; i < kernel.dep_count; ++i) vclock = vclock_join(vclock, kernel_vclock(dep(kernel, i)));
-      set_kernel_vclock(k, vclock);
-    }
+    // Its start happens after the end of the kernel before it on its stream, and of its
+    // dependencies.
+    if (options.footprints) set_kernel_vclock(k, start_vclock(k));
+    if (options.footprints) touch_kernel(k);
+    touch_slots(k);
     if (kernel.comm) {
       if (count_comm) ++rank.running_comm;
       // launch_order is kept only under comm_concurrency: testing that first spares a wave the
@@ -2231,7 +2457,7 @@ struct Engine::Impl : ExecState {
         kernels[child].start_ns = kernel.start_ns;
         kernels[child].start_cause = kernel.start_cause;
         kernels[child].state = KernelState::RUNNING;
-        if (options.lazy_points) set_kernel_vclock(child, vclock_join(kernel_vclock(child), kernel_vclock(k)));
+        if (options.footprints) set_kernel_vclock(child, vclock_join(kernel_vclock(child), kernel_vclock(k)));
         if (log_debug != nullptr) [[unlikely]] log_kernel(child, "start", kernel.start_ns);
         on_running(child);
         if (stopped) return;
@@ -2260,9 +2486,11 @@ struct Engine::Impl : ExecState {
       }
       if (++slot.running == slot.kernels.size() && !slot.mismatched) complete_collective(ref.comm, ref.seq);
     } else if (!kernel.has_children) {
-      // A send, or a wildcard receive, may now be matched by a wildcard choice.
-      if (kernel.kind == OpKind::SEND) note_new_option(static_cast<uint32_t>(kernel.op.peer), kernel_vclock(k));
-      else if (kernel.op.peer < 0) note_new_option(kernel.rank, kernel_vclock(k));
+      // A started send may now be taken by a wildcard receive (a MATCH step reads which have).
+      if (kernel.kind == OpKind::SEND && has_wildcards) {
+        touch_always(ObjectKind::AVAIL, p2p_key(kernel.op.group, 0, static_cast<uint32_t>(kernel.op.peer)), Access::ADD,
+                     kernel_vclock(k));
+      }
       try_complete_p2p(k);
     }
   }
@@ -2274,11 +2502,17 @@ struct Engine::Impl : ExecState {
     kernel.end_ns = end_ns;
     on_done(k);
     ++result.events;
+    if (options.footprints) touch_kernel(k);
+    touch_slots(k);
     if (log_debug != nullptr && !kernel.composite) [[unlikely]] log_kernel(k, "done", end_ns);
     if (!kernel.composite && is_communication(kernel.kind)) {
       longest_comm_ns = std::max(longest_comm_ns, end_ns - kernel.start_ns);
     }
-    if (count_comm && kernel.comm && !kernel.in_group) --ranks[kernel.rank].running_comm;
+    if (count_comm && kernel.comm && !kernel.in_group) {
+      Rank& rank = ranks[kernel.rank];
+      --rank.running_comm;
+      if (options.footprints) rank.slot_vclock = vclock_join(rank.slot_vclock, kernel_vclock(k));
+    }
     if (kernel.waited) ranks[kernel.rank].wake = true;
     if (kernel.in_group) maybe_complete_group(static_cast<uint32_t>(kernel.parent));
     mark_dirty(kernel.rank);
@@ -2293,7 +2527,7 @@ struct Engine::Impl : ExecState {
       if (kernels[child].state != KernelState::DONE) return;
       end = std::max(end, kernels[child].end_ns);
     }
-    if (options.lazy_points) {
+    if (options.footprints) {
       uint32_t vclock = kernel_vclock(composite);
       for (uint32_t child = first; child < first + group.child_count; ++child) {
         vclock = vclock_join(vclock, kernel_vclock(child));
@@ -2318,7 +2552,7 @@ struct Engine::Impl : ExecState {
     // Members' kernels are prefetched a few ahead: on a large communicator they are scattered
     // lines no longer in the cache (prefetch_progress). Their Ranks are not read (count_comm).
     constexpr size_t AHEAD = 8;
-    if (options.lazy_points) join_vclocks(slot.kernels);  // each end follows every start
+    if (options.footprints) join_vclocks(slot.kernels);  // each end follows every start
     for (size_t i = 0; i < size; ++i) {
       if (i + AHEAD < size) prefetch(&kernels[static_cast<size_t>(slot.kernels[i + AHEAD])]);
       const int32_t k = slot.kernels[i];
@@ -2349,13 +2583,13 @@ struct Engine::Impl : ExecState {
       if (s.state == KernelState::RUNNING) complete(send, s.start_ns + cost);
       if (r.state == KernelState::RUNNING && s.start_ns >= 0 && s.state != KernelState::ABORTED) {
         // The receive's end happens after the send (an eager send's end, not after the receive).
-        if (options.lazy_points) set_kernel_vclock(recv, vclock_join(kernel_vclock(recv), kernel_vclock(send)));
+        if (options.footprints) set_kernel_vclock(recv, vclock_join(kernel_vclock(recv), kernel_vclock(send)));
         complete(recv, std::max(r.start_ns, s.start_ns + cost));
       }
       return;
     }
     if (s.state == KernelState::RUNNING && r.state == KernelState::RUNNING) {
-      if (options.lazy_points) {
+      if (options.footprints) {
         const uint32_t vclock = vclock_join(kernel_vclock(send), kernel_vclock(recv));
         set_kernel_vclock(send, vclock);
         set_kernel_vclock(recv, vclock);
@@ -2378,9 +2612,38 @@ struct Engine::Impl : ExecState {
 
   // exit / crash: the process is gone. Its threads stop; its unfinished kernels never finish,
   // and a collective it had joined can no longer complete.
-  void terminate_rank(uint32_t r, RankStatus status, int64_t at_ns) {
+  void terminate_rank(uint32_t r, RankStatus status, int64_t at_ns, uint32_t cause) {
     Rank& rank = ranks[r];
+    touch_always(ObjectKind::ALIVE, r, Access::WRITE, cause);
+    if (options.footprints && step_pending) {
+      // Its kernels: a step that completes one before it, and one that finds it aborted after
+      // it, do not commute with it, in whichever order they ran (so whether or not it aborted
+      // any here). PENDING marks that it ended a rank with kernels (sim::ObjectKind).
+      if (rank.issued > 0) touch_always(ObjectKind::PENDING, r, Access::WRITE, cause);
+      for (uint32_t k = 0; k < kernels.size(); ++k) {
+        const Kernel& kernel = kernels[k];
+        if (kernel.rank != r || kernel.index == NO_INDEX) continue;
+        // READ: two exits commute (each ends only its own kernels), an exit and a join (ADD) do not.
+        if (is_collective(kernel.op.kind)) {
+          touch_always(ObjectKind::SLOT, slot_key(kernel.run.slot.comm, kernel.seq), Access::READ, cause);
+        } else if (kernel.op.kind == OpKind::NEW_GROUP) {
+          touch_always(ObjectKind::SLOT, slot_key(UINT32_MAX, kernel.seq), Access::READ, cause);
+        } else if (is_p2p(kernel.op.kind) && (kernel.op.peer >= 0 || kernel.match >= 0)) {
+          touch_always(ObjectKind::PAIRS, pair_key(k), Access::READ, cause);
+        }
+      }
+      // It disables every match its wildcard receives could still make: a send starting to
+      // it (which would have made one possible) does not commute with it.
+      for (const P2pQueue& receives : recv_queue) {
+        if ((receives.key & P2P_RANK_MASK) != r) continue;
+        if (std::any_of(receives.begin(), receives.end(), [&](uint32_t k) { return kernels[k].op.peer < 0; })) {
+          touch_always(ObjectKind::AVAIL, receives.key, Access::WRITE, cause);
+        }
+      }
+    }
     rank.status = status;
+    rank.ending = false;
+    rank.end_waits.clear();
     rank.end_ns = at_ns;
     rank.live_threads = 0;
     if (log_warn != nullptr && log_warn->wants(r)) [[unlikely]] {
@@ -2726,6 +2989,7 @@ struct Engine::Impl : ExecState {
     const Kernel& kernel = kernels[k];
     OpRecord rec;
     rec.index = kernel.index;
+    rec.thread_index = kernel_local[k];
     rec.op = kernel.op;
     rec.thread = threads.empty() ? std::string() : thread_names[kernel.thread];
     if (kernel.stream != NO_STREAM) rec.stream = names[ranks[kernel.rank].streams[kernel.stream].name];
@@ -2757,7 +3021,7 @@ struct Engine::Impl : ExecState {
     for (size_t r = 0; r < world; ++r) {
       RankStatus status = ranks[r].status;
       if (status == RankStatus::RUNNING) {
-        bool blocked = false;
+        bool blocked = ranks[r].ending;  // every thread ended; its GPU work never finished
         for (uint32_t t : ranks[r].threads) blocked |= threads[t].state == ThreadState::BLOCKED;
         if (blocked) status = RankStatus::BLOCKED;
       }
@@ -2811,9 +3075,7 @@ struct Engine::Impl : ExecState {
       if (stuck.waiting_for.empty()) continue;  // an NCCL group member that could complete
       result.stuck.push_back(std::move(stuck));
     }
-    std::stable_sort(result.stuck.begin(), result.stuck.end(), [](const StuckOp& a, const StuckOp& b) {
-      return std::tie(a.rank, a.op.index) < std::tie(b.rank, b.op.index);
-    });
+    sort_stuck();
   }
 
   // A communication kernel that ran (waiting for its peers) longer than the watchdog allows.
@@ -2845,10 +3107,24 @@ struct Engine::Impl : ExecState {
     // By rank and issue index: `kernels` is in the engine's order, which differs between
     // interleavings that reach the same state (the property test found two orders of one
     // timeout reported as two bugs).
-    std::stable_sort(result.stuck.begin(), result.stuck.end(), [](const StuckOp& a, const StuckOp& b) {
-      return std::tie(a.rank, a.op.index) < std::tie(b.rank, b.op.index);
-    });
+    sort_stuck();
     if (!result.stuck.empty()) result.end = ExecutionEnd::TIMEOUT;
+  }
+
+  // Stuck (or late) ops by rank, then thread, then their place among the thread's ops: an order
+  // every interleaving that reaches the same state gives (the rank's issue order interleaves
+  // its threads' ops in the engine's order).
+  void sort_stuck() {
+    auto key = [&](const StuckOp& s) {
+      uint32_t ordinal = 0;
+      for (uint32_t t : ranks[static_cast<size_t>(s.rank)].threads) {
+        if (thread_names[t] == s.thread) break;
+        ++ordinal;
+      }
+      return std::tuple(s.rank, ordinal, s.op.thread_index);
+    };
+    std::stable_sort(result.stuck.begin(), result.stuck.end(),
+                     [&](const StuckOp& a, const StuckOp& b) { return key(a) < key(b); });
   }
 
   // Whom a running, unfinished op waits for.

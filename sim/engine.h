@@ -36,6 +36,7 @@ std::string_view kernel_state_name(KernelState state);
 // One issued operation of a rank, in the order the rank issued it.
 struct OpRecord {
   uint32_t index = 0;       // position in the rank's issue order, 0-based
+  uint32_t thread_index = 0;  // position among its thread's ops, 0-based
   OpInstance op;
   std::string thread;       // host thread that issued it
   std::string stream;       // "main", "comm:world", ...
@@ -150,18 +151,12 @@ struct EngineLimits {
 struct EngineOptions {
   EngineLimits limits;
   bool record_ops = true;  // keep every rank's issued ops in the result (reports, timelines)
-  // Offer, at each choice point, only the options of the lowest rank that has any. Options of
-  // different ranks are independent and never disable each other, so this loses no outcome
-  // (a persistent set); off, every interleaving of the ranks' choices is explored (the oracle).
-  bool rank_persistent_sets = true;
-  // Give each choice point taken at quiescence a fingerprint of the global state
-  // (ChoicePoint::state), for the checker's state cache.
+  // Give each choice point a fingerprint of the global state (ChoicePoint::state), for the
+  // checker's state cache.
   bool track_state = false;
-  // Where no rank's options are a persistent set, offer every option but name in
-  // ChoicePoint::lazy_rank a rank whose options alone suffice unless another rank's step gives
-  // it a new option, and report each such step (Strategy::new_option): the checker's dpor
-  // explores the others only when one happens (docs/semantics.md, "Dynamic source sets").
-  bool lazy_points = false;
+  // Report each step taken with its footprint and what it happened after (Strategy::taken,
+  // sim::Step): what the checker's dpor computes races from.
+  bool footprints = false;
   // Save the state at choice points the strategy will come back to (Strategy::revisits) and start
   // later executions from the deepest one their schedule shares (Strategy::resume_depth) instead of
   // replaying the prefix from the initial state. The checker's dfs and dpor turn it on; results are

@@ -348,37 +348,38 @@ program:
 
 namespace {
 
-// Takes the first option; keeps the engine's new-option reports (rank, cause) with the number
-// of choice points before each.
-class ReportsKept final : public Strategy {
+// Takes the first option; keeps every step the engine reports.
+class StepsKept final : public Strategy {
  public:
-  size_t choose(const ChoicePoint& point) override {
-    points = point.index + 1;
-    return 0;
+  size_t choose(const ChoicePoint&) override { return 0; }
+  void taken(const Step& step) override {
+    steps.push_back({step.option, step.index, {step.after.begin(), step.after.end()},
+                     {step.footprint.begin(), step.footprint.end()}});
   }
-  void new_option(int32_t rank, const Cause& cause) override {
-    reports.push_back({rank, std::vector<uint32_t>(cause.entries.begin(), cause.entries.end()), points});
-  }
-  struct Report {
-    int32_t rank;
-    std::vector<uint32_t> cause;
-    uint64_t points;
+  struct Kept {
+    Option option;
+    uint64_t index;
+    std::vector<uint32_t> after;
+    std::vector<Touch> footprint;
   };
-  std::vector<Report> reports;
-  uint64_t points = 0;
+  std::vector<Kept> steps;
 };
+
+bool lists(const std::vector<uint32_t>& after, uint32_t actor, uint64_t index) {
+  for (size_t i = 0; i + 1 < after.size(); i += 2) {
+    if (after[i] == actor) return after[i + 1] >= index;
+  }
+  return false;
+}
 
 }  // namespace
 
-TEST_CASE("vector clocks: a new option names the latest step of each rank that its cause follows") {
-  // Rank 0's main thread blocks in a barrier with rank 1 (async: the second thread's send does
-  // not chain behind it through main), whose barrier waits for its receive of a message from
-  // rank 0's second thread. Choice 0 steps main (the barrier), choice 1 the second thread (the
-  // send). The send's end, rank 1's barrier start (after its receive, through main), the
-  // barrier's end and main's wake follow choice 1 (position 3). Rank 1 never chose: the send
-  // reports its new option (a message) with only rank 0's step at point 1 before it.
+TEST_CASE("steps: each names what made it possible and what it touched") {
+  // Rank 0's main thread blocks in a barrier with rank 1, whose barrier waits for its receive of
+  // rank 0's second thread's message. Main's next step (the wait) happens after its own barrier
+  // step and after the send; the third thread's compute after nothing but itself.
   const Scenario scenario = scenario_from(R"Y(
-scenario: vector-clocks
+scenario: steps
 world: 2
 groups:
   pair: [0, 1]
@@ -397,35 +398,37 @@ threads:
       then: [{compute: 1us}]
 )Y");
   EngineOptions options;
-  options.lazy_points = true;
+  options.footprints = true;
   Engine engine(scenario, options);
-  ReportsKept strategy;
+  StepsKept strategy;
   REQUIRE(engine.run(strategy).end == ExecutionEnd::COMPLETED);
-  const std::vector<uint32_t> after_choice_1{0, 3};
-  bool woke = false;
-  bool sent = false;
-  for (const ReportsKept::Report& report : strategy.reports) {
-    if (report.rank == 0 && report.points == 2 && !woke) {
-      CHECK(report.cause == after_choice_1);  // main woke after choice 1 (not 0, its own barrier)
-      const Cause cause{report.cause};
-      CHECK(cause.follows(0, 1));
-      CHECK(cause.follows(0, 0));  // and so after rank 0's earlier step
-      CHECK_FALSE(cause.follows(0, 2));
-      CHECK_FALSE(cause.follows(1, 0));
-      woke = true;
-    }
-    if (report.rank == 1) {
-      CHECK(report.cause == after_choice_1);
-      sent = true;
-    }
+  for (size_t i = 0; i < strategy.steps.size(); ++i) CHECK(strategy.steps[i].index == i);
+  const StepsKept::Kept* barrier = nullptr;
+  const StepsKept::Kept* wait = nullptr;
+  const StepsKept::Kept* send = nullptr;
+  const StepsKept::Kept* compute = nullptr;
+  for (const StepsKept::Kept& step : strategy.steps) {
+    if (step.option.rank != 0 || step.option.kind != ChoiceKind::THREAD) continue;
+    if (step.option.thread == 0) (barrier == nullptr ? barrier : wait) = &step;
+    if (step.option.thread == 1 && send == nullptr) send = &step;
+    if (step.option.thread == 2 && compute == nullptr) compute = &step;
   }
-  CHECK(woke);
-  CHECK(sent);
-  // Without lazy points the engine keeps no clocks and reports nothing.
-  Engine plain(scenario);
-  ReportsKept none;
-  REQUIRE(plain.run(none).end == ExecutionEnd::COMPLETED);
-  CHECK(none.reports.empty());
+  REQUIRE(barrier != nullptr);
+  REQUIRE(wait != nullptr);
+  REQUIRE(send != nullptr);
+  REQUIRE(compute != nullptr);
+  CHECK(lists(wait->after, wait->option.actor, barrier->index));  // its own barrier
+  CHECK(lists(wait->after, send->option.actor, send->index));     // the send it needed
+  CHECK_FALSE(lists(compute->after, send->option.actor, 0));
+  CHECK_FALSE(lists(compute->after, barrier->option.actor, 0));
+  // The compute writes rank 0's stream main (and adds to its streams), reads the rank's liveness.
+  std::vector<ObjectKind> kinds;
+  for (const Touch& t : compute->footprint) kinds.push_back(object_kind(t.object));
+  CHECK(kinds == std::vector<ObjectKind>{ObjectKind::STREAM, ObjectKind::STREAMS, ObjectKind::ALIVE});
+  // The send orders rank 0's sends to rank 1 (SEND_SEQ).
+  bool orders_sends = false;
+  for (const Touch& t : send->footprint) orders_sends |= object_kind(t.object) == ObjectKind::SEND_SEQ && t.access == Access::WRITE;
+  CHECK(orders_sends);
 }
 
 }  // namespace lockstep::sim

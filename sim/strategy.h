@@ -1,4 +1,5 @@
-// The engine's one question to the outside world: at a choice point, which option?
+// The engine's one question to the outside world: at a choice point, which option? And, for the
+// checker's reductions, what each step it took touched (its footprint) and what it happened after.
 #pragma once
 
 #include <cstddef>
@@ -8,60 +9,111 @@
 namespace lockstep::sim {
 
 enum class ChoiceKind : uint8_t {
-  THREAD,  // which host thread of a multi-threaded rank takes its next step
-  MATCH,   // which pending send a wildcard receive takes
-  BRANCH,  // which branch of a `choose`
-  START,   // which ready communication kernel takes a free slot (comm_concurrency)
+  THREAD,  // a host thread of a rank with several threads takes its next step
+  MATCH,   // a wildcard receive takes a pending send of one sender
+  BRANCH,  // a thread waiting at a `choose` takes one branch
+  START,   // a ready communication kernel takes a free slot (comm_concurrency)
 };
 
 // One option at a choice point. Options are listed in a deterministic order.
+//
+// Every option is the next step of an *actor*, named by `actor`: a host thread (THREAD and
+// BRANCH: the global thread index), the channel from one sender into a rank's wildcard
+// receives on one group (MATCH), or a communication kernel (START). An actor's id is the same
+// in every execution of one engine, and an actor has at most one step enabled at a time, except
+// a thread at a `choose`, whose branches are alternatives of one step (BRANCH, `detail`).
 struct Option {
   ChoiceKind kind = ChoiceKind::THREAD;
   int32_t rank = -1;      // the rank that acts (the receiver for MATCH)
-  int32_t thread = -1;    // THREAD: thread index within the rank
-  int32_t detail = -1;    // MATCH: the sending rank; BRANCH: the branch index; START: the op
+  int32_t thread = -1;    // THREAD, BRANCH: thread index within the rank; MATCH: the group
+  int32_t detail = -1;    // MATCH: the sending rank; BRANCH: the branch index; START: the engine's
+                          // kernel slot (depends on the order ranks issued in; not an identity)
   int64_t time_ns = 0;    // virtual time at which the option becomes possible (timed strategies)
-  // THREAD: the rank has several threads and one of them can still exit or crash. Its step may
-  // abort pending ops that another rank's step would otherwise complete first.
-  bool may_abort = false;
-  // START: the kernel named the same on every path to a state (its rank-local issue index; bit
-  // 31: an NCCL group's, by its first op), where `detail` is its engine slot, which depends on
-  // the order ranks issued in. Not part of schedules (replay follows one path).
+  // START: the kernel named the same on every path to a state (its thread and per-thread issue
+  // index). Not part of schedules (replay follows one path).
   uint32_t name = 0;
+  uint32_t actor = 0;
+
+  // The same step on another path: its actor, and its branch for BRANCH.
+  uint64_t key() const {
+    return (static_cast<uint64_t>(actor) << 32) | (kind == ChoiceKind::BRANCH ? 1 + static_cast<uint32_t>(detail) : 0);
+  }
 };
 
-// The independence relation of the engine's options, the ground of every reduction
-// (docs/semantics.md, "Independence"): two options offered at one choice point are independent
-// when taking them in either order reaches the same state and neither disables the other.
-// Options of different ranks touch different ranks' threads, streams and counters (a wildcard
-// match binds its own receive; a kernel start or thread step completes others' ops only as
-// their own steps would, and virtual time is a max over causes, not the engine's order), so
-// they are independent, except a step that may abort its rank. Same-rank options are treated
-// as dependent. checker/independence_test.cc checks the relation by running both orders.
-inline bool independent(const Option& a, const Option& b) {
-  return a.rank != b.rank && !a.may_abort && !b.may_abort;
+// ---------------------------------------------------------------------------------------------
+// Footprints (EngineOptions::footprints; docs/semantics.md, "Independence"). A step's footprint
+// lists the objects it read and wrote: a rank's stream, a communicator's per-rank sequence
+// counter, a p2p queue, a handle, a rank's liveness, ... Two steps of different actors are
+// dependent when their footprints conflict; otherwise taking them in either order reaches the
+// same state and neither disables the other (checker/independence_test.cc checks it).
+//
+// Objects are dense ids, the same in every execution of one engine; the kind is in the top
+// bits (object_kind).
+
+enum class ObjectKind : uint8_t {
+  STREAM,        // a rank's stream: appends write it, chaining and `sync: S` read it
+  STREAMS,       // all of a rank's streams: every stream write adds to it, `sync` reads it
+  HANDLE,        // a rank's async handle: set by an async op, read by `wait`
+  COLL_SEQ,      // a rank's collective counter on a communicator (which op is the k-th)
+  SEND_SEQ,      // (group, src, dst): the order of src's sends to dst
+  RECV_POST,     // (group, dst): the order of dst's receives
+  RECV_MATCH,    // (group, dst): the head wildcard receive, taken by MATCH steps
+  AVAIL,         // (group, dst): the sends to dst that have started (what a wildcard may take)
+  NEW_GROUP_SEQ, // a rank's new_group counter
+  CREATED,       // (rank, group): new_group has made the group usable on the rank
+  AGREED_SEQ,    // (rank, group): a rank's agreed-choice counter on a group
+  LAUNCH,        // a rank's communication launch order (comm_concurrency with launch_order_implicit)
+  SLOTS,         // a rank's communication slots (comm_concurrency)
+  ALIVE,         // whether a rank runs: read by every step of its actors, written by exit/crash
+  // What an exit or crash ends (kept only when some rank may exit): it reads those of its
+  // rank's kernels (two exits commute); a step that joins, pairs, starts or completes a kernel
+  // adds to its object (and conflicts with the exit).
+  SLOT,          // a collective's slot (communicator, k) or new_group's k-th
+  PAIRS,         // (group, src, dst): the sends and receives between two ranks
+  PENDING,       // a rank's other kernels; written by its exit or crash when it issued any: such
+                 // a step's effect on other steps depends on the state they run in, so the
+                 // checker takes it as dependent with every other in sleep sets and wakeup
+                 // trees, where it compares steps recorded in other states
+};
+
+constexpr uint32_t OBJECT_KIND_SHIFT = 27;
+inline ObjectKind object_kind(uint32_t object) { return static_cast<ObjectKind>(object >> OBJECT_KIND_SHIFT); }
+// ALIVE and PENDING objects are numbered by their rank.
+inline int32_t object_rank(uint32_t object) {
+  return static_cast<int32_t>(object & ((uint32_t{1} << OBJECT_KIND_SHIFT) - 1));
 }
 
-// What an event happens after (EngineOptions::lazy_points): for each rank listed, the latest of
-// its steps taken at quiescence that the event follows, by its position among the choice
-// points: 2i+1 for the choice at point i, 2i for a step that was the only option, taken after
-// point i-1 and before point i. A rank not listed: none of its steps is known to come before.
-// Every edge is real (docs/semantics.md, "Dynamic source sets").
-struct Cause {
-  std::span<const uint32_t> entries;  // rank, position, rank, position, ... by rank
+// READ and READ commute, ADD and ADD commute (a commutative update: joining a collective slot,
+// a send starting); every other pair conflicts.
+enum class Access : uint8_t { READ = 1, ADD = 2, WRITE = 3 };
 
-  size_t size() const { return entries.size() / 2; }
-  int32_t rank(size_t i) const { return static_cast<int32_t>(entries[2 * i]); }
-  uint64_t position(size_t i) const { return entries[2 * i + 1]; }
-  // Whether the event happens after `rank`'s step at choice point `index` (its own or any
-  // later step of the rank: steps of one rank never commute).
-  bool follows(int32_t rank, uint64_t index) const {
-    for (size_t i = 0; i < size(); ++i) {
-      if (this->rank(i) == rank) return position(i) >= 2 * index + 1;
-      if (this->rank(i) > rank) break;
-    }
-    return false;
-  }
+inline bool conflicts(Access a, Access b) { return a != b || a == Access::WRITE; }
+
+struct Touch {
+  uint32_t object = 0;
+  Access access = Access::READ;
+  // For a touch by what the step set off (not its own action): the steps that effect happened
+  // after, as an offset into Step::clocks (0: none known). An earlier step among them is no race
+  // of this one through this object: without it, this step would not have touched it.
+  uint32_t cause = 0;
+};
+
+// A step the engine took, reported once it and everything it set off (the rank progress, the
+// eager steps of single-threaded ranks) are done, before the next choice point.
+struct Step {
+  Option option;
+  uint64_t index = 0;  // its place among the execution's steps, from 0 (choices and lone options)
+  // What it touched, sorted by object, one entry per object (the strongest access). Its own
+  // action's objects, and of what followed it: sends that started (AVAIL), the unfinished
+  // kernels of ranks that may exit (PENDING), a rank that exited or crashed (ALIVE, PENDING).
+  std::span<const Touch> footprint;
+  // What made it possible (happens-before through the engine: a thread's previous step, the
+  // steps whose effects woke it, started the kernels a wildcard match pairs, made a kernel
+  // ready): (actor, step index) pairs sorted by actor, the latest step of each. Conflicts are
+  // not included: the checker derives them from footprints.
+  std::span<const uint32_t> after;
+  // The clocks Touch::cause points into: at an offset, n, then n (actor, step) pairs by actor.
+  std::span<const uint32_t> clocks;
 };
 
 struct ChoicePoint {
@@ -70,11 +122,6 @@ struct ChoicePoint {
   // A fingerprint of the global state here (EngineOptions::track_state; 0 when off): equal
   // fingerprints mean equal states, so the same futures (docs/semantics.md, "State cache").
   uint64_t state = 0;
-  // EngineOptions::lazy_points: every option is offered because no rank's options are a
-  // persistent set, but this rank's options alone are one unless another rank's step gives it
-  // a new option (Strategy::new_option). -1: no such rank (a step may abort its rank, or the
-  // rank waits for a communication slot), or not asked for.
-  int32_t lazy_rank = -1;
 };
 
 // Strategies (dfs, dpor, random, pct, replay, timed) implement this. The engine asks at every
@@ -83,23 +130,18 @@ class Strategy {
  public:
   virtual ~Strategy() = default;
   // Returns an index into point.options, or PRUNE: end this execution here (its future was
-  // already explored from an equal state); the engine then ends it as ExecutionEnd::PRUNED.
+  // already explored from an equal state, or every option's is covered); the engine then ends
+  // it as ExecutionEnd::PRUNED.
   virtual size_t choose(const ChoicePoint& point) = 0;
   // A choice point with one option is no choice: the engine takes it without asking, and tells
-  // the strategy here (sleep sets must see every step taken between choice points that could
-  // have been a choice). Returning false ends the execution as PRUNED (its future is covered).
+  // the strategy here. Returning false ends the execution as PRUNED (its future is covered).
   virtual bool forced(const Option& option) {
     (void)option;
     return true;
   }
-
-  // EngineOptions::lazy_points: rank `rank` may have a new option — a send to it or a wildcard
-  // receive of its own became matchable, or one of its threads woke (docs/semantics.md,
-  // "Dynamic source sets"); `cause`: the steps the event that gave it happens after.
-  virtual void new_option(int32_t rank, const Cause& cause) {
-    (void)rank;
-    (void)cause;
-  }
+  // EngineOptions::footprints: each step taken (a choice or a lone option), with what it touched
+  // and what it happened after, once it and what it set off are done.
+  virtual void taken(const Step& step) { (void)step; }
 
   // Checkpoints (EngineOptions::checkpoints): the engine saves its state at choice points the
   // strategy will come back to, and starts an execution from the deepest saved point that the next
@@ -113,8 +155,12 @@ class Strategy {
     return false;
   }
   // The execution starts at the saved point with this index, which the engine asks again: the
-  // choices before it are the last execution's.
-  virtual void resumed(uint64_t index) { (void)index; }
+  // choices before it are the last execution's. The steps before it are the last execution's
+  // first `steps`.
+  virtual void resumed(uint64_t index, uint64_t steps) {
+    (void)index;
+    (void)steps;
+  }
 
   static constexpr size_t PRUNE = SIZE_MAX;
 };

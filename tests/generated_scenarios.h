@@ -63,4 +63,68 @@ inline std::string generate_scenario(checker::Rng& rng, bool threaded = false) {
   return text;
 }
 
+// Threads whose steps may or may not commute, for the dependence relation (footprints; the
+// independence test and the property test): 2-3 ranks, each with two host threads (so thread
+// steps are choices), 1-3 ops per thread: collectives on world and on a pair, p2p with named and wildcard receives, choose (some agreed),
+// compute on the current stream or a named one, threads with streams of their own or sharing
+// main, async ops with `wait`, `sync` on one stream or all, sometimes exit or crash,
+// host-blocking `barrier`, comm_concurrency 1, eager p2p, a short watchdog.
+// `small`: two ranks and 1-2 ops per thread (spaces plain dfs covers).
+inline std::string generate_threaded_scenario(checker::Rng& rng, bool small = false) {
+  const int world = small ? 2 : 2 + static_cast<int>(rng.below(2));
+  const bool limited = rng.below(3) == 0;
+  const bool eager = rng.below(3) == 0;
+  std::string text = fmt::format("scenario: threaded\nworld: {}\ngroups: {{g: [0, 1], h: [0, 1]}}\n", world);
+  text += fmt::format("semantics: {{comm_concurrency: {}, p2p: {}, eager_limit: 4{}}}\n", limited ? 1 : 0,
+                      eager ? "eager" : "rendezvous", rng.below(3) == 0 ? ", timeout: 12us" : "");
+  int handles = 0;
+  auto op = [&](int rank, int thread) -> std::string {
+    const int peer = (rank + 1 + static_cast<int>(rng.below(static_cast<uint64_t>(world - 1)))) % world;
+    const char* groups[] = {"g", "h", "world"};
+    const std::string group = rank <= 1 ? groups[rng.below(3)] : "world";
+    const char* streams[] = {"", ", stream: s1", ", stream: s2"};
+    const std::string stream = streams[rng.below(3)];
+    switch (rng.below(17)) {
+      case 0:
+      case 1: return fmt::format("{{allreduce: {{group: {}, size: 4{}}}}}", group, stream);
+      case 2: return fmt::format("{{send: {{to: {}, size: 4}}}}", peer);
+      case 3: return fmt::format("{{recv: {{from: {}, size: 4}}}}", peer);
+      case 4:
+      case 5: return rank == 0 ? "{recv: {from: any, size: 4}}" : "{send: {to: 0, size: 4}}";
+      case 6:
+        return fmt::format("{{choose: {{a: [{{allreduce: {{group: {}, size: 4}}}}], b: [{{compute: 3us}}]}}{}}}", group,
+                           rank <= 1 && rng.below(2) ? ", agreed: g" : "");
+      case 7: return rng.below(3) == 0 ? (rng.below(2) ? "exit" : "crash") : "{compute: 20us}";
+      case 8: return "{sleep: 2us}";
+      case 9: {
+        // An async op and its wait in the same thread (handle names per thread: a wait never
+        // comes before its op).
+        const std::string handle = fmt::format("h{}_{}", thread, handles++);
+        return fmt::format("{{allgather: {{group: {}, size: 4, async: {}{}}}}}, {{wait: {}}}", group, handle, stream, handle);
+      }
+      case 10: return fmt::format("{{compute: {{duration: 1us{}}}}}", stream);
+      case 11: return "sync";  // host-blocking: the thread waits for other ranks' progress
+      case 12: return rng.below(2) ? "{sync: s1}" : "{sync: main}";
+      case 13: return "barrier";
+      default: return "{compute: 1us}";
+    }
+  };
+  text += "threads:\n";
+  const char* names[] = {"main", "bg"};
+  for (int thread = 0; thread < 2; ++thread) {
+    // A thread with a current stream of its own, or sharing main.
+    const bool own = rng.below(2) == 0;
+    text += fmt::format("  {}:\n", names[thread]);
+    if (own) text += fmt::format("    stream: t{}\n    do:\n", thread);
+    const std::string indent = own ? "      " : "    ";
+    for (int rank = 0; rank < world; ++rank) {
+      text += fmt::format("{}- if: \"rank == {}\"\n{}  then: [", indent, rank, indent);
+      const int ops = 1 + static_cast<int>(rng.below(small ? 2 : 3));
+      for (int i = 0; i < ops; ++i) text += (i ? ", " : "") + op(rank, thread);
+      text += "]\n";
+    }
+  }
+  return text;
+}
+
 }  // namespace lockstep::testing

@@ -1,0 +1,304 @@
+#include "checker/reduction/odpor.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstdio>
+#include <cstdlib>
+
+namespace lockstep::checker {
+
+static bool debug_on() {
+  static const bool on = std::getenv("LOCKSTEP_DEBUG_DPOR") != nullptr;
+  return on;
+}
+
+OdporSearch::OdporSearch(const SearchOptions& options) : options_(options) {}
+
+bool OdporSearch::asleep(const Node& node, uint64_t key) const {
+  return std::any_of(node.sleep.begin(), node.sleep.end(), [&](const Sleeper& q) { return q.option.key() == key; });
+}
+
+bool OdporSearch::in_tree(const Node& node, uint64_t key) const {
+  return std::any_of(node.wut.begin(), node.wut.end(),
+                     [&](WakeupTrees::NodeId root) { return trees_.option(root).key() == key; });
+}
+
+size_t OdporSearch::choose(const sim::ChoicePoint& point) {
+  return arrive(point.options, true, point.index, point.state);
+}
+
+bool OdporSearch::forced(const sim::Option& option) {
+  return arrive(std::span<const sim::Option>(&option, 1), false, 0, 0) != sim::Strategy::PRUNE;
+}
+
+size_t OdporSearch::arrive(std::span<const sim::Option> options, bool choice, uint64_t choice_index, uint64_t state) {
+  const size_t d = depth_;
+  if (d < nodes_.size()) {
+    // Where this execution takes the next branch of the wakeup tree (next()).
+    if (!nodes_[d].has_taken) return pick(d);
+    // On the last execution's path (the engine is deterministic: the same point comes back).
+    const uint64_t key = nodes_[d].taken.key();
+    for (size_t i = 0; i < options.size(); ++i) {
+      if (options[i].key() == key) return i;
+    }
+    assert(false && "nondeterministic engine: a step of the path is not offered again");
+    return 0;
+  }
+  assert(d == nodes_.size());
+  const uint64_t choices_before = d == 0 ? 0 : nodes_[d - 1].choice_index + (nodes_[d - 1].choice ? 1 : 0);
+  assert(!choice || choice_index == choices_before);
+  (void)choice_index;
+  Node& n = nodes_.emplace_back();
+  n.options.assign(options.begin(), options.end());
+  n.choice = choice;
+  n.choice_index = choices_before;
+  n.state = state;
+  if (choice) {
+    if (choice_nodes_.size() <= choices_before) choice_nodes_.resize(choices_before + 1);
+    choice_nodes_[choices_before] = static_cast<uint32_t>(d);
+  }
+  n.sleep.swap(pending_sleep_);
+  pending_sleep_.clear();
+  n.wut.swap(pending_wut_);
+  trees_.release(pending_wut_);
+  if (prefix_used_ < options_.prefix.size()) {
+    // Part of the prefix: another search explores the other options here.
+    n.frozen = true;
+    trees_.release(n.wut);
+    n.sleep.clear();
+    const size_t i = choice ? options_.prefix[prefix_used_++] : 0;
+    assert(i < options.size() && "prefix does not fit the scenario");
+    n.has_taken = true;
+    n.taken = options[i];
+    n.taken_index = static_cast<uint32_t>(i);
+    return i;
+  }
+  if (options_.state_cache && state != 0) {
+    std::vector<uint64_t> keys;
+    keys.reserve(n.sleep.size());
+    for (const Sleeper& q : n.sleep) keys.push_back(q.option.key());
+    std::sort(keys.begin(), keys.end());
+    if (!cache_.visit(state, keys)) {
+      // Explored from here before: that future is this path's too, and a step before it that
+      // may race with it has every option explored.
+      n.future = cache_.future(state);
+      explore_all_where(n.future, d);
+      trees_.release(n.wut);
+      ++pruned_;
+      return sim::Strategy::PRUNE;
+    }
+    n.cached = true;
+  }
+  return pick(d);
+}
+
+size_t OdporSearch::pick(size_t d) {
+  Node& n = nodes_[d];
+  if (debug_on()) {
+    std::fprintf(stderr, "  pick at node %zu (%s), options:", d, n.choice ? "choice" : "forced");
+    for (const sim::Option& o : n.options) std::fprintf(stderr, " %c%d.%d.%d%s", "TMBS"[static_cast<int>(o.kind)], o.rank, o.thread, o.detail, asleep(n, o.key()) ? "(asleep)" : "");
+    std::fprintf(stderr, "\n");
+  }
+  while (!n.wut.empty()) {
+    const WakeupTrees::NodeId root = n.wut.front();
+    const uint64_t key = trees_.option(root).key();
+    size_t i = 0;
+    while (i < n.options.size() && n.options[i].key() != key) ++i;
+    if (i < n.options.size() && !asleep(n, key)) {
+      take_branch(d, root, i);
+      return i;
+    }
+    WakeupTrees::Roots below;
+    trees_.take(n.wut, root, below);
+    trees_.release(below);
+    if (i == n.options.size()) {
+      // Not offered where the race said it would be: explore everything here instead.
+      ++misses_;
+      for (const sim::Option& o : n.options) add_alternative(d, o);
+    }
+  }
+  for (size_t i = 0; i < n.options.size(); ++i) {
+    if (asleep(n, n.options[i].key())) continue;
+    const WakeupTrees::NodeId root = trees_.add_root(n.wut, StepRef{n.options[i], {}, true});
+    take_branch(d, root, i);
+    return i;
+  }
+  ++sleep_blocked_;  // every option's future is covered
+  return sim::Strategy::PRUNE;
+}
+
+void OdporSearch::take_branch(size_t d, WakeupTrees::NodeId root, size_t i) {
+  Node& n = nodes_[d];
+  trees_.release(pending_wut_);
+  trees_.take(n.wut, root, pending_wut_);
+  n.has_taken = true;
+  n.taken = n.options[i];
+  n.taken_index = static_cast<uint32_t>(i);
+  add_alternatives(d);
+}
+
+void OdporSearch::add_alternative(size_t d, const sim::Option& option) {
+  Node& n = nodes_[d];
+  const uint64_t key = option.key();
+  if ((n.has_taken && n.taken.key() == key) || asleep(n, key) || in_tree(n, key)) return;
+  trees_.add_root(n.wut, StepRef{option, {}, true});
+}
+
+// Options that exclude the one taken: a race can never show their order, since the one taken
+// disables them (the other branches of a choose, the other senders one wildcard receive may
+// take, the other kernels waiting for a free slot). All are explored here.
+void OdporSearch::add_alternatives(size_t d) {
+  const sim::Option p = nodes_[d].taken;
+  for (const sim::Option& o : std::vector<sim::Option>(nodes_[d].options)) {
+    bool excluded = false;
+    switch (p.kind) {
+      case sim::ChoiceKind::BRANCH: excluded = o.actor == p.actor; break;
+      case sim::ChoiceKind::MATCH: excluded = o.kind == sim::ChoiceKind::MATCH && o.rank == p.rank && o.thread == p.thread; break;
+      case sim::ChoiceKind::START: excluded = o.kind == sim::ChoiceKind::START && o.rank == p.rank; break;
+      case sim::ChoiceKind::THREAD: break;
+    }
+    if (excluded) add_alternative(d, o);
+  }
+}
+
+void OdporSearch::taken(const sim::Step& step) {
+  const size_t d = static_cast<size_t>(step.index);
+  assert(d == execution_.size() && d < nodes_.size());
+  execution_.push(step);
+  depth_ = d + 1;
+  Node& n = nodes_[d];
+  if (d < target_ || n.frozen) return;  // the last execution's path: known
+  n.taken_footprint.assign(step.footprint.begin(), step.footprint.end());
+  n.taken_universal = aborts_pending(step.footprint);
+  n.future.add_footprint(step.footprint, n.taken_universal);
+  // A rank that exits or crashes disables its other steps here: they are explored here too.
+  // (When another rank's step set the exit off, the rank was single-threaded: a branch it was
+  // waiting at is one this step took for it, an agreed choice, not a step it lost.)
+  for (const sim::Touch& t : step.footprint) {
+    if (t.access != sim::Access::WRITE || sim::object_kind(t.object) != sim::ObjectKind::ALIVE) continue;
+    const int32_t rank = sim::object_rank(t.object);
+    for (const sim::Option& o : std::vector<sim::Option>(n.options)) {
+      if (o.kind == sim::ChoiceKind::BRANCH && rank != step.option.rank) continue;
+      if (o.rank == rank || (o.kind == sim::ChoiceKind::MATCH && o.detail == rank)) add_alternative(d, o);
+    }
+  }
+  // Asleep after it: what was asleep here (and the options explored here before) that commute
+  // with it.
+  pending_sleep_.clear();
+  if (!options_.sleep_sets || n.taken_universal) return;
+  const StepRef p{step.option, step.footprint, false};
+  for (const Sleeper& q : n.sleep) {
+    if (!dependent(q.ref(), p)) pending_sleep_.push_back(q);
+  }
+}
+
+void OdporSearch::resumed(uint64_t index, uint64_t steps) {
+  (void)index;
+  execution_.truncate(steps);
+  depth_ = steps;
+  pending_sleep_.clear();
+  trees_.release(pending_wut_);
+}
+
+uint64_t OdporSearch::resume_depth() const { return target_ < nodes_.size() ? nodes_[target_].choice_index : 0; }
+
+bool OdporSearch::revisits(uint64_t index) const {
+  if (index >= choice_nodes_.size()) return false;
+  const Node& n = nodes_[choice_nodes_[index]];
+  if (n.frozen) return false;
+  if (!n.wut.empty()) return true;
+  return std::any_of(n.options.begin(), n.options.end(),
+                     [&](const sim::Option& o) { return o.key() != n.taken.key() && !asleep(n, o.key()); });
+}
+
+void OdporSearch::reverse(size_t e, size_t j) {
+  Node& n = nodes_[e];
+  if (n.frozen) return;
+  auto step_of = [&](size_t k) {
+    return SequenceStep{StepRef{execution_[k].option, execution_.footprint(k), execution_[k].aborts_pending},
+                        static_cast<uint32_t>(k), execution_.after(k)};
+  };
+  // The steps after e that do not depend on it, then j.
+  std::vector<SequenceStep> v;
+  for (size_t k = e + 1; k < execution_.size(); ++k) {
+    if (k != j && !execution_.happens_before(e, k)) v.push_back(step_of(k));
+  }
+  v.push_back(step_of(j));
+  for (const Sleeper& q : n.sleep) {
+    if (weak_initial(q.ref(), v)) return;  // explored from here already, up to equivalence
+  }
+  trees_.insert(n.wut, std::move(v));
+}
+
+void OdporSearch::explore_all_where(const Summary& future, size_t d) {
+  for (size_t e = 0; e < d && e < execution_.size(); ++e) {
+    if (nodes_[e].frozen || !future.conflicts(execution_.footprint(e), execution_[e].aborts_pending)) continue;
+    for (const sim::Option& o : std::vector<sim::Option>(nodes_[e].options)) add_alternative(e, o);
+  }
+}
+
+bool OdporSearch::next(const sim::ExecutionResult& result) {
+  if (debug_on()) {
+    std::fprintf(stderr, "execution (end %d):", static_cast<int>(result.end));
+    for (size_t k = 0; k < execution_.size(); ++k) {
+      const sim::Option& o = execution_[k].option;
+      std::fprintf(stderr, " %c%d.%d.%d", "TMBS"[static_cast<int>(o.kind)], o.rank, o.thread, o.detail);
+      std::fprintf(stderr, "[");
+      for (const sim::Touch& t : execution_.footprint(k)) std::fprintf(stderr, "%d:%u/%d ", static_cast<int>(sim::object_kind(t.object)), t.object & 0xffff, static_cast<int>(t.access));
+      std::fprintf(stderr, "]");
+    }
+    std::fprintf(stderr, "\n");
+    for (size_t j = races_done_; j < execution_.size(); ++j) {
+      for (const uint32_t e : execution_.races(j)) std::fprintf(stderr, "  race %u ~ %zu\n", e, j);
+    }
+  }
+  trees_.release(pending_wut_);
+  pending_sleep_.clear();
+  for (size_t j = races_done_; j < execution_.size(); ++j) {
+    for (const uint32_t e : execution_.races(j)) reverse(e, j);
+  }
+  races_done_ = execution_.size();
+  // Back up to the deepest node with something left to explore.
+  while (!nodes_.empty()) {
+    const size_t d = nodes_.size() - 1;
+    Node& n = nodes_[d];
+    if (n.frozen) break;
+    if (n.has_taken) {
+      n.sleep.push_back(Sleeper{n.taken, n.taken_footprint, n.taken_universal});
+      n.has_taken = false;
+    }
+    if (!n.wut.empty() && !n.choice) {
+      // A race reversed at a step that was the only option: its sequence cannot start here
+      // (the engine's happens-before missed an edge). Nothing else can be run here.
+      misses_ += n.wut.size();
+      trees_.release(n.wut);
+    }
+    if (!n.wut.empty()) {
+      if (debug_on()) std::fprintf(stderr, "  next at node %zu: %zu branches, first %c%d.%d.%d\n", d, n.wut.size(),
+                                   "TMBS"[static_cast<int>(trees_.option(n.wut.front()).kind)], trees_.option(n.wut.front()).rank,
+                                   trees_.option(n.wut.front()).thread, trees_.option(n.wut.front()).detail);
+      target_ = d;
+      races_done_ = std::min(races_done_, d);
+      return true;
+    }
+    if (n.cached) cache_.add_future(n.state, n.future);
+    if (d > 0) nodes_[d - 1].future.merge(n.future);
+    nodes_.pop_back();
+  }
+  nodes_.clear();
+  return false;
+}
+
+std::vector<uint32_t> OdporSearch::schedule() const {
+  std::vector<uint32_t> out;
+  for (size_t d = 0; d < nodes_.size() && d < depth_; ++d) {
+    if (nodes_[d].choice && nodes_[d].has_taken) out.push_back(nodes_[d].taken_index);
+  }
+  return out;
+}
+
+SearchStats OdporSearch::stats() const {
+  return SearchStats{pruned_, sleep_blocked_, cache_.size(), cache_.full()};
+}
+
+}  // namespace lockstep::checker

@@ -1,0 +1,98 @@
+// `dpor`: Optimal-DPOR (Abdulla et al., JACM 2017) over the engine's steps and their footprints,
+// with wakeup trees, sleep sets and a state cache (docs/semantics.md, "Exploration").
+//
+// The search walks one execution at a time, depth first. At every step it keeps a node: the
+// options offered there, the steps asleep (their futures are explored elsewhere) and the wakeup
+// tree (what is still to explore from there). After an execution, each race in it (two
+// dependent steps of different actors not ordered by anything else) adds, at the state before
+// the first, the sequence that reverses it (the steps after it that do not depend on it, then
+// the second), unless a step asleep there or a branch of the tree already leads to an
+// equivalent execution. Options that exclude each other (the branches of one choose, the
+// senders one wildcard receive may take, kernels waiting for one free slot, the steps of a rank
+// that exits) are all explored where the first is. A state met again, whose future was explored
+// under a sleep set no larger, ends the execution (pruned); the steps before it that may race
+// with that future (a summary the cache keeps) have every option explored.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "checker/reduction/execution.h"
+#include "checker/reduction/state_cache.h"
+#include "checker/reduction/wakeup_tree.h"
+#include "checker/search.h"
+
+namespace lockstep::checker {
+
+class OdporSearch final : public Search {
+ public:
+  explicit OdporSearch(const SearchOptions& options);
+
+  size_t choose(const sim::ChoicePoint& point) override;
+  bool forced(const sim::Option& option) override;
+  void taken(const sim::Step& step) override;
+  uint64_t resume_depth() const override;
+  bool revisits(uint64_t index) const override;
+  void resumed(uint64_t index, uint64_t steps) override;
+  bool next(const sim::ExecutionResult& result) override;
+  std::vector<uint32_t> schedule() const override;
+  SearchStats stats() const override;
+
+  // Wakeup-tree steps that were not offered where the tree said (the engine's happens-before
+  // missed an edge); each makes the search explore every option there. 0 unless the engine's
+  // clocks outgrow their bound.
+  uint64_t wakeup_misses() const { return misses_; }
+
+ private:
+  struct Sleeper {
+    sim::Option option;
+    std::vector<sim::Touch> footprint;
+    bool universal = false;
+    StepRef ref() const { return {option, footprint, universal}; }
+  };
+  struct Node {
+    std::vector<sim::Option> options;
+    bool choice = false;        // a choice point (two options or more)
+    uint64_t choice_index = 0;  // its index among the execution's choice points
+    uint64_t state = 0;         // fingerprint (0: none)
+    bool cached = false;        // visited in the state cache: its future goes there when done
+    bool frozen = false;        // part of the prefix (SearchOptions::prefix)
+    WakeupTrees::Roots wut;     // what is left to explore from here
+    std::vector<Sleeper> sleep;
+    bool has_taken = false;     // the step this execution took here
+    sim::Option taken;
+    uint32_t taken_index = 0;
+    std::vector<sim::Touch> taken_footprint;
+    bool taken_universal = false;
+    Summary future;             // what the steps from here on touched, in every execution so far
+  };
+
+  size_t arrive(std::span<const sim::Option> options, bool choice, uint64_t choice_index, uint64_t state);
+  size_t pick(size_t d);
+  void take_branch(size_t d, WakeupTrees::NodeId root, size_t i);
+  void add_alternative(size_t d, const sim::Option& option);
+  void add_alternatives(size_t d);
+  bool asleep(const Node& node, uint64_t key) const;
+  bool in_tree(const Node& node, uint64_t key) const;
+  void reverse(size_t e, size_t j);
+  void explore_all_where(const Summary& future, size_t d);
+
+  SearchOptions options_;
+  std::vector<Node> nodes_;
+  std::vector<uint32_t> choice_nodes_;  // node index of each choice point on the path
+  size_t depth_ = 0;                    // the next step's index
+  size_t target_ = 0;                   // where the next execution takes a new branch
+  Execution execution_;
+  WakeupTrees trees_;
+  WakeupTrees::Roots pending_wut_;  // the subtree below the branch just taken: the next node's
+  std::vector<Sleeper> pending_sleep_;
+  StateCache cache_;
+  size_t races_done_ = 0;  // events of the execution whose races were reversed already
+  size_t prefix_used_ = 0;
+  uint64_t pruned_ = 0;
+  uint64_t sleep_blocked_ = 0;
+  uint64_t misses_ = 0;
+};
+
+}  // namespace lockstep::checker

@@ -1,0 +1,66 @@
+// The states a search has explored the future of (docs/semantics.md, "State cache"): 64-bit
+// fingerprints in one flat open-addressed table, with each state's sleep set when it was not
+// empty, and a summary of what the steps of its explored future touched.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/strategy.h"
+
+namespace lockstep::checker {
+
+// What a set of steps touched, as two 64-bit masks of object hashes (a Bloom filter: a false
+// conflict only explores more): what a read would conflict with (objects added or written),
+// and what an add would (objects read or written). A write conflicts with either. A step that
+// conflicts with every step sets every bit.
+struct Summary {
+  uint64_t against_read = 0;
+  uint64_t against_add = 0;
+
+  void add_footprint(std::span<const sim::Touch> footprint, bool universal);
+  void merge(const Summary& other) {
+    against_read |= other.against_read;
+    against_add |= other.against_add;
+  }
+  // Whether a step with this footprint may conflict with one of the steps summarised.
+  bool conflicts(std::span<const sim::Touch> footprint, bool universal) const;
+  bool empty() const { return against_read == 0 && against_add == 0; }
+};
+
+class StateCache {
+ public:
+  explicit StateCache(size_t max_states = DEFAULT_MAX_STATES);
+
+  // A visit of `state` (never 0) under the sleep set `sleep` (Option keys, sorted): false when
+  // a visit before covered this one (its sleep set was a subset of this one's: it explored
+  // every step this one would); true when the state must be explored, and then it is
+  // remembered with the keys neither visit explored.
+  bool visit(uint64_t state, std::span<const uint64_t> sleep);
+  // What the explored future of a state touched, merged into what is kept for it (nothing when
+  // the state is not kept); and what a covered visit takes as its own future.
+  void add_future(uint64_t state, const Summary& future);
+  Summary future(uint64_t state) const;
+
+  size_t size() const { return size_; }
+  bool full() const { return full_; }
+
+  static constexpr size_t DEFAULT_MAX_STATES = 8'000'000;  // 128 MiB of table, 256 MiB of futures at most
+
+ private:
+  bool insert(uint64_t state);
+  size_t find(uint64_t state) const;  // its slot, or slots_.size()
+  void grow();
+
+  std::vector<uint64_t> slots_;
+  size_t size_ = 0;
+  size_t max_states_;
+  bool full_ = false;
+  std::unordered_map<uint64_t, std::vector<uint64_t>> sleep_;  // states explored under a non-empty sleep set
+  std::vector<Summary> futures_;  // empty, or one per slot (16 more bytes a slot, from the first)
+};
+
+}  // namespace lockstep::checker

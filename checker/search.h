@@ -1,0 +1,61 @@
+// How `check` explores a scenario: a search is a sim::Strategy that the checker runs execution
+// after execution until it says the space is covered (or a bound stops it). Each strategy is one
+// class behind this interface and one line in the registry (checker/strategies.cc).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/engine.h"
+#include "sim/strategy.h"
+
+namespace lockstep::checker {
+
+struct SearchStats {
+  uint64_t pruned = 0;         // executions ended at a state whose future was explored
+  uint64_t sleep_blocked = 0;  // executions ended because every option was asleep
+  uint64_t states = 0;         // distinct states remembered
+  bool state_cache_full = false;
+};
+
+class Search : public sim::Strategy {
+ public:
+  // Before each execution; `n` executions ran before it.
+  virtual void begin(uint64_t n) { (void)n; }
+  // After an execution: whether there is another to run. An exhaustive search returns false
+  // once every execution it must run has run; a sampling one, when one execution is the
+  // whole space (no choice point).
+  virtual bool next(const sim::ExecutionResult& result) = 0;
+  // The choices of the execution that just ran, one index per choice point.
+  virtual std::vector<uint32_t> schedule() const = 0;
+  virtual SearchStats stats() const { return {}; }
+};
+
+// What a strategy is made with.
+struct SearchOptions {
+  uint64_t seed = 0;
+  uint32_t pct_depth = 3;
+  std::vector<uint32_t> prefix;  // exhaustive: explore only the executions whose schedule starts so
+  bool sleep_sets = true;        // dpor: off only to measure what they save
+  bool state_cache = true;       // dpor: off only to measure what it saves
+  bool dfs_state_cache = false;  // dfs: a stateful oracle (tests; needs the engine's fingerprints)
+};
+
+struct StrategyInfo {
+  std::string_view name;
+  std::string_view summary;  // one line for --help
+  bool exhaustive = true;    // covers the space; else samples
+  bool splits = false;       // --jobs: subtrees under schedule prefixes explored apart (SearchOptions::prefix)
+  // What it needs of the engine (footprints, state fingerprints).
+  void (*configure)(sim::EngineOptions& engine) = nullptr;
+  std::unique_ptr<Search> (*make)(const SearchOptions& options) = nullptr;
+};
+
+// Every strategy `check --strategy` accepts, by name.
+const std::vector<StrategyInfo>& strategies();
+const StrategyInfo* find_strategy(std::string_view name);
+
+}  // namespace lockstep::checker

@@ -1,0 +1,46 @@
+// The registry of `check --strategy`: one line per strategy.
+#include <memory>
+
+#include "checker/dfs.h"
+#include "checker/reduction/odpor.h"
+#include "checker/sampling.h"
+#include "checker/search.h"
+
+namespace lockstep::checker {
+
+namespace {
+
+void footprints_and_states(sim::EngineOptions& engine) {
+  engine.footprints = true;
+  engine.track_state = true;
+}
+
+}  // namespace
+
+const std::vector<StrategyInfo>& strategies() {
+  static const std::vector<StrategyInfo> all = {
+      {"dfs", "every interleaving and choice, no reduction (the oracle)", true, true, nullptr,
+       [](const SearchOptions& o) -> std::unique_ptr<Search> {
+         auto dfs = std::make_unique<DfsSearch>(o.prefix);
+         dfs->use_state_cache(o.dfs_state_cache);
+         return dfs;
+       }},
+      {"dpor", "Optimal-DPOR over footprints, sleep sets and a state cache (the default)", true, false,
+       footprints_and_states,
+       [](const SearchOptions& o) -> std::unique_ptr<Search> { return std::make_unique<OdporSearch>(o); }},
+      {"pct", "sampled: random priorities with --pct-depth - 1 change points", false, false, nullptr,
+       [](const SearchOptions& o) -> std::unique_ptr<Search> { return std::make_unique<PctStrategy>(o.seed, o.pct_depth); }},
+      {"random", "sampled: uniformly random choices", false, false, nullptr,
+       [](const SearchOptions& o) -> std::unique_ptr<Search> { return std::make_unique<RandomStrategy>(o.seed); }},
+  };
+  return all;
+}
+
+const StrategyInfo* find_strategy(std::string_view name) {
+  for (const StrategyInfo& info : strategies()) {
+    if (info.name == name) return &info;
+  }
+  return nullptr;
+}
+
+}  // namespace lockstep::checker
