@@ -79,13 +79,18 @@ size_t OdporSearch::arrive(std::span<const sim::Option> options, bool choice, ui
     for (const Sleeper& q : n.sleep) keys.push_back(q.option.key());
     std::sort(keys.begin(), keys.end());
     if (!cache_.visit(state, keys)) {
-      // Explored from here before: that future is this path's too, and a step before it that
-      // may race with it has every option explored.
-      n.future = cache_.future(state);
-      explore_all_where(n.future, d);
-      trees_.release(n.wut);
-      ++pruned_;
-      return sim::Strategy::PRUNE;
+      // Explored from here before: that future is this path's too. A step before it that may
+      // race with that future (its footprint conflicts with the cache's summary of it) needs
+      // every option at its point explored, which the execution can stop here for only when
+      // they all are already (asleep, or in the wakeup tree): a wildcard's senders. Otherwise
+      // the state is explored again, which the races below then steer.
+      const Summary future = cache_.future(state);
+      if (!needs_more(future, d)) {
+        n.future = future;
+        trees_.release(n.wut);
+        ++pruned_;
+        return sim::Strategy::PRUNE;
+      }
     }
     n.cached = true;
   }
@@ -230,11 +235,16 @@ void OdporSearch::reverse(size_t e, size_t j) {
   trees_.insert(n.wut, std::move(v));
 }
 
-void OdporSearch::explore_all_where(const Summary& future, size_t d) {
+bool OdporSearch::needs_more(const Summary& future, size_t d) const {
   for (size_t e = 0; e < d && e < execution_.size(); ++e) {
-    if (nodes_[e].frozen || !future.conflicts(execution_.footprint(e), execution_[e].aborts_pending)) continue;
-    for (const sim::Option& o : std::vector<sim::Option>(nodes_[e].options)) add_alternative(e, o);
+    const Node& n = nodes_[e];
+    if (n.frozen || !future.conflicts(execution_.footprint(e), execution_[e].aborts_pending)) continue;
+    for (const sim::Option& o : n.options) {
+      const uint64_t key = o.key();
+      if (key != n.taken.key() && !asleep(n, key) && !in_tree(n, key)) return true;
+    }
   }
+  return false;
 }
 
 bool OdporSearch::next(const sim::ExecutionResult& result) {

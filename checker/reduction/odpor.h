@@ -10,8 +10,8 @@
 // equivalent execution. Options that exclude each other (the branches of one choose, the
 // senders one wildcard receive may take, kernels waiting for one free slot, the steps of a rank
 // that exits) are all explored where the first is. A state met again, whose future was explored
-// under a sleep set no larger, ends the execution (pruned); the steps before it that may race
-// with that future (a summary the cache keeps) have every option explored.
+// under a sleep set no larger, ends the execution (pruned) when every step before it that may
+// race with that future (a summary the cache keeps) has its every option explored already.
 #pragma once
 
 #include <cstddef>
@@ -76,7 +76,10 @@ class OdporSearch final : public Search {
   bool asleep(const Node& node, uint64_t key) const;
   bool in_tree(const Node& node, uint64_t key) const;
   void reverse(size_t e, size_t j);
-  void explore_all_where(const Summary& future, size_t d);
+  // Whether a step before node d may race with `future` (a summary of what the steps of a
+  // state's explored future touched) at a point where some option is neither asleep nor in the
+  // wakeup tree: what pruning at the state would leave unexplored.
+  bool needs_more(const Summary& future, size_t d) const;
 
   SearchOptions options_;
   std::vector<Node> nodes_;
