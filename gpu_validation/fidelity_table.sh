@@ -246,7 +246,7 @@ write_cell() {  # ROW BACKEND OUTCOME SECONDS DETAIL
 
 # --- the model's verdicts ----------------------------------------------------------------------
 # `lockstep check` on each row (with its parameters); a bug's first counterexample is what the
-# backends replay. Kept in DIR/model/ROW: VERDICT<TAB>COUNTEREXAMPLE.
+# backends replay. Kept in DIR/model/ROW: VERDICT<TAB>COUNTEREXAMPLE (its name in ROW.cex/).
 params_args() { local p; for p in $1; do printf -- '-D\n%s\n' "$p"; done; }
 model_of() {  # ROW -> sets model_verdict, model_cex
   local i=$1 dir m args
@@ -259,11 +259,12 @@ model_of() {  # ROW -> sets model_verdict, model_cex
       --json "$dir/report.json" --quiet >"$dir/check.txt" 2>&1
     local verdict cex
     verdict=$(grep -m1 -o '"verdict": *"[a-z]*"' "$dir/report.json" 2>/dev/null | sed 's/.*"\([a-z]*\)"$/\1/')
-    cex=$(LC_ALL=C ls "$dir"/*-1.json 2>/dev/null | head -1)
+    cex=$(cd "$dir" && LC_ALL=C ls -- *-1.json 2>/dev/null | head -1)
     printf '%s\t%s\n' "${verdict:-error}" "$cex" >"$m"
   fi
   model_verdict=$(cut -f1 "$m")
   model_cex=$(cut -f2 "$m")
+  [ -n "$model_cex" ] && model_cex=$state/model/$(slug "${ROW_ID[$i]}").cex/$model_cex
 }
 is_bug() { case "$1" in deadlock|hang|mismatch|timeout) return 0 ;; esac; return 1; }
 
@@ -439,7 +440,8 @@ nccl_lib=$( [ -x "$bin/lockstep-nccl-replay" ] && ldd "$bin/lockstep-nccl-replay
 nccl_lib=$( [ -f "$nccl_lib" ] && grep -a -o -m1 'NCCL version [0-9][0-9.]*[+a-z0-9.]*' "$nccl_lib" | sed 's/^NCCL version //')
 commit=$(git rev-parse --short HEAD 2>/dev/null)
 [ -n "$commit" ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit+changes"
-context="$(date -u '+%Y-%m-%d %H:%M UTC'); GPU: ${gpu_name:-none ($gpu_reason)}; NCCL: ${nccl_lib:-not built}; lockstep ${commit:-(no git)}, sources $stamp; watchdog mpi ${timeout_mpi} s, nccl ${timeout_nccl} s; $jobs rows at once"
+mpi_version=$(mpirun --version 2>/dev/null | head -1)
+context="$(date -u '+%Y-%m-%d %H:%M UTC'); GPU: ${gpu_name:-none ($gpu_reason)}; NCCL ${nccl_lib:-not built}${skip_nccl:+ (cells SKIPPED: $skip_nccl)}; ${mpi_version:-no mpirun}${skip_mpi:+ (cells SKIPPED: $skip_mpi)}; lockstep ${commit:-(no git)}, sources $stamp; watchdog mpi ${timeout_mpi} s, nccl ${timeout_nccl} s; $jobs rows at once"
 echo
 echo "$context"
 {
@@ -471,7 +473,11 @@ for i in "${selected[@]}"; do
     esac
     case "$o" in
       UNDECIDED|NOT_REPRODUCED|CANNOT_EXPRESS)
-        notes+=("${ROW_ID[$i]} ($b): ${o//_/ }: $(cell_field "$i" "$b" 3)") ;;
+        d=$(cell_field "$i" "$b" 3)
+        case "$d" in
+          "CONFIRMED ("*|"NOT REPRODUCED ("*|"UNDECIDED ("*) notes+=("${ROW_ID[$i]} ($b): $d") ;;
+          *) notes+=("${ROW_ID[$i]} ($b): ${o//_/ }: $d") ;;
+        esac ;;
     esac
   done
 done

@@ -18,7 +18,7 @@
 // Output: one line per rank, then the outcome. Exit codes: 0 every rank completed both
 // all-reduces with correct data; 1 every rank hung in them (no progress for S seconds after
 // issuing); 3 anything else (setup failed, ranks disagree: undecided); 77 no GPU; 2 usage.
-// Every wait is bounded: setup (init, connections) 90 s, the probe S seconds, teardown 10 s;
+// Every wait is bounded: setup (init, connections) 60 s, the probe S seconds, teardown 10 s;
 // a rank past its bound is killed and reaped.
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -44,7 +44,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int MAX_RANKS = 8;
-constexpr int SETUP_LIMIT_S = 90;
+constexpr int SETUP_LIMIT_S = 60;
 constexpr int TEARDOWN_LIMIT_S = 10;
 
 Clock::time_point after(double seconds) {
