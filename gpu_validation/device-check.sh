@@ -19,7 +19,7 @@
 # Exit: fidelity_table.sh's (0 every corpus cell as the model says, 1 the hardware disagrees,
 # 3 cells UNDECIDED or not run: run again), 2 when the build fails.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 if [ -n "${OUT:-}" ] && [ -z "${LOCKSTEP_DEVICE_TEED:-}" ]; then
   mkdir -p "$OUT"
   LOCKSTEP_DEVICE_TEED=1 "$0" "$@" 2>&1 | tee "$OUT/device-check.log"

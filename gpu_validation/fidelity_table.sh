@@ -64,6 +64,9 @@ stream_probe=$bin/lockstep-thread-stream-probe
 # and fast; NCCL ones keep the model's sizes, and ranks share the GPU.
 timeout_mpi=${LOCKSTEP_FIDELITY_TIMEOUT_MPI:-3}
 timeout_nccl=${LOCKSTEP_FIDELITY_TIMEOUT_NCCL:-5}
+for t in "$timeout_mpi" "$timeout_nccl" "${jobs:-1}" "${deadline:-0}"; do
+  [[ "$t" =~ ^[0-9]+$ ]] || { echo "fidelity_table.sh: '$t' is not a whole number (watchdogs, --jobs, --deadline)" >&2; exit 2; }
+done
 
 # --- the machine -------------------------------------------------------------------------------
 gpu_reason=""
@@ -80,6 +83,7 @@ if [ -z "$backends" ]; then
   if [ -z "$gpu_reason" ]; then backends=nccl; else backends=mpi,nccl; fi
 fi
 [ -z "$jobs" ] && { if [ -z "$gpu_reason" ]; then jobs=2; else jobs=4; fi; }
+[ "$jobs" -ge 1 ] || { echo "fidelity_table.sh: --jobs takes 1 or more" >&2; exit 2; }
 want_mpi=0; want_nccl=0
 case ",$backends," in *,mpi,*) want_mpi=1 ;; esac
 case ",$backends," in *,nccl,*) want_nccl=1 ;; esac
@@ -259,7 +263,7 @@ model_of() {  # ROW -> sets model_verdict, model_cex
       --json "$dir/report.json" --quiet >"$dir/check.txt" 2>&1
     local verdict cex
     verdict=$(grep -m1 -o '"verdict": *"[a-z]*"' "$dir/report.json" 2>/dev/null | sed 's/.*"\([a-z]*\)"$/\1/')
-    cex=$(cd "$dir" && LC_ALL=C ls -- *-1.json 2>/dev/null | head -1)
+    cex=$(find "$dir" -maxdepth 1 -name '*-1.json' -printf '%f\n' | LC_ALL=C sort | head -1)
     printf '%s\t%s\n' "${verdict:-error}" "$cex" >"$m"
   fi
   model_verdict=$(cut -f1 "$m")
@@ -358,9 +362,14 @@ run_cell() {
   elif is_bug "$model_verdict"; then
     case "$rc" in 1) outcome=CONFIRMED ;; 0) outcome=NOT_REPRODUCED ;; esac
   else
-    # A correct scenario: completing is what the model says; a hang or a failure is not.
+    # A correct scenario: completing is what the model says; ranks stuck, or failing at an op
+    # (not in their setup: no device, NCCL's initialisation), are not.
     if [ "$rc" = 0 ]; then outcome=CONFIRMED
-    elif [[ "$line" == *"the model predicted completion"* ]]; then outcome=NOT_REPRODUCED; fi
+    elif [[ "$line" == *"the model predicted completion"* ]]; then
+      if [[ "$line" == *"): hung elsewhere: "* ]] || { [[ "$line" == *" failed: "* ]] && [[ "$line" != *" setup on "* ]]; }; then
+        outcome=NOT_REPRODUCED
+      fi
+    fi
   fi
   write_cell "$i" "$backend" "$outcome" "$s" "$detail"
 }
@@ -472,7 +481,7 @@ for i in "${selected[@]}"; do
       *) ran=1 ;;
     esac
     case "$o" in
-      UNDECIDED|NOT_REPRODUCED|CANNOT_EXPRESS)
+      UNDECIDED|NOT_REPRODUCED|CANNOT_EXPRESS|SKIPPED)
         d=$(cell_field "$i" "$b" 3)
         case "$d" in
           "CONFIRMED ("*|"NOT REPRODUCED ("*|"UNDECIDED ("*) notes+=("${ROW_ID[$i]} ($b): $d") ;;
@@ -491,7 +500,7 @@ for i in "${selected[@]}"; do
   case "$o" in
     CONFIRMED) readings+=("${ROW_INFORMS[$i]}: ${ROW_ID[$i]}: ${ROW_YES[$i]}") ;;
     NOT_REPRODUCED) readings+=("${ROW_INFORMS[$i]}: ${ROW_ID[$i]}: ${ROW_NO[$i]}") ;;
-    *) readings+=("${ROW_INFORMS[$i]}: ${ROW_ID[$i]}: ${o:-not run}${o:+: $(cell_field "$i" nccl 3)}") ;;
+    *) readings+=("${ROW_INFORMS[$i]}: ${ROW_ID[$i]}: ${o:-not run}${o:+ (the notes say why)}") ;;
   esac
   if [ "${ROW_INFORMS[$i]}" = "p2p eager_limit" ]; then
     size=${ROW_PARAMS[$i]#size=}
@@ -544,5 +553,10 @@ if [ "$ran" = 0 ] && [ "$undecided" = 0 ]; then
 fi
 [ "$undecided" -gt 0 ] && exit_code=3
 [ "$disagree" = 1 ] && exit_code=1
-echo "fidelity table: done in $((SECONDS - started_at)) s; exit $exit_code ($([ "$exit_code" = 0 ] && echo "every corpus cell as the model says" || { [ "$exit_code" = 1 ] && echo "the hardware disagrees with the model: NOT REPRODUCED above" || echo "cells UNDECIDED or not run: run again to finish them"; }))"
+case "$exit_code" in
+  0) meaning="every corpus cell as the model says" ;;
+  1) meaning="the hardware disagrees with the model: NOT REPRODUCED above" ;;
+  *) meaning="cells UNDECIDED or not run: run again to finish them" ;;
+esac
+echo "fidelity table: done in $((SECONDS - started_at)) s; exit $exit_code ($meaning)"
 exit "$exit_code"

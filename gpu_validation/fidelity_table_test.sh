@@ -5,7 +5,8 @@
 # both backends from the NCCL dry pass), NCCL cells SKIPPED, the Markdown under $OUT; a second
 # run keeps every decided cell and runs none; --redo runs one row again; a scenario whose MPI
 # replay completes where the model says deadlock makes the script exit 1 (NOT REPRODUCED); a
-# deadline that leaves no time runs nothing and exits 3.
+# deadline that leaves no time runs nothing and exits 3; where nvidia-smi lists a GPU that CUDA
+# cannot see, the NCCL cells are UNDECIDED, never NOT REPRODUCED.
 # usage: fidelity_table_test.sh BIN_DIR (from the repository root). Exit 77 (skipped) without
 # mpirun or the MPI worker.
 set -uo pipefail
@@ -71,8 +72,9 @@ grep -q '^\[' "$work/run2.txt" && fail "the second run ran cells: $(grep '^\[' "
 
 # 3. --redo runs the matching row again, and only it.
 table --rows "$rows" --state "$work/state" --redo '^corpus/uneven-batches$' >"$work/run3.txt" 2>&1
-[ "$(grep -c '^\[' "$work/run3.txt")" = 1 ] && grep -q '^\[ 1/1\] corpus/uneven-batches  .* mpi  CONFIRMED' "$work/run3.txt" ||
+if [ "$(grep -c '^\[' "$work/run3.txt")" != 1 ] || ! grep -q '^\[ 1/1\] corpus/uneven-batches  .* mpi  CONFIRMED' "$work/run3.txt"; then
   fail "--redo did not run exactly corpus/uneven-batches again: $(grep '^\[' "$work/run3.txt")"
+fi
 
 # 4. The canary: the model says deadlock, OpenMPI completes the root's 4-byte broadcast at once
 # and everything completes (docs/replay.md): NOT REPRODUCED, exit 1.
@@ -103,6 +105,34 @@ code=$?
 grep -q '^fidelity table: 1 cells not run' "$work/run5.txt" || fail "a run past its deadline does not say what it left"
 grep -q '^| 1 | corpus/uneven-batches | bug | hang | not run | - | SKIPPED | - |$' "$work/late-state/table.md" ||
   fail "the row left by the deadline is not 'not run'"
+
+# 6. The GPU mode where nvidia-smi lists a GPU that CUDA cannot see (a stand-in nvidia-smi, only
+# where the real one finds none): the NCCL column alone; each worker fails its setup (no CUDA
+# device visible): UNDECIDED, never NOT REPRODUCED, even for a fix; the stream probe SKIPPED.
+if [ -x "$bin/lockstep-nccl-replay" ] && [ -x "$bin/lockstep-thread-stream-probe" ] &&
+   ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; }; then
+  mkdir -p "$work/fake-gpu"
+  printf '#!/bin/sh\necho "GPU 0: stand-in (UUID: GPU-none)"\n' >"$work/fake-gpu/nvidia-smi"
+  chmod +x "$work/fake-gpu/nvidia-smi"
+  PATH=$work/fake-gpu:$PATH "$(dirname "$0")/fidelity_table.sh" --bin "$bin" --state "$work/gpu-state" \
+    --rows '^corpus/(uneven-batches-join|init-missing-process)$|^probe/thread-stream-legacy$' >"$work/run6.txt" 2>&1
+  code=$?
+  [ "$code" = 3 ] || fail "the NCCL column on a GPU CUDA cannot see exits $code, not 3"
+  gpu_expected="1 | corpus/init-missing-process | bug | hang | - | CANNOT EXPRESS
+2 | corpus/uneven-batches-join | fix | ok | - | UNDECIDED
+3 | probe/thread-stream-legacy | probe | deadlock | n/a | SKIPPED"
+  got=$(rows_of "$work/gpu-state/table.md")
+  [ "$got" = "$gpu_expected" ] || fail "the NCCL column's rows differ; expected:
+$gpu_expected
+got:
+$got"
+  grep -q '^- corpus/uneven-batches-join (nccl): UNDECIDED (nccl): rank 0 setup on world (op 0) failed: no CUDA device visible' \
+    "$work/gpu-state/table.md" || fail "the notes do not give the worker's setup failure"
+  grep -q '^- threads.* current stream: probe/thread-stream-legacy: SKIPPED' "$work/gpu-state/table.md" ||
+    fail "the probes' readings do not list the stream probe as SKIPPED"
+else
+  echo "the NCCL column's test skipped: no NCCL worker built, or a GPU is visible"
+fi
 
 if [ "$failures" -gt 0 ]; then
   for f in "$work"/run*.txt; do echo "--- $f"; cat "$f"; done
