@@ -182,7 +182,7 @@ add_row probe/thread-stream-legacy probe "$probes/thread-shared-stream.yaml" "" 
   "two host threads on the legacy default stream chain their collectives and deadlock: the model's shared current stream stands" \
   "two host threads on the legacy default stream do not chain: the model's shared current stream is too strict"
 add_row probe/thread-stream-per-thread probe "$probes/thread-own-stream.yaml" "" "" stream:per-thread "threads' current stream" \
-  "with a per-thread default stream the threads' collectives do not chain (the model's async-without-wait reading)" \
+  "with a per-thread default stream the threads' collectives do not chain (a thread with a stream of its own in the model: threads: {T: {stream: S, do: [...]}})" \
   "the threads' collectives hang even on per-thread default streams: something else chains them"
 for size in 2 64MiB; do
   label=$size; [ "$size" = 2 ] && label=1elem
