@@ -12,6 +12,7 @@
 
 #include "record/nccl_abi.h"
 #include "record/record_format.h"
+#include "record/recordings.h"
 #include "sim/trace_format.h"
 
 namespace lockstep::record {
@@ -40,27 +41,10 @@ struct Process {
   bool truncated = false;
 };
 
-class Errors {
+// The merge's problems, at most MergeOptions::max_errors of each kind.
+class Errors : public Problems {
  public:
-  Errors(MergeResult& result, size_t max) : result_(result), max_(max) {}
-  void error(const std::string& file, int line, const std::string& text) {
-    if (result_.errors.size() < max_) {
-      result_.errors.push_back(line > 0 ? fmt::format("{}:{}: error: {}", file, line, text)
-                                        : fmt::format("{}: error: {}", file, text));
-    }
-  }
-  void warning(const std::string& file, int line, const std::string& text) {
-    if (result_.warnings.size() < max_) {
-      result_.warnings.push_back(line > 0 ? fmt::format("{}:{}: warning: {}", file, line, text)
-                                          : fmt::format("{}: warning: {}", file, text));
-    }
-  }
-  bool any() const { return !result_.errors.empty(); }
-  bool full() const { return result_.errors.size() >= max_; }
-
- private:
-  MergeResult& result_;
-  size_t max_;
+  Errors(MergeResult& result, size_t max) : Problems(result.errors, result.warnings, max) {}
 };
 
 std::optional<Call> call_of(const std::string& name) {
@@ -187,18 +171,13 @@ std::string read_record(const json& j, RawRec& r) {
 bool parse_file(const std::string& name, const std::string& text, Process& process, Errors& errors,
                 uint64_t& records, const MergeOptions& options) {
   process.file = name;
-  size_t pos = 0;
-  int line_number = 0;
   bool header = false;
   std::set<uint64_t> seqs;
-  while (pos < text.size() && !errors.full()) {
-    size_t end = text.find('\n', pos);
-    const bool last_without_newline = end == std::string::npos;
-    if (last_without_newline) end = text.size();
-    std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  for (const TextLine& text_line : split_lines(text)) {
+    if (errors.full()) break;
+    const std::string& line = text_line.text;
+    const int line_number = text_line.number;
+    const bool last_without_newline = text_line.last_cut;
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     json j = json::parse(line, nullptr, false);
     if (j.is_discarded()) {
@@ -862,30 +841,9 @@ MergeResult merge_texts(const std::vector<std::pair<std::string, std::string>>& 
 }
 
 MergeResult merge_files(std::vector<std::string> paths, const MergeOptions& options) {
-  std::sort(paths.begin(), paths.end());
-  std::vector<std::pair<std::string, std::string>> files;
   MergeResult failed;
   Errors errors(failed, options.max_errors);
-  if (paths.size() > options.max_files) {
-    errors.error("(recordings)", 0, fmt::format("{} files; at most {} (MergeOptions::max_files)", paths.size(), options.max_files));
-    return failed;
-  }
-  for (const std::string& path : paths) {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in) {
-      errors.error(path, 0, "cannot read file");
-      continue;
-    }
-    const std::streamoff size = in.tellg();
-    if (size > options.max_file_bytes) {
-      errors.error(path, 0, fmt::format("{} bytes; at most {} (MergeOptions::max_file_bytes)", size, options.max_file_bytes));
-      continue;
-    }
-    std::string text(static_cast<size_t>(std::max<std::streamoff>(size, 0)), '\0');
-    in.seekg(0);
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    files.emplace_back(path, std::move(text));
-  }
+  const auto files = read_recordings(std::move(paths), options.max_files, options.max_file_bytes, errors);
   if (errors.any()) return failed;
   return merge_texts(files, options);
 }
