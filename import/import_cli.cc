@@ -23,13 +23,17 @@ formats:
   nccl-log LOG...           NCCL_DEBUG=INFO logs with NCCL_DEBUG_SUBSYS=INIT,COLL (and CALL for
                             group boundaries), one or many files, ranks interleaved
   pipeline-csv CSV          a torch.distributed.pipelining schedule CSV (compute only or with
-                            comms; the B and the older BW dialect)
+                            comms, OVERLAP_F_B cells; the B and the older BW dialect)
 
 options:
   -o FILE                   the trace to write (JSON Lines, docs/trace-format.md); written only
                             when the import succeeds
   --name NAME               the scenario name (default: OUT's name without .jsonl)
   --activation-bytes N      pipeline-csv: bytes of every send and receive (default 1048576)
+  --with-dp N               pipeline-csv: N data-parallel replicas of the pipeline (rank = pp
+                            rank x N + dp rank); UNSHARD is an all-gather and REDUCE_GRAD a
+                            reduce-scatter on the replicas of a pipeline rank (default: left out)
+  --dp-bytes N              pipeline-csv: bytes of every UNSHARD and REDUCE_GRAD (default 16777216)
   --eager-limit N           sends of at most N bytes complete without their receive (NCCL's
                             buffers); writes semantics p2p: eager (default: rendezvous)
   --quiet                   no summary
@@ -95,6 +99,12 @@ int run_import(const std::vector<std::string>& args, std::ostream& out, std::ost
         name = value("--name");
       } else if (arg == "--activation-bytes" || arg.rfind("--activation-bytes=", 0) == 0) {
         pipeline.activation_bytes = parse_bytes("--activation-bytes", value("--activation-bytes"));
+      } else if (arg == "--with-dp" || arg.rfind("--with-dp=", 0) == 0) {
+        const int64_t n = parse_bytes("--with-dp", value("--with-dp"));
+        if (n < 1 || n > 65536) throw Usage{fmt::format("--with-dp expects a number of replicas from 1 to 65536, got {}", n)};
+        pipeline.data_parallel = static_cast<int32_t>(n);
+      } else if (arg == "--dp-bytes" || arg.rfind("--dp-bytes=", 0) == 0) {
+        pipeline.dp_bytes = parse_bytes("--dp-bytes", value("--dp-bytes"));
       } else if (arg == "--eager-limit" || arg.rfind("--eager-limit=", 0) == 0) {
         eager_limit = parse_bytes("--eager-limit", value("--eager-limit"));
       } else if (arg == "--quiet") {
