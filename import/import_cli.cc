@@ -19,7 +19,8 @@ const char* const IMPORT_USAGE = R"(usage: lockstep import FORMAT INPUT... -o OU
 
 formats:
   flight-recorder DUMP...   PyTorch Flight Recorder dumps, one per rank (JSON or pickle, versions
-                            2.2 to 2.10); each file name ends in its rank (nccl_trace_rank_3)
+                            2.2 to 2.10, newer 2.x with a warning); each file name ends in its
+                            rank (nccl_trace_rank_3)
   nccl-log LOG...           NCCL_DEBUG=INFO logs with NCCL_DEBUG_SUBSYS=INIT,COLL (and CALL for
                             group boundaries), one or many files, ranks interleaved
   pipeline-csv CSV          a torch.distributed.pipelining schedule CSV (compute only or with
@@ -135,8 +136,9 @@ int run_import(const std::vector<std::string>& args, std::ostream& out, std::ost
   }
 
   RecordedTrace trace;
+  std::vector<std::string> warnings;
   try {
-    if (format == "flight-recorder") trace = import_flight_recorder(inputs);
+    if (format == "flight-recorder") trace = import_flight_recorder(inputs, &warnings);
     else if (format == "nccl-log") trace = import_nccl_logs(inputs);
     else trace = import_pipeline_csv(inputs.front(), pipeline);
   } catch (const ImportError& error) {
@@ -146,6 +148,7 @@ int run_import(const std::vector<std::string>& args, std::ostream& out, std::ost
     err << "lockstep: error: out of memory while importing\n";
     return 2;
   }
+  for (const std::string& warning : warnings) err << warning << "\n";
   if (eager_limit) {
     trace.semantics.p2p = sim::P2pMode::EAGER;
     trace.semantics.eager_limit_bytes = *eager_limit;
