@@ -104,7 +104,7 @@ class _Recorder:
             self.seq += 1
             line = {"seq": self.seq, "thread": name}
             line.update(record)
-            os.write(self.fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())
+            os.write(self.fd, (_ENCODE(line) + "\n").encode())
             return self.seq
 
     def depth(self):
@@ -130,6 +130,39 @@ class _Recorder:
 
 
 _REC = _Recorder()
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _binder(original):
+    """The arguments of a call by name, defaults filled in: inspect's bind is a third of a
+    recorded call's cost, so the common case (positional-or-keyword parameters) is done here and
+    anything else falls back to it. Returns None when the call does not fit the signature."""
+    signature = inspect.signature(original)
+    params = signature.parameters
+    positional = [p.name for p in params.values() if p.kind == p.POSITIONAL_OR_KEYWORD]
+    defaults = {p.name: p.default for p in params.values() if p.default is not p.empty}
+    required = [p.name for p in params.values() if p.default is p.empty]
+    simple = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params.values())
+
+    def bind(args, kwargs):
+        if simple and len(args) <= len(positional):
+            a = dict(defaults)
+            a.update(zip(positional, args))
+            for key, value in kwargs.items():
+                if key not in params or key in positional[:len(args)]:
+                    return None
+                a[key] = value
+            if all(name in a for name in required):
+                return a
+            return None
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            return None
+        bound.apply_defaults()
+        return dict(bound.arguments)
+
+    return bind
 
 
 def _dtype(tensor):
@@ -449,17 +482,14 @@ def _fake_result(name, a):
 
 
 def _wrap_collective(c10d, name, original, describe, emulation=None):
-    signature = inspect.signature(original)
+    bind = _binder(original)
 
     @functools.wraps(original)
     def wrapper(*args, **kwargs):
         if _REC.depth() > 0 or not _REC.active():
             return original(*args, **kwargs)
-        try:
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            a = bound.arguments
-        except TypeError:
+        a = bind(args, kwargs)
+        if a is None:
             return original(*args, **kwargs)  # torch says what is wrong
         group = a.get("group")
         if group is not None and group is c10d.GroupMember.NON_GROUP_MEMBER:
@@ -571,64 +601,68 @@ def _fake_backend_classes(c10d):
             return None
 
     class FakeProcessGroup(c10d.ProcessGroup):
-        """A process group that communicates nothing: every call is finished at once."""
+        """A process group that communicates nothing: every call is finished at once. The calls
+        that reach it come from C++ (DistributedDataParallel's Reducer and its start-up
+        broadcasts): the collectives among them are recorded here, as `ProcessGroup.NAME`."""
 
         def getBackendName(self):
             return _FAKE_BACKEND
 
+        def _record(self, name, op, tensors, per_rank=False, root=None):
+            if _REC.depth() > 0 or not _REC.active():
+                return
+            size = sum(_bytes(t) for t in tensors) * (self.size() if per_rank else 1)
+            described = _Described(op, self, size, _dtype(tensors[0]) if tensors else None,
+                                   root=None if root is None else _global(c10d, self, root))
+            fields = {"call": "ProcessGroup." + name}
+            fields.update(described.fields(c10d))
+            fields["source"], fields["function"] = _REC.source()
+            _REC.write(fields)
+
         def allreduce(self, tensors, *rest):
+            self._record("allreduce", "allreduce", tensors)
             return _Done.work(tensors)
 
         def allreduce_coalesced(self, tensors, *rest):
+            self._record("allreduce_coalesced", "allreduce", tensors)
             return _Done.work(tensors)
 
-        def broadcast(self, tensors, *rest):
-            return _Done.work(tensors)
-
-        def reduce(self, tensors, *rest):
+        def broadcast(self, tensors, opts=None, *rest):
+            self._record("broadcast", "broadcast", tensors, root=getattr(opts, "rootRank", 0))
             return _Done.work(tensors)
 
         def allgather(self, outputs, inputs, *rest):
+            self._record("allgather", "allgather", inputs[:1], per_rank=True)
             for out_list, tensor in zip(outputs, inputs):
                 for out in out_list:
                     out.copy_(tensor)
             return _Done.work(outputs)
 
         def _allgather_base(self, output, tensor, *rest):
+            self._record("_allgather_base", "allgather", [output])
             return _Done.work([output])
 
-        def allgather_coalesced(self, outputs, inputs, *rest):
-            return _Done.work(outputs)
-
         def reduce_scatter(self, outputs, inputs, *rest):
+            self._record("reduce_scatter", "reduce_scatter", inputs[0] if inputs else [])
             return _Done.work(outputs)
 
         def _reduce_scatter_base(self, output, tensor, *rest):
+            self._record("_reduce_scatter_base", "reduce_scatter", [tensor])
             return _Done.work([output])
-
-        def alltoall_base(self, output, tensor, *rest):
-            return _Done.work([output])
-
-        def alltoall(self, outputs, inputs, *rest):
-            return _Done.work(outputs)
-
-        def gather(self, outputs, inputs, *rest):
-            return _Done.work(outputs)
-
-        def scatter(self, outputs, inputs, *rest):
-            return _Done.work(outputs)
-
-        def send(self, tensors, *rest):
-            return _Done.work(tensors)
-
-        def recv(self, tensors, *rest):
-            return _Done.work(tensors)
-
-        def recv_anysource(self, tensors, *rest):
-            return _Done.work(tensors)
 
         def barrier(self, *rest):
+            self._record("barrier", "barrier", [])
             return _Done.work([torch.zeros(1)])
+
+    def finished_with_first(self, first, *rest):
+        return _Done.work(first)
+
+    def finished_with_tensor(self, tensor, *rest):
+        return _Done.work([tensor])
+
+    for name in ("reduce", "allgather_coalesced", "alltoall", "gather", "scatter", "send", "recv", "recv_anysource"):
+        setattr(FakeProcessGroup, name, finished_with_first)
+    setattr(FakeProcessGroup, "alltoall_base", finished_with_tensor)
 
     def create(store, rank, size, timeout):
         return FakeProcessGroup(rank, size)
@@ -637,19 +671,14 @@ def _fake_backend_classes(c10d):
 
 
 def _wrap_init(c10d, original):
-    signature = inspect.signature(original)
+    bind = _binder(original)
     fake_store = []
 
     @functools.wraps(original)
     def wrapper(*args, **kwargs):
-        if not _REC.active():
+        a = bind(args, kwargs) if _REC.active() else None
+        if a is None:
             return original(*args, **kwargs)
-        try:
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-        except TypeError:
-            return original(*args, **kwargs)
-        a = bound.arguments
         asked = str(a.get("backend") or "")
         _REC.asked_backend = asked or None
         world_size = a.get("world_size", -1)
@@ -678,7 +707,7 @@ def _wrap_init(c10d, original):
             a["world_size"], a["rank"] = world_size, rank
         else:
             a["backend"] = "gloo"
-        result = _call(original, bound.args, bound.kwargs, seq)
+        result = _call(original, (), a, seq)
         _REC.write({"call": "initialized", "rank": int(c10d.get_rank()), "world_size": int(c10d.get_world_size())})
         return result
 
@@ -686,18 +715,13 @@ def _wrap_init(c10d, original):
 
 
 def _wrap_new_group(c10d, original):
-    signature = inspect.signature(original)
+    bind = _binder(original)
 
     @functools.wraps(original)
     def wrapper(*args, **kwargs):
-        if _REC.depth() > 0 or not _REC.active():
+        a = bind(args, kwargs) if _REC.depth() == 0 and _REC.active() else None
+        if a is None:
             return original(*args, **kwargs)
-        try:
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-        except TypeError:
-            return original(*args, **kwargs)
-        a = bound.arguments
         _REC.new_groups += 1
         index = _REC.new_groups
         ranks = a.get("ranks")
@@ -715,7 +739,7 @@ def _wrap_new_group(c10d, original):
             a["backend"] = _FAKE_BACKEND if _MODE == "fake" else "gloo"
         if "pg_options" in a:
             a["pg_options"] = None
-        group = _call(original, bound.args, bound.kwargs, seq)
+        group = _call(original, (), a, seq)
         if group is not None and group is not c10d.GroupMember.NON_GROUP_MEMBER:
             _REC.groups[id(group)] = (index, group)
         return group

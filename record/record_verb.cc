@@ -339,6 +339,18 @@ std::string ranks_text(const std::vector<int32_t>& ranks) {
   return out;
 }
 
+// The merge's warnings and errors; false (with a line that says so) when it wrote no trace.
+bool report_merge(const std::vector<std::string>& warnings, const std::vector<std::string>& errors, bool merged,
+                  size_t files, const fs::path& raw, std::ostream& err) {
+  for (const std::string& w : warnings) err << w << "\n";
+  for (const std::string& e : errors) err << e << "\n";
+  if (!merged) {
+    err << fmt::format("lockstep record: no trace written ({} recording{} in {})\n", files, files == 1 ? "" : "s",
+                       raw.string());
+  }
+  return merged;
+}
+
 // A TCP port of 127.0.0.1 nothing listens on now (rank 0's store takes it), or 0.
 int free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -411,6 +423,17 @@ std::string first_line_of(const fs::path& path) {
   std::string line;
   std::getline(in, line);
   return line;
+}
+
+// The last line of a rank's output that is not blank (a traceback's exception), at most 300 bytes.
+std::string last_line_of(const fs::path& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  }
+  if (last.size() > 300) last = last.substr(0, 300) + " ...";
+  return last;
 }
 
 // Every "TRACE:LINE:COL" in `text` followed by the script's line of that op: "TRACE:LINE:COL,
@@ -519,8 +542,6 @@ int run_torch(const RecordOptions& o, std::ostream& out, std::ostream& err) {
   if (!o.command.empty()) merge.source = "lockstep record --torch: " + command_line(o.command);
   const std::vector<std::string> files = recordings_in(raw);
   TorchMergeResult merged = merge_torch_files(files, merge);
-  for (const std::string& w : merged.warnings) err << w << "\n";
-  for (const std::string& e : merged.errors) err << e << "\n";
   bool failed = false;
   if (run) {
     const std::string mode = o.fake ? "--fake: no communication" : "gloo on CPU";
@@ -535,24 +556,18 @@ int run_torch(const RecordOptions& o, std::ostream& out, std::ostream& err) {
         if (p.stopped || WIFSIGNALED(p.status)) said = "its last call: " + tp.last;
         else if (tp.ending != "exited") said = tp.ending;
       }
+      if (said.empty() && !p.stopped && failed_status(p.status)) {
+        said = last_line_of(logs / fmt::format("rank-{}.txt", rank));  // it died before recording anything
+      }
       out << fmt::format("  rank {}: {}{}\n", rank, describe_status(p.status, p.stopped, o),
                          said.empty() ? "" : "; " + said);
     }
   }
-  if (!merged.scenario) {
-    err << fmt::format("lockstep record: no trace written ({} recording{} in {})\n", files.size(),
-                       files.size() == 1 ? "" : "s", raw.string());
-    return EXIT_BAD;
-  }
+  if (!report_merge(merged.warnings, merged.errors, merged.scenario.has_value(), files.size(), raw, err)) return EXIT_BAD;
   sim::Scenario& scenario = *merged.scenario;
-  std::string backend;
-  for (const TorchProcess& p : merged.processes) {
-    if (p.mode == "fake") backend = "--fake";
-  }
-  scenario.description =
-      backend == "--fake"
-          ? "Recorded by lockstep record --torch --fake: no communication; every rank ran its whole program."
-          : "Recorded by lockstep record --torch: the ranks ran on CPU with gloo (a backend of nccl runs as gloo).";
+  const std::string asked = merged.backend.empty() ? "" : fmt::format(" (the script asked for backend '{}')", merged.backend);
+  scenario.description = merged.fake ? "Recorded by lockstep record --torch --fake: no communication; every rank ran its whole program" + asked + "."
+                                     : "Recorded by lockstep record --torch: the ranks ran on CPU with gloo" + asked + ".";
   const std::string trace_path = (dir / "trace.jsonl").string();
   const std::string trace_text = sim::write_trace(scenario);
   const sim::LoadResult reloaded = sim::load_trace_text(trace_text, trace_path, {}, sim::LoadLimits{});
@@ -644,13 +659,7 @@ int run_record(const std::vector<std::string>& args, std::ostream& out, std::ost
                         describe_status(run->status(), run->timed_out, o));
   }
   MergeResult merged = merge_files(files, merge);
-  for (const std::string& w : merged.warnings) err << w << "\n";
-  for (const std::string& e : merged.errors) err << e << "\n";
-  if (!merged.scenario) {
-    err << fmt::format("lockstep record: no trace written ({} recording{} in {})\n", files.size(),
-                       files.size() == 1 ? "" : "s", raw.string());
-    return EXIT_BAD;
-  }
+  if (!report_merge(merged.warnings, merged.errors, merged.scenario.has_value(), files.size(), raw, err)) return EXIT_BAD;
   const std::string trace_path = (dir / "trace.jsonl").string();
   if (!write_whole(trace_path, sim::write_trace(*merged.scenario), err)) return EXIT_BAD;
   uint64_t calls = 0;

@@ -51,6 +51,15 @@ std::vector<std::pair<std::string, std::string>> read_recordings(std::vector<std
   return files;
 }
 
+bool recordings_present(size_t files, size_t max_files, const char* none, Problems& problems) {
+  if (files == 0) {
+    problems.error("(recordings)", 0, none);
+  } else if (files > max_files) {
+    problems.error("(recordings)", 0, fmt::format("{} files; at most {} (MergeOptions::max_files)", files, max_files));
+  }
+  return files > 0 && files <= max_files;
+}
+
 std::vector<TextLine> split_lines(const std::string& text) {
   std::vector<TextLine> lines;
   size_t pos = 0;

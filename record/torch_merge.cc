@@ -258,67 +258,26 @@ std::string read_record(const json& j, Rec& r) {
 bool parse_file(const std::string& name, const std::string& text, Process& process, Problems& problems,
                 uint64_t& records, const TorchMergeOptions& options) {
   process.file = name;
-  bool header = false;
-  std::set<uint64_t> seqs;
-  for (const TextLine& line : split_lines(text)) {
-    if (problems.full()) break;
-    if (line.text.find_first_not_of(" \t") == std::string::npos) continue;
-    const json j = json::parse(line.text, nullptr, false);
-    if (j.is_discarded()) {
-      if (line.last_cut && header) {
-        problems.warning(name, line.number, "the last record is cut short (the process was killed while writing); ignored");
-        break;
-      }
-      problems.error(name, line.number, "not a JSON object");
-      continue;
-    }
-    if (!header) {
-      auto version = j.is_object() ? j.find("lockstep_torch") : j.end();
-      if (version == j.end()) {
-        problems.error(name, line.number, "not a recording of lockstep's torch recorder: the first line has no \"lockstep_torch\"");
-        return false;
-      }
-      if (!version->is_number_integer() || version->get<int64_t>() != FORMAT_VERSION) {
-        problems.error(name, line.number, fmt::format("unknown recording version {}; this lockstep reads version {}",
-                                                      version->dump(), FORMAT_VERSION));
-        return false;
-      }
-      std::string problem;
-      Reader in(j, problem);
-      process.pid = in.integer("pid", false);
-      process.env_rank = in.integer("env_rank", false, -1);
-      process.env_world_size = in.integer("env_world_size", false, -1);
-      process.mode = in.text("mode", false);
-      if (!problem.empty()) {
-        problems.error(name, line.number, problem);
-        return false;
-      }
-      header = true;
-      continue;
-    }
-    Rec r;
-    r.line = line.number;
-    const std::string problem = read_record(j, r);
-    if (!problem.empty()) {
-      problems.error(name, line.number, problem);
-      continue;
-    }
-    if (!seqs.insert(r.seq).second) {
-      problems.error(name, line.number, fmt::format("sequence number {} appears twice", r.seq));
-      continue;
-    }
-    if (++records > options.max_records) {
-      problems.error(name, line.number, fmt::format("more than {} records in all files (TorchMergeOptions::max_records)", options.max_records));
-      return false;
-    }
-    process.recs.push_back(std::move(r));
-  }
-  if (!header && !problems.full()) {
-    problems.error(name, 0, "empty: no header line");
-    return false;
-  }
+  bool truncated = false;
+  const bool read = read_recording<Rec>(
+      name, text, RecordingFormat{"lockstep_torch", FORMAT_VERSION, "lockstep's torch recorder"}, problems, records,
+      options.max_records, truncated,
+      [&](const json& j) {
+        std::string problem;
+        Reader in(j, problem);
+        process.pid = in.integer("pid", false);
+        process.env_rank = in.integer("env_rank", false, -1);
+        process.env_world_size = in.integer("env_world_size", false, -1);
+        process.mode = in.text("mode", false);
+        return problem;
+      },
+      [](const json& j, int line, Rec& r) {
+        r.line = line;
+        return read_record(j, r);
+      },
+      [&](Rec&& r) { process.recs.push_back(std::move(r)); });
   std::stable_sort(process.recs.begin(), process.recs.end(), [](const Rec& a, const Rec& b) { return a.seq < b.seq; });
-  return true;
+  return read;
 }
 
 std::string identifier(const std::string& text) {
@@ -360,40 +319,42 @@ class Merger {
   Problems& problems() { return problems_; }
 
  private:
-  // Each process's rank and the world.
+  // Each process's rank and the world: from init_process_group (what it asked for, and what it
+  // got); a process that never called it takes its RANK and WORLD_SIZE only where no process
+  // that called it says otherwise (a launcher that started the ranks itself, mp.spawn, has the
+  // environment of rank 0 but is not a rank).
   bool assign_ranks() {
     int64_t world = -1;
-    const Rec* world_from = nullptr;
     const Process* world_process = nullptr;
     rank_of_.assign(processes_.size(), -1);
+    std::vector<bool> joined(processes_.size(), false);
+    const auto agree = [&](const Process& process, int64_t size, int line) {
+      if (size < 1) return;
+      if (world >= 1 && size != world) {
+        problems_.error(process.file, line, fmt::format("world size {} here, but {} says {}", size, world_process->file, world));
+      } else if (world < 1) {
+        world = size;
+        world_process = &process;
+      }
+    };
     for (size_t p = 0; p < processes_.size(); ++p) {
       const Process& process = processes_[p];
-      const Rec* init = nullptr;
-      const Rec* initialized = nullptr;
+      const Rec* said = nullptr;
       for (const Rec& r : process.recs) {
-        if (r.call == "init_process_group" && init == nullptr) init = &r;
-        if (r.call == "initialized" && initialized == nullptr) initialized = &r;
-      }
-      const Rec* said = initialized != nullptr ? initialized : init;
-      int64_t rank = said != nullptr ? said->rank : -1;
-      int64_t size = said != nullptr ? said->world_size : -1;
-      if (rank < 0) rank = process.env_rank;
-      if (size < 1) size = process.env_world_size;
-      if (size >= 1) {
-        if (world >= 1 && size != world) {
-          problems_.error(process.file, said != nullptr ? said->line : 0,
-                          fmt::format("world size {} here, but {} says {}", size, world_process->file, world));
-          continue;
+        if (r.call == "initialized") {
+          said = &r;
+          break;
         }
-        if (world < 1) {
-          world = size;
-          world_from = said;
-          world_process = &process;
-        }
+        if (r.call == "init_process_group" && said == nullptr) said = &r;
       }
-      rank_of_[p] = rank;
+      if (said == nullptr) continue;
+      joined[p] = true;
+      rank_of_[p] = said->rank >= 0 ? said->rank : process.env_rank;
+      agree(process, said->world_size >= 1 ? said->world_size : process.env_world_size, said->line);
     }
-    (void)world_from;
+    for (size_t p = 0; p < processes_.size(); ++p) {
+      if (!joined[p] && world < 1) agree(processes_[p], processes_[p].env_world_size, 0);
+    }
     if (problems_.any()) return false;
     if (world < 1) {
       problems_.error("(recordings)", 0, "no process called init_process_group and none has a WORLD_SIZE: nothing to merge");
@@ -407,7 +368,7 @@ class Merger {
     process_of_rank_.assign(static_cast<size_t>(world), SIZE_MAX);
     for (size_t p = 0; p < processes_.size(); ++p) {
       const int64_t rank = rank_of_[p];
-      if (rank < 0) continue;
+      if (!joined[p] || rank < 0) continue;
       if (rank >= world) {
         problems_.error(processes_[p].file, 0, fmt::format("rank {} of a world of {} ranks", rank, world));
         continue;
@@ -418,6 +379,15 @@ class Merger {
         continue;
       }
       slot = p;
+    }
+    for (size_t p = 0; p < processes_.size(); ++p) {
+      const int64_t rank = processes_[p].env_rank;
+      if (joined[p]) continue;
+      rank_of_[p] = -1;
+      if (rank >= 0 && rank < world && process_of_rank_[static_cast<size_t>(rank)] == SIZE_MAX) {
+        rank_of_[p] = rank;  // a rank that never reached init_process_group
+        process_of_rank_[static_cast<size_t>(rank)] = p;
+      }
     }
     return !problems_.any();
   }
@@ -692,6 +662,10 @@ class Merger {
     }
     for (size_t p : order) {
       const Process& process = processes_[p];
+      result_.fake = result_.fake || process.mode == "fake";
+      for (const Rec& r : process.recs) {
+        if (r.call == "init_process_group" && result_.backend.empty()) result_.backend = r.backend;
+      }
       TorchProcess summary;
       summary.file = process.file;
       summary.pid = process.pid;
@@ -769,12 +743,8 @@ TorchMergeResult merge_torch_texts(const std::vector<std::pair<std::string, std:
                                    const TorchMergeOptions& options) {
   TorchMergeResult result;
   Problems problems(result.errors, result.warnings, options.max_errors);
-  if (files.empty()) {
-    problems.error("(recordings)", 0, "no recordings: no rank imported torch.distributed with the recorder armed");
-    return result;
-  }
-  if (files.size() > options.max_files) {
-    problems.error("(recordings)", 0, fmt::format("{} files; at most {} (TorchMergeOptions::max_files)", files.size(), options.max_files));
+  if (!recordings_present(files.size(), options.max_files,
+                          "no recordings: no rank imported torch.distributed with the recorder armed", problems)) {
     return result;
   }
   std::vector<Process> processes(files.size());

@@ -21,18 +21,14 @@
 #include <utility>
 #include <vector>
 
+#include "record/merge.h"
 #include "sim/scenario.h"
 
 namespace lockstep::record {
 
-struct TorchMergeOptions {
-  std::string name = "recorded";  // the scenario's name
-  std::string source;             // provenance (the command line)
-  size_t max_files = 65536;
-  int64_t max_file_bytes = int64_t{1} << 30;
-  uint64_t max_records = uint64_t{1} << 26;  // in all files together
+// The NCCL merge's options (name, source, the bounds on files and records), and the world.
+struct TorchMergeOptions : MergeOptions {
   int32_t max_world = 1 << 20;
-  size_t max_errors = 100;
 };
 
 struct TorchProcess {
@@ -62,6 +58,8 @@ struct TorchMergeResult {
   std::vector<TorchProcess> processes;    // in rank order, then the processes without a rank
   std::vector<std::string> groups;        // "group1 = new_group(ranks=[0, 1]) at train.py:20"
   std::vector<TorchSource> sources;       // one per op line of the written trace, in line order
+  std::string backend;                    // what init_process_group asked for (the lowest rank's)
+  bool fake = false;                      // recorded with --fake
 };
 
 // Merges the named texts (file name, content).

@@ -48,6 +48,13 @@ std::string ops_of(const TorchMergeResult& result) {
   return trace.substr(trace.find('\n') + 1);
 }
 
+// How each process ended, in the order of the summary.
+std::vector<std::string> endings_of(const TorchMergeResult& result) {
+  std::vector<std::string> endings;
+  for (const TorchProcess& p : result.processes) endings.push_back(p.ending);
+  return endings;
+}
+
 sim::Verdict verdict_of(const TorchMergeResult& result) {
   REQUIRE(result.scenario);
   const sim::LoadResult loaded = sim::load_trace_text(sim::write_trace(*result.scenario), "t.jsonl", {}, sim::LoadLimits{});
@@ -76,23 +83,19 @@ TEST_CASE("torch merge: collectives, new_group, async handles and batch_isend_ir
   INFO(joined(result.errors) << joined(result.warnings));
   CHECK(result.errors.empty());
   CHECK(result.warnings.empty());
-  CHECK(ops_of(result) == R"({"rank": 0, "op": "new_group", "name": "group1", "ranks": [0, 1]}
-{"rank": 0, "op": "allreduce", "group": "group1", "size": 16, "dtype": "fp32", "async": "all_reduce.1"}
-{"rank": 0, "op": "wait", "handle": "all_reduce.1"}
-{"rank": 0, "op": "group_start"}
-{"rank": 0, "op": "send", "to": 1, "size": 8, "dtype": "int64"}
-{"rank": 0, "op": "recv", "from": 1, "size": 8, "dtype": "int64"}
-{"rank": 0, "op": "group_end"}
-{"rank": 0, "op": "broadcast", "root": 1, "size": 4, "dtype": "fp32"}
-{"rank": 1, "op": "new_group", "name": "group1", "ranks": [0, 1]}
-{"rank": 1, "op": "allreduce", "group": "group1", "size": 16, "dtype": "fp32", "async": "all_reduce.1"}
-{"rank": 1, "op": "wait", "handle": "all_reduce.1"}
-{"rank": 1, "op": "group_start"}
-{"rank": 1, "op": "send", "to": 0, "size": 8, "dtype": "int64"}
-{"rank": 1, "op": "recv", "from": 0, "size": 8, "dtype": "int64"}
-{"rank": 1, "op": "group_end"}
-{"rank": 1, "op": "broadcast", "root": 1, "size": 4, "dtype": "fp32"}
-)");
+  // Both ranks issue the same ops, each with the other as its peer.
+  const auto ops_of_rank = [](int rank) {
+    const std::string r = std::to_string(rank), peer = std::to_string(1 - rank);
+    return "{\"rank\": " + r + ", \"op\": \"new_group\", \"name\": \"group1\", \"ranks\": [0, 1]}\n"
+           "{\"rank\": " + r + ", \"op\": \"allreduce\", \"group\": \"group1\", \"size\": 16, \"dtype\": \"fp32\", \"async\": \"all_reduce.1\"}\n"
+           "{\"rank\": " + r + ", \"op\": \"wait\", \"handle\": \"all_reduce.1\"}\n"
+           "{\"rank\": " + r + ", \"op\": \"group_start\"}\n"
+           "{\"rank\": " + r + ", \"op\": \"send\", \"to\": " + peer + ", \"size\": 8, \"dtype\": \"int64\"}\n"
+           "{\"rank\": " + r + ", \"op\": \"recv\", \"from\": " + peer + ", \"size\": 8, \"dtype\": \"int64\"}\n"
+           "{\"rank\": " + r + ", \"op\": \"group_end\"}\n"
+           "{\"rank\": " + r + ", \"op\": \"broadcast\", \"root\": 1, \"size\": 4, \"dtype\": \"fp32\"}\n";
+  };
+  CHECK(ops_of(result) == ops_of_rank(0) + ops_of_rank(1));
   REQUIRE(result.sources.size() == 16);
   CHECK(result.sources[0].trace_line == 2);
   CHECK(result.sources[0].source == "t.py:5");
@@ -102,10 +105,10 @@ TEST_CASE("torch merge: collectives, new_group, async handles and batch_isend_ir
   CHECK(result.sources[15].trace_line == 17);
   CHECK(result.sources[15].rank == 1);
   CHECK(result.groups == std::vector<std::string>{"group1 = new_group(ranks=[0, 1]) at t.py:5"});
+  CHECK(endings_of(result) == std::vector<std::string>{"exited", "exited"});
   REQUIRE(result.processes.size() == 2);
   CHECK(result.processes[1].rank == 1);
   CHECK(result.processes[1].calls == 7);  // init, new_group, all_reduce, 2 waits, batch, broadcast
-  CHECK(result.processes[1].ending == "exited");
   CHECK(result.processes[1].last == "broadcast at t.py:10");
   CHECK(verdict_of(result) == sim::Verdict::OK);
 }
@@ -125,9 +128,9 @@ TEST_CASE("torch merge: a rank that died of its own exception crashes, one whose
   CHECK(ops_of(result) == R"({"rank": 0, "op": "allreduce", "size": 4, "dtype": "fp32"}
 {"rank": 1, "op": "crash"}
 )");
-  REQUIRE(result.processes.size() == 2);
-  CHECK(result.processes[0].ending == "raised RuntimeError: Connection closed by peer at t.py:6 (its collective failed because a peer went away)");
-  CHECK(result.processes[1].ending == "raised ValueError: bad batch ... at t.py:4");
+  CHECK(endings_of(result) == std::vector<std::string>{
+                                 "raised RuntimeError: Connection closed by peer at t.py:6 (its collective failed because a peer went away)",
+                                 "raised ValueError: bad batch ... at t.py:4"});
   CHECK(verdict_of(result) == sim::Verdict::HANG);
 }
 
@@ -197,6 +200,32 @@ TEST_CASE("torch merge: ops that cannot be in a trace are left out with a warnin
                                "raw/torch.100.jsonl:7: warning: all_reduce at t.py:11 could not be read (not a tensor); not in the trace",
                                "(recordings): warning: no process recorded rank 1: in the trace as issuing nothing"});
   CHECK(ops_of(result).empty());
+}
+
+TEST_CASE("torch merge: a process that never called init_process_group is a rank only where no other claims it") {
+  // mp.spawn under --nproc 1: the launcher has RANK=0 and WORLD_SIZE=1 but never joins; its
+  // children join a world of two.
+  const std::string launcher = R"({"lockstep_torch":1,"pid":99,"env_rank":0,"env_world_size":1,"mode":"gloo","torch":"1.13.0","python":"3.11.2"})"
+                               "\n" + rec(1, R"("call":"exit")") + "\n";
+  const TorchMergeResult spawned = merged({{"raw/torch.99.jsonl", launcher},
+                                           {"raw/torch.100.jsonl", rank_file(0, 2, {})},
+                                           {"raw/torch.101.jsonl", rank_file(1, 2, {})}});
+  INFO(joined(spawned.errors) << joined(spawned.warnings));
+  REQUIRE(spawned.scenario);
+  CHECK(spawned.scenario->world == 2);
+  REQUIRE(spawned.processes.size() == 3);
+  CHECK(spawned.processes[2].file == "raw/torch.99.jsonl");
+  CHECK(spawned.processes[2].rank == -1);
+  // A rank that died before init_process_group is still its RANK: it issues nothing.
+  const std::string early = R"({"lockstep_torch":1,"pid":101,"env_rank":1,"env_world_size":2,"mode":"gloo","torch":"1.13.0","python":"3.11.2"})"
+                            "\n" + rec(1, R"("call":"uncaught","type":"ImportError","message":"no module","source":"t.py:1")") + "\n";
+  const TorchMergeResult died = merged({{"raw/torch.100.jsonl", rank_file(0, 2, {})}, {"raw/torch.101.jsonl", early}});
+  INFO(joined(died.errors) << joined(died.warnings));
+  REQUIRE(died.scenario);
+  REQUIRE(died.processes.size() == 2);
+  CHECK(died.processes[1].rank == 1);
+  CHECK(died.processes[1].ending == "raised ImportError: no module at t.py:1");
+  CHECK(ops_of(died) == "{\"rank\": 1, \"op\": \"crash\"}\n");
 }
 
 TEST_CASE("torch merge: malformed recordings are errors naming file and line, a cut last line is a warning") {
