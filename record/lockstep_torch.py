@@ -11,9 +11,9 @@
 #   tensors unchanged, process groups come from a backend without communication, so every rank
 #   runs its whole program.
 #
-# Only the public torch.distributed API is used to arm the recorder (Backend.register_backend,
-# Store and ProcessGroup subclasses, _create_work_from_future), so it works with torch 1.13 and
-# 2.x alike. Nothing here raises into the user's program: a call the recorder cannot describe is
+# The recorder is armed through the public torch.distributed API (the functions it wraps,
+# Backend.register_backend, Store and ProcessGroup subclasses) and one private function both torch
+# 1.13 and 2.x have (_create_work_from_future), so it works with either. Nothing here raises into the user's program: a call the recorder cannot describe is
 # recorded as "unrecorded" and run as it is.
 import atexit
 import functools
