@@ -54,6 +54,10 @@ constexpr const char* USAGE = R"(usage: lockstep VERB ...
                                                    run CMD with the NCCL recorder preloaded and
                                                    merge what it called into DIR/trace.jsonl
                                                    (docs/record.md; --merge-only: DIR/raw only)
+  lockstep record   --torch -o DIR --nproc N [--timeout S] [--fake] [--check] -- python3 SCRIPT ARGS...
+                                                   run a PyTorch script's N ranks on CPU (gloo, or
+                                                   no communication with --fake) and record every
+                                                   torch.distributed call into DIR/trace.jsonl
 
 common options:
   -D name=value          override a scenario parameter (repeatable)

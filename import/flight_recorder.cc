@@ -61,7 +61,31 @@ struct FrDump {
   std::vector<FrPg> pg_config;
   std::vector<std::pair<std::string, std::string>> entry_pgs;  // (name, desc) of entries
   std::vector<FrEntry> entries;
+  std::set<std::string> unknown_fields;  // keys no known version writes ("entries[].x", "pg_config.*.y", "z")
 };
+
+// Every key a dump of versions 2.2 to 2.10 holds, read or skipped on purpose; a newer version's
+// other keys are named in its warning.
+bool known_top_key(std::string_view key) {
+  static constexpr std::string_view KNOWN[] = {"version", "pg_config", "pg_status", "entries", "nccl_comm_state",
+                                               "comm_lib_version", "nccl_version"};
+  return std::find(std::begin(KNOWN), std::end(KNOWN), key) != std::end(KNOWN);
+}
+
+bool known_entry_key(std::string_view key) {
+  static constexpr std::string_view KNOWN[] = {
+      "record_id", "pg_id", "process_group", "collective_seq_id", "p2p_seq_id", "op_id", "profiling_name",
+      "time_created_ns", "duration_ms", "timeout_ms", "frames", "state", "retired", "time_discovered_started_ns",
+      "time_discovered_completed_ns", "input_sizes", "input_dtypes", "output_sizes", "output_dtypes", "is_p2p",
+      "thread_id", "thread_name"};
+  return std::find(std::begin(KNOWN), std::end(KNOWN), key) != std::end(KNOWN);
+}
+
+bool known_pg_key(std::string_view key) { return key == "name" || key == "desc" || key == "ranks"; }
+
+void note_unknown(FrDump& dump, std::string_view prefix, std::string_view key, bool known) {
+  if (!known && dump.unknown_fields.size() < 64) dump.unknown_fields.insert(std::string(prefix) + std::string(key));
+}
 
 // ---------------------------------------------------------------------------------------------
 // Shared parsing helpers.
@@ -337,6 +361,7 @@ FrDump parse_json_dump(std::string path, std::string_view text) {
               throw ImportError(dump.path, ranks_at, "pg_config ranks are not a list of ranks like \"[0, 1, 2]\"");
             }
           } else {
+            note_unknown(dump, "pg_config.*.", field, known_pg_key(field));
             json.skip_value();
           }
         }
@@ -452,6 +477,7 @@ FrDump parse_json_dump(std::string path, std::string_view text) {
               break;
             default: break;
           }
+          if (dump.unknown_fields.size() < 64 && !known_entry_key(field)) note_unknown(dump, "entries[].", field, false);
           json.skip_value();
         }
         const auto missing = [&](const char* what) {
@@ -469,6 +495,7 @@ FrDump parse_json_dump(std::string path, std::string_view text) {
         dump.entries.push_back(std::move(entry));
       }
     } else {
+      note_unknown(dump, "", key, known_top_key(key));
       json.skip_value();
     }
   }
@@ -539,6 +566,12 @@ FrDump parse_pickle_dump(std::string path, std::string_view data) {
   if (root.type != PickleValue::Type::DICT) fail_record(dump.path, fmt::format("the pickle holds {}, not a dict: not a Flight Recorder dump", pickle_type_name(root.type)));
   const PickleValue* version = root.get("version");
   if (version == nullptr) fail_record(dump.path, "no 'version' key: not a Flight Recorder dump");
+  const auto note_keys = [&](const PickleValue& dict, std::string_view prefix, bool (*known)(std::string_view)) {
+    for (size_t i = 0; i + 1 < dict.items.size(); i += 2) {
+      if (dict.items[i]->type == PickleValue::Type::STRING) note_unknown(dump, prefix, dict.items[i]->text, known(dict.items[i]->text));
+    }
+  };
+  note_keys(root, "", known_top_key);
   dump.version = string_of(dump.path, version, "version");
   const PickleValue* pg_config = root.get("pg_config");
   if (pg_config == nullptr || pg_config->type != PickleValue::Type::DICT) fail_record(dump.path, "no 'pg_config' dict: not a Flight Recorder dump");
@@ -548,6 +581,7 @@ FrDump parse_pickle_dump(std::string path, std::string_view data) {
     const PickleValue& info = *pg_config->items[i + 1];
     const std::string what = fmt::format("pg_config '{}'", pg.name);
     if (info.type != PickleValue::Type::DICT) fail_record(dump.path, what + ": expected a dict");
+    note_keys(info, "pg_config.*.", known_pg_key);
     if (const PickleValue* name = info.get("name")) pg.name = string_of(dump.path, name, what + " name");
     if (const PickleValue* desc = info.get("desc")) pg.desc = string_of(dump.path, desc, what + " desc");
     const PickleValue* ranks = info.get("ranks");
@@ -573,6 +607,7 @@ FrDump parse_pickle_dump(std::string path, std::string_view data) {
     const std::string what = fmt::format("entry {}", entry.index);
     if (item->type != PickleValue::Type::DICT) fail_record(dump.path, what + ": expected a dict");
     const PickleValue& e = *item;
+    note_keys(e, "entries[].", known_entry_key);
     if (const PickleValue* id = e.get("record_id")) entry.record_id = int_of(dump.path, id, what + " record_id");
     const PickleValue* name = e.get("profiling_name");
     if (name == nullptr) fail_record(dump.path, what + " has no 'profiling_name'");
@@ -621,6 +656,27 @@ std::string sanitize(std::string_view text) {
   return out;
 }
 
+// The name a process group gets from its desc (`dp`, `tp`), or from its pg name without one.
+std::string base_of(const FrPg& pg) {
+  return pg.desc.empty() || pg.desc == "undefined" ? sanitize(pg.name) : sanitize(pg.desc);
+}
+
+// Ascending ranks as a part of a group name: "3", "0to3", "0to6by2", "0_1_5", else
+// "0to9_12ranks".
+std::string ranks_suffix(const std::vector<int32_t>& ranks) {
+  if (ranks.size() == 1) return std::to_string(ranks.front());
+  const int32_t step = ranks[1] - ranks[0];
+  bool arithmetic = step > 0;
+  for (size_t i = 2; i < ranks.size() && arithmetic; ++i) arithmetic = ranks[i] - ranks[i - 1] == step;
+  if (arithmetic) return fmt::format("{}to{}{}", ranks.front(), ranks.back(), step == 1 ? "" : fmt::format("by{}", step));
+  if (ranks.size() <= 6) {
+    std::string out;
+    for (int32_t r : ranks) out += (out.empty() ? "" : "_") + std::to_string(r);
+    return out;
+  }
+  return fmt::format("{}to{}_{}ranks", ranks.front(), ranks.back(), ranks.size());
+}
+
 struct GroupKey {
   std::string name;
   std::vector<int32_t> ranks;  // sorted
@@ -629,7 +685,7 @@ struct GroupKey {
 
 class Builder {
  public:
-  explicit Builder(std::vector<FrDump> dumps) : dumps_(std::move(dumps)) {}
+  Builder(std::vector<FrDump> dumps, std::vector<std::string>* warnings) : dumps_(std::move(dumps)), warnings_(warnings) {}
 
   RecordedTrace run() {
     std::sort(dumps_.begin(), dumps_.end(), [](const FrDump& a, const FrDump& b) { return a.rank < b.rank; });
@@ -653,17 +709,32 @@ class Builder {
 
   void check_versions() {
     std::set<std::string> versions;
+    std::map<std::string, std::vector<const FrDump*>> newer;  // version -> its dumps
     for (const FrDump& dump : dumps_) {
       int major = 0, minor = 0;
-      if (!parse_version(dump.version, major, minor) || major != 2 || minor < FR_MIN_MINOR || minor > FR_MAX_MINOR) {
-        throw ImportError(dump.path, {}, fmt::format("unknown Flight Recorder version '{}'; versions 2.{} to 2.{} are read",
-                                                     dump.version, FR_MIN_MINOR, FR_MAX_MINOR));
+      if (!parse_version(dump.version, major, minor) || major != 2 || minor < FR_MIN_MINOR) {
+        throw ImportError(dump.path, {}, fmt::format("unknown Flight Recorder version '{}'; versions 2.{} to 2.{} are read, "
+                                                     "and newer 2.x ones as 2.{}",
+                                                     dump.version, FR_MIN_MINOR, FR_MAX_MINOR, FR_MAX_MINOR));
       }
+      if (minor > FR_MAX_MINOR) newer[dump.version].push_back(&dump);
       versions.insert(dump.version);
     }
     std::string list;
     for (const std::string& v : versions) list += (list.empty() ? "" : ", ") + v;
     trace_.notes.push_back(fmt::format("read {} Flight Recorder dump{} (version {})", dumps_.size(), dumps_.size() == 1 ? "" : "s", list));
+    if (warnings_ == nullptr) return;
+    for (const auto& [version, dumps] : newer) {
+      std::set<std::string> unknown;
+      for (const FrDump* dump : dumps) unknown.insert(dump->unknown_fields.begin(), dump->unknown_fields.end());
+      std::string fields;
+      for (const std::string& field : unknown) fields += (fields.empty() ? "" : ", ") + field;
+      warnings_->push_back(fmt::format(
+          "{}{}: warning: Flight Recorder version {} is newer than 2.{}, the newest this lockstep knows: read as 2.{}; {}",
+          dumps.front()->path, dumps.size() == 1 ? "" : fmt::format(" (and {} more dump{})", dumps.size() - 1, dumps.size() == 2 ? "" : "s"),
+          version, FR_MAX_MINOR, FR_MAX_MINOR,
+          fields.empty() ? fmt::format("every field in it is one 2.{} has", FR_MAX_MINOR) : "fields not understood: " + fields));
+    }
   }
 
   // Groups: (pg name, ranks) of every dump's pg_config. Two ranks that both belong to what the
@@ -697,6 +768,17 @@ class Builder {
     for (int32_t r = 0; r < world; ++r) all[static_cast<size_t>(r)] = r;
     trace_.add_group("world", all);
 
+    // The groups each name base stands for (the group of all ranks named default_pg or 0 is world).
+    std::map<std::string, std::set<GroupKey>> sharing;
+    for (const FrDump& dump : dumps_) {
+      for (const FrPg& pg : dump.pg_config) {
+        std::vector<int32_t> sorted = pg.ranks;
+        std::sort(sorted.begin(), sorted.end());
+        if (sorted == all && (pg.desc == "default_pg" || pg.name == "0")) continue;
+        sharing[base_of(pg)].insert(GroupKey{pg.name, sorted});
+      }
+    }
+
     // Who says what about each pg name (members only).
     std::map<std::string, std::pair<std::vector<int32_t>, const FrDump*>> claims;  // name -> first member claim
     std::set<std::string> used_names{"world"};
@@ -722,14 +804,12 @@ class Builder {
         if (group_of_.contains(key)) continue;
         uint32_t index = 0;
         if (sorted != all || (pg.desc != "default_pg" && pg.name != "0") || default_taken_) {
-          std::string base = pg.desc.empty() || pg.desc == "undefined" ? sanitize(pg.name) : sanitize(pg.desc);
-          std::string name = base;
-          if (used_names.contains(name)) {
-            std::string suffix = sanitize(pg.name);
-            if (suffix.rfind("pg_", 0) == 0) suffix = suffix.substr(3);
-            name = base + "_" + suffix;
-          }
-          for (int n = 2; used_names.contains(name); ++n) name = fmt::format("{}_{}", base, n);
+          // A desc (`dp`) that names one group is its name; one that several groups share names
+          // each of them with its ranks too (`dp_0to3`, `dp_4to7`).
+          const std::string base = base_of(pg);
+          std::string name = sharing[base].size() > 1 ? base + "_" + ranks_suffix(sorted) : base;
+          const std::string unique = name;
+          for (int n = 2; used_names.contains(name); ++n) name = fmt::format("{}_{}", unique, n);
           used_names.insert(name);
           index = trace_.add_group(name, sorted);
           group_note(pg, name);
@@ -916,6 +996,7 @@ class Builder {
   }
 
   std::vector<FrDump> dumps_;
+  std::vector<std::string>* warnings_ = nullptr;
   RecordedTrace trace_;
   std::map<GroupKey, uint32_t> group_of_;
   bool default_taken_ = false;
@@ -962,7 +1043,8 @@ void check_dump_name(const std::string& path) {
 
 }  // namespace
 
-RecordedTrace import_flight_recorder_data(const std::vector<std::string>& paths, const std::vector<std::string>& data) {
+RecordedTrace import_flight_recorder_data(const std::vector<std::string>& paths, const std::vector<std::string>& data,
+                                          std::vector<std::string>* warnings) {
   std::vector<FrDump> dumps;
   for (size_t i = 0; i < paths.size(); ++i) {
     check_dump_name(paths[i]);
@@ -972,12 +1054,12 @@ RecordedTrace import_flight_recorder_data(const std::vector<std::string>& paths,
     dumps.push_back(std::move(dump));
   }
   if (dumps.empty()) throw ImportError("", {}, "no dumps given");
-  RecordedTrace trace = Builder(std::move(dumps)).run();
+  RecordedTrace trace = Builder(std::move(dumps), warnings).run();
   trace.source = "lockstep import flight-recorder";
   return trace;
 }
 
-RecordedTrace import_flight_recorder(const std::vector<std::string>& paths) {
+RecordedTrace import_flight_recorder(const std::vector<std::string>& paths, std::vector<std::string>* warnings) {
   for (const std::string& path : paths) check_dump_name(path);
   if (paths.empty()) throw ImportError("", {}, "no dumps given");
   // Dumps are independent: read them on a few threads, each into its own slot; the first error
@@ -1008,7 +1090,7 @@ RecordedTrace import_flight_recorder(const std::vector<std::string>& paths) {
   for (const auto& error : errors) {
     if (error) throw *error;
   }
-  RecordedTrace trace = Builder(std::move(dumps)).run();
+  RecordedTrace trace = Builder(std::move(dumps), warnings).run();
   trace.source = "lockstep import flight-recorder";
   return trace;
 }

@@ -19,17 +19,22 @@ const char* const IMPORT_USAGE = R"(usage: lockstep import FORMAT INPUT... -o OU
 
 formats:
   flight-recorder DUMP...   PyTorch Flight Recorder dumps, one per rank (JSON or pickle, versions
-                            2.2 to 2.10); each file name ends in its rank (nccl_trace_rank_3)
+                            2.2 to 2.10, newer 2.x with a warning); each file name ends in its
+                            rank (nccl_trace_rank_3)
   nccl-log LOG...           NCCL_DEBUG=INFO logs with NCCL_DEBUG_SUBSYS=INIT,COLL (and CALL for
                             group boundaries), one or many files, ranks interleaved
   pipeline-csv CSV          a torch.distributed.pipelining schedule CSV (compute only or with
-                            comms; the B and the older BW dialect)
+                            comms, OVERLAP_F_B cells; the B and the older BW dialect)
 
 options:
   -o FILE                   the trace to write (JSON Lines, docs/trace-format.md); written only
                             when the import succeeds
   --name NAME               the scenario name (default: OUT's name without .jsonl)
   --activation-bytes N      pipeline-csv: bytes of every send and receive (default 1048576)
+  --with-dp N               pipeline-csv: N data-parallel replicas of the pipeline (rank = pp
+                            rank x N + dp rank); UNSHARD is an all-gather and REDUCE_GRAD a
+                            reduce-scatter on the replicas of a pipeline rank (default: left out)
+  --dp-bytes N              pipeline-csv: bytes of every UNSHARD and REDUCE_GRAD (default 16777216)
   --eager-limit N           sends of at most N bytes complete without their receive (NCCL's
                             buffers); writes semantics p2p: eager (default: rendezvous)
   --quiet                   no summary
@@ -95,6 +100,12 @@ int run_import(const std::vector<std::string>& args, std::ostream& out, std::ost
         name = value("--name");
       } else if (arg == "--activation-bytes" || arg.rfind("--activation-bytes=", 0) == 0) {
         pipeline.activation_bytes = parse_bytes("--activation-bytes", value("--activation-bytes"));
+      } else if (arg == "--with-dp" || arg.rfind("--with-dp=", 0) == 0) {
+        const int64_t n = parse_bytes("--with-dp", value("--with-dp"));
+        if (n < 1 || n > 65536) throw Usage{fmt::format("--with-dp expects a number of replicas from 1 to 65536, got {}", n)};
+        pipeline.data_parallel = static_cast<int32_t>(n);
+      } else if (arg == "--dp-bytes" || arg.rfind("--dp-bytes=", 0) == 0) {
+        pipeline.dp_bytes = parse_bytes("--dp-bytes", value("--dp-bytes"));
       } else if (arg == "--eager-limit" || arg.rfind("--eager-limit=", 0) == 0) {
         eager_limit = parse_bytes("--eager-limit", value("--eager-limit"));
       } else if (arg == "--quiet") {
@@ -125,8 +136,9 @@ int run_import(const std::vector<std::string>& args, std::ostream& out, std::ost
   }
 
   RecordedTrace trace;
+  std::vector<std::string> warnings;
   try {
-    if (format == "flight-recorder") trace = import_flight_recorder(inputs);
+    if (format == "flight-recorder") trace = import_flight_recorder(inputs, &warnings);
     else if (format == "nccl-log") trace = import_nccl_logs(inputs);
     else trace = import_pipeline_csv(inputs.front(), pipeline);
   } catch (const ImportError& error) {
@@ -136,6 +148,7 @@ int run_import(const std::vector<std::string>& args, std::ostream& out, std::ost
     err << "lockstep: error: out of memory while importing\n";
     return 2;
   }
+  for (const std::string& warning : warnings) err << warning << "\n";
   if (eager_limit) {
     trace.semantics.p2p = sim::P2pMode::EAGER;
     trace.semantics.eager_limit_bytes = *eager_limit;

@@ -283,17 +283,16 @@ std::string write_trace_file(const RecordedTrace& trace, const std::string& path
 }
 
 std::string format_bytes(int64_t bytes) {
-  static constexpr const char* UNITS[] = {"KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024) return fmt::format("{}B", bytes);
-  double value = static_cast<double>(bytes);
+  // As `lockstep check` writes sizes (checker::format_size): the largest unit that divides the
+  // size exactly, so that import's summary and check's explanation name an op by the same text.
+  static constexpr const char* UNITS[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   size_t unit = 0;
-  value /= 1024;
-  while (value >= 1024 && unit + 1 < std::size(UNITS)) {
+  int64_t value = bytes;
+  while (unit + 1 < std::size(UNITS) && value != 0 && value % 1024 == 0) {
     value /= 1024;
     ++unit;
   }
-  if (value == static_cast<double>(static_cast<int64_t>(value))) return fmt::format("{}{}", static_cast<int64_t>(value), UNITS[unit]);
-  return fmt::format("{:.1f}{}", value, UNITS[unit]);
+  return fmt::format("{}{}", value, UNITS[unit]);
 }
 
 std::string describe_op(const RecordedTrace& trace, const RecordedOp& op) {

@@ -83,7 +83,8 @@ std::vector<std::string> schedule_partings(const RecordedTrace& trace);
 // "allreduce 4KiB fp32", "send to 3 1MiB bf16": an op as the summary lines name it.
 std::string describe_op(const RecordedTrace& trace, const RecordedOp& op);
 
-// Bytes as a short text: "4KiB", "1.5MiB", "12B".
+// Bytes as `lockstep check` writes them: "4KiB", "1536KiB", "12B" (the largest unit that divides
+// the size exactly).
 std::string format_bytes(int64_t bytes);
 
 }  // namespace lockstep::import

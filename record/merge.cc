@@ -12,6 +12,7 @@
 
 #include "record/nccl_abi.h"
 #include "record/record_format.h"
+#include "record/recordings.h"
 #include "sim/trace_format.h"
 
 namespace lockstep::record {
@@ -40,27 +41,10 @@ struct Process {
   bool truncated = false;
 };
 
-class Errors {
+// The merge's problems, at most MergeOptions::max_errors of each kind.
+class Errors : public Problems {
  public:
-  Errors(MergeResult& result, size_t max) : result_(result), max_(max) {}
-  void error(const std::string& file, int line, const std::string& text) {
-    if (result_.errors.size() < max_) {
-      result_.errors.push_back(line > 0 ? fmt::format("{}:{}: error: {}", file, line, text)
-                                        : fmt::format("{}: error: {}", file, text));
-    }
-  }
-  void warning(const std::string& file, int line, const std::string& text) {
-    if (result_.warnings.size() < max_) {
-      result_.warnings.push_back(line > 0 ? fmt::format("{}:{}: warning: {}", file, line, text)
-                                          : fmt::format("{}: warning: {}", file, text));
-    }
-  }
-  bool any() const { return !result_.errors.empty(); }
-  bool full() const { return result_.errors.size() >= max_; }
-
- private:
-  MergeResult& result_;
-  size_t max_;
+  Errors(MergeResult& result, size_t max) : Problems(result.errors, result.warnings, max) {}
 };
 
 std::optional<Call> call_of(const std::string& name) {
@@ -187,74 +171,25 @@ std::string read_record(const json& j, RawRec& r) {
 bool parse_file(const std::string& name, const std::string& text, Process& process, Errors& errors,
                 uint64_t& records, const MergeOptions& options) {
   process.file = name;
-  size_t pos = 0;
-  int line_number = 0;
-  bool header = false;
-  std::set<uint64_t> seqs;
-  while (pos < text.size() && !errors.full()) {
-    size_t end = text.find('\n', pos);
-    const bool last_without_newline = end == std::string::npos;
-    if (last_without_newline) end = text.size();
-    std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    json j = json::parse(line, nullptr, false);
-    if (j.is_discarded()) {
-      if (last_without_newline && header) {
-        // What a process killed while writing leaves behind.
-        errors.warning(name, line_number, "the last record is cut short (the process was killed while writing); ignored");
-        process.truncated = true;
-        break;
-      }
-      errors.error(name, line_number, "not a JSON object");
-      continue;
-    }
-    if (!header) {
-      auto version = j.is_object() ? j.find("lockstep_record") : j.end();
-      if (!j.is_object() || version == j.end()) {
-        errors.error(name, line_number, "not a recording of lockstep's recorder: the first line has no \"lockstep_record\"");
-        return false;
-      }
-      if (!version->is_number_integer() || version->get<int64_t>() != RAW_FORMAT_VERSION) {
-        errors.error(name, line_number,
-                     fmt::format("unknown recording version {}; this lockstep reads version {}", version->dump(),
-                                 RAW_FORMAT_VERSION));
-        return false;
-      }
-      if (auto host = j.find("host"); host != j.end() && host->is_string()) process.host = host->get<std::string>();
-      if (auto pid = j.find("pid"); pid != j.end() && pid->is_number_integer()) process.pid = pid->get<int64_t>();
-      if (auto rank = j.find("env_rank"); rank != j.end() && rank->is_number_integer()) {
-        process.env_rank = rank->get<int64_t>();
-      }
-      header = true;
-      continue;
-    }
-    RawRec r;
-    r.line = line_number;
-    const std::string problem = read_record(j, r);
-    if (!problem.empty()) {
-      errors.error(name, line_number, problem);
-      continue;
-    }
-    if (!seqs.insert(r.seq).second) {
-      errors.error(name, line_number, fmt::format("sequence number {} appears twice", r.seq));
-      continue;
-    }
-    if (++records > options.max_records) {
-      errors.error(name, line_number, fmt::format("more than {} records in all files (MergeOptions::max_records)", options.max_records));
-      return false;
-    }
-    process.recs.push_back(r);
-  }
-  if (!header && !errors.full()) {
-    errors.error(name, 0, "empty: no header line");
-    return false;
-  }
+  const bool read = read_recording<RawRec>(
+      name, text, RecordingFormat{"lockstep_record", RAW_FORMAT_VERSION, "lockstep's recorder"}, errors, records,
+      options.max_records, process.truncated,
+      [&](const json& j) {
+        if (auto host = j.find("host"); host != j.end() && host->is_string()) process.host = host->get<std::string>();
+        if (auto pid = j.find("pid"); pid != j.end() && pid->is_number_integer()) process.pid = pid->get<int64_t>();
+        if (auto rank = j.find("env_rank"); rank != j.end() && rank->is_number_integer()) {
+          process.env_rank = rank->get<int64_t>();
+        }
+        return std::string();
+      },
+      [](const json& j, int line, RawRec& r) {
+        r.line = line;
+        return read_record(j, r);
+      },
+      [&](RawRec&& r) { process.recs.push_back(r); });
   std::stable_sort(process.recs.begin(), process.recs.end(),
                    [](const RawRec& a, const RawRec& b) { return a.seq < b.seq; });
-  return true;
+  return read;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -571,12 +506,7 @@ bool count_is_per_rank(Call call) {
 MergeResult merge_texts(const std::vector<std::pair<std::string, std::string>>& files, const MergeOptions& options) {
   MergeResult result;
   Errors errors(result, options.max_errors);
-  if (files.empty()) {
-    errors.error("(recordings)", 0, "no recordings: no process called NCCL through the recorder");
-    return result;
-  }
-  if (files.size() > options.max_files) {
-    errors.error("(recordings)", 0, fmt::format("{} files; at most {} (MergeOptions::max_files)", files.size(), options.max_files));
+  if (!recordings_present(files.size(), options.max_files, "no recordings: no process called NCCL through the recorder", errors)) {
     return result;
   }
   std::vector<Process> processes(files.size());
@@ -862,30 +792,9 @@ MergeResult merge_texts(const std::vector<std::pair<std::string, std::string>>& 
 }
 
 MergeResult merge_files(std::vector<std::string> paths, const MergeOptions& options) {
-  std::sort(paths.begin(), paths.end());
-  std::vector<std::pair<std::string, std::string>> files;
   MergeResult failed;
   Errors errors(failed, options.max_errors);
-  if (paths.size() > options.max_files) {
-    errors.error("(recordings)", 0, fmt::format("{} files; at most {} (MergeOptions::max_files)", paths.size(), options.max_files));
-    return failed;
-  }
-  for (const std::string& path : paths) {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in) {
-      errors.error(path, 0, "cannot read file");
-      continue;
-    }
-    const std::streamoff size = in.tellg();
-    if (size > options.max_file_bytes) {
-      errors.error(path, 0, fmt::format("{} bytes; at most {} (MergeOptions::max_file_bytes)", size, options.max_file_bytes));
-      continue;
-    }
-    std::string text(static_cast<size_t>(std::max<std::streamoff>(size, 0)), '\0');
-    in.seekg(0);
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    files.emplace_back(path, std::move(text));
-  }
+  const auto files = read_recordings(std::move(paths), options.max_files, options.max_file_bytes, errors);
   if (errors.any()) return failed;
   return merge_texts(files, options);
 }

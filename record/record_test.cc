@@ -2,7 +2,6 @@
 // then `lockstep check` and `lockstep replay --sim` on what it wrote. Runs the built binaries.
 
 #include <doctest/doctest.h>
-#include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
@@ -12,49 +11,13 @@
 #include <sstream>
 #include <string>
 
+#include "record/record_testing.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Ran {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
-
-Ran run(const std::string& command) {
-  Ran ran;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buffer{};
-  size_t n = 0;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) ran.output.append(buffer.data(), n);
-  const int status = ::pclose(pipe);
-  ran.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return ran;
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// A fresh folder for one test, removed at the end.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string name = (fs::temp_directory_path() / "lockstep-record-test-XXXXXX").string();
-    REQUIRE(::mkdtemp(name.data()) != nullptr);
-    path = name;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
+using namespace lockstep::record::testing;
 
 const std::string LOCKSTEP = LOCKSTEP_BINARY;
 const std::string DEMO = (fs::path(LOCKSTEP_BINARY).parent_path() / "lockstep_record_demo").string();
