@@ -48,7 +48,11 @@ int64_t comm_cost_ns(OpKind kind, int64_t size_bytes, int32_t group_size, const 
       return 0;
   }
   if (group_size <= 1 && kind != OpKind::SEND && kind != OpKind::RECV) return 0;
-  return static_cast<int64_t>(std::llround(steps * alpha + transfer * per_byte_ns));
+  const double ns = steps * alpha + transfer * per_byte_ns;
+  // Past what int64 holds (2^63 ns, 292 years): the largest time, which the engine reports as
+  // an overflow of virtual time.
+  if (!(ns < 9.2e18)) return INT64_MAX;
+  return static_cast<int64_t>(std::llround(ns));
 }
 
 }  // namespace lockstep::sim

@@ -1560,6 +1560,21 @@ struct Engine::Impl : ExecState {
     stopped = true;
   }
 
+  // Virtual time is int64 nanoseconds: a time past it (a rank busy for more than 292 years) is
+  // an error of the scenario at the op that reaches it, never a wrapped or clamped time that
+  // would change the verdict. TIME_OVERFLOW marks such a time until the execution stops.
+  static constexpr int64_t TIME_OVERFLOW = INT64_MAX;
+  static int64_t time_after(int64_t start_ns, int64_t duration_ns) {
+    int64_t end_ns = 0;
+    if (__builtin_add_overflow(start_ns, duration_ns, &end_ns) || end_ns == TIME_OVERFLOW) return TIME_OVERFLOW;
+    return end_ns;
+  }
+  void time_overflow(const OpInstance& op, uint32_t rank) {
+    if (stopped) return;
+    runtime_error(op, fmt::format("virtual time of rank {} overflows: {} ends past 2^63 ns (292 years)", rank,
+                                  op_kind_name(op.kind)));
+  }
+
   void runtime_error(const OpInstance& op, std::string message) {
     stop_with_error(ExecutionEnd::ERROR,
                     Diagnostic{sc.path, op.stmt ? op.stmt->loc : SourceLoc{}, Severity::ERROR, std::move(message)});
@@ -1739,7 +1754,8 @@ struct Engine::Impl : ExecState {
     switch (op.kind) {
       case OpKind::SLEEP: {
         const uint32_t k = new_kernel(t, op);
-        thread.clock_ns += op.duration_ns;
+        thread.clock_ns = time_after(thread.clock_ns, op.duration_ns);
+        if (thread.clock_ns == TIME_OVERFLOW) [[unlikely]] time_overflow(op, thread.rank);
         finish_host_op(k, thread.clock_ns);
         return;
       }
@@ -2473,7 +2489,7 @@ struct Engine::Impl : ExecState {
   void on_running(uint32_t k) {
     Kernel& kernel = kernels[k];
     if (kernel.kind == OpKind::COMPUTE) {
-      complete(k, kernel.start_ns + kernel.run.duration_ns);
+      complete(k, time_after(kernel.start_ns, kernel.run.duration_ns));
     } else if (is_collective(kernel.kind)) {
       const SlotRef ref = kernel.run.slot;
       CollSlot& slot = comms[ref.comm].slots[ref.seq - 1];
@@ -2498,6 +2514,7 @@ struct Engine::Impl : ExecState {
   void complete(uint32_t k, int64_t end_ns) {
     Kernel& kernel = kernels[k];
     if (kernel.state == KernelState::DONE) return;
+    if (end_ns == TIME_OVERFLOW) [[unlikely]] time_overflow(kernel.op, kernel.rank);
     kernel.state = KernelState::DONE;
     kernel.end_ns = end_ns;
     on_done(k);
@@ -2547,8 +2564,8 @@ struct Engine::Impl : ExecState {
     const int64_t start = slot.latest_start_ns;
     const int32_t last = slot.kernels[static_cast<size_t>(slot.latest_position)];
     const Kernel& any = kernels[static_cast<size_t>(slot.kernels[0])];
-    const int64_t end = start + comm_cost_ns(any.op.kind, any.op.size_bytes, static_cast<int32_t>(size),
-                                             link_of(any.op.group), sc.semantics.allreduce_algorithm);
+    const int64_t end = time_after(start, comm_cost_ns(any.op.kind, any.op.size_bytes, static_cast<int32_t>(size),
+                                                       link_of(any.op.group), sc.semantics.allreduce_algorithm));
     // Members' kernels are prefetched a few ahead: on a large communicator they are scattered
     // lines no longer in the cache (prefetch_progress). Their Ranks are not read (count_comm).
     constexpr size_t AHEAD = 8;
@@ -2566,7 +2583,7 @@ struct Engine::Impl : ExecState {
     Kernel& kernel = kernels[k];
     if (kernel.match < 0) {
       if (kernel.op.kind == OpKind::SEND && kernel.state == KernelState::RUNNING && is_eager(kernel)) {
-        complete(k, kernel.start_ns + p2p_cost(kernel));
+        complete(k, time_after(kernel.start_ns, p2p_cost(kernel)));
       }
       return;
     }
@@ -2580,11 +2597,11 @@ struct Engine::Impl : ExecState {
     Kernel& r = kernels[recv];
     const int64_t cost = p2p_cost(s);
     if (is_eager(s)) {
-      if (s.state == KernelState::RUNNING) complete(send, s.start_ns + cost);
+      if (s.state == KernelState::RUNNING) complete(send, time_after(s.start_ns, cost));
       if (r.state == KernelState::RUNNING && s.start_ns >= 0 && s.state != KernelState::ABORTED) {
         // The receive's end happens after the send (an eager send's end, not after the receive).
         if (options.footprints) set_kernel_vclock(recv, vclock_join(kernel_vclock(recv), kernel_vclock(send)));
-        complete(recv, std::max(r.start_ns, s.start_ns + cost));
+        complete(recv, std::max(r.start_ns, time_after(s.start_ns, cost)));
       }
       return;
     }
@@ -2594,7 +2611,7 @@ struct Engine::Impl : ExecState {
         set_kernel_vclock(send, vclock);
         set_kernel_vclock(recv, vclock);
       }
-      const int64_t end = std::max(s.start_ns, r.start_ns) + cost;
+      const int64_t end = time_after(std::max(s.start_ns, r.start_ns), cost);
       if (s.start_ns > r.start_ns) r.end_cause = static_cast<int32_t>(send);
       if (r.start_ns > s.start_ns) s.end_cause = static_cast<int32_t>(recv);
       complete(send, end);

@@ -234,6 +234,39 @@ program:
   CHECK(result.error->message == "rank 1 issues allreduce on group 'evens' but is not a member of it");
 }
 
+TEST_CASE("virtual time past int64 is an error at the op that reaches it, never a wrapped time") {
+  // 2562047h is just under 2^63 ns: once is a long wait (a timeout), twice overflows.
+  const char* text = R"Y(
+scenario: saturate
+world: 2
+program:
+  - if: "rank == 0"
+    then:
+      - compute: 2562047h
+      - compute: COUNT
+  - barrier: world
+)Y";
+  std::string twice = text;
+  twice.replace(twice.find("COUNT"), 5, "2562047h");
+  const ExecutionResult overflow = run_once(scenario_from(twice));
+  REQUIRE(overflow.end == ExecutionEnd::ERROR);
+  CHECK(overflow.error->loc.line == 8);
+  CHECK(overflow.error->message == "virtual time of rank 0 overflows: compute ends past 2^63 ns (292 years)");
+  std::string once = text;
+  once.replace(once.find("COUNT"), 5, "1ms");
+  CHECK(run_once(scenario_from(once)).end == ExecutionEnd::TIMEOUT);
+  // A sleep past the end of time, on the host, is the same error.
+  const ExecutionResult sleep = run_once(scenario_from(R"Y(
+scenario: sleep
+world: 1
+program:
+  - sleep: 2562047h
+  - sleep: 2562047h
+)Y"));
+  REQUIRE(sleep.end == ExecutionEnd::ERROR);
+  CHECK(sleep.error->loc.line == 6);
+}
+
 TEST_CASE("the operation bound is reported when hit") {
   const Scenario scenario = scenario_from(R"Y(
 scenario: many
