@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "import/flight_recorder.h"
+#include "import/pipeline_csv.h"
 #include "import/recorded.h"
 
 namespace lockstep::import {
@@ -165,6 +166,23 @@ TEST_CASE("pipeline csv: every schedule family as PyTorch writes it, pp 2, 4 and
     ++checked;
   }
   CHECK(checked == 42);  // 7 families x 3 sizes x 2 forms
+}
+
+TEST_CASE("pipeline csv: 2 rows of 200,000 cells import with every handle and tag named once (hashed names)") {
+  std::string rows[2];
+  for (int mb = 0; mb < 100'000; ++mb) {
+    const std::string m = std::to_string(mb);
+    rows[0] += (mb ? "," : "") + ("0F" + m) + ",0SEND_F" + m;
+    rows[1] += (mb ? "," : "") + ("1RECV_F" + m) + ",1F" + m;
+  }
+  const fs::path csv = temp_dir() / "wide.csv";
+  std::ofstream(csv) << rows[0] << "\n" << rows[1] << "\n";
+  const RecordedTrace trace = import_pipeline_csv(csv.string());
+  REQUIRE(trace.ranks.size() == 2);
+  CHECK(trace.ranks[0].size() >= 200'000);
+  // Each name once, and found again by its index: names[0] is "" and never indexed.
+  CHECK(trace.name_index.size() == trace.names.size() - 1);
+  for (size_t i = 1; i < trace.names.size(); i += 997) CHECK(trace.name_index.at(trace.names[i]) == i);
 }
 
 TEST_CASE("pipeline csv: DualPipeV's OVERLAP_F_B cells run their forward and backward in order, each with its comms") {

@@ -12,17 +12,18 @@
 
 #include <fmt/format.h>
 
+#include "sim/output_file.h"
 #include "sim/trace_format.h"
 
 namespace lockstep::import {
 
 uint32_t RecordedTrace::intern(std::string_view name) {
   if (name.empty()) return 0;
-  for (size_t i = names.size(); i-- > 1;) {
-    if (names[i] == name) return static_cast<uint32_t>(i);
-  }
+  if (auto it = name_index.find(name); it != name_index.end()) return it->second;
+  const auto index = static_cast<uint32_t>(names.size());
   names.emplace_back(name);
-  return static_cast<uint32_t>(names.size() - 1);
+  name_index.emplace(names.back(), index);
+  return index;
 }
 
 uint32_t RecordedTrace::add_group(std::string name, std::vector<int32_t> group_ranks) {
@@ -265,21 +266,13 @@ std::string write_recorded_trace(const RecordedTrace& trace, std::FILE* out) {
 }
 
 std::string write_trace_file(const RecordedTrace& trace, const std::string& path) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path temp = target.parent_path() / (target.filename().string() + ".lockstep-tmp");
-  std::FILE* out = std::fopen(temp.c_str(), "wb");
-  if (out == nullptr) return fmt::format("cannot write {}: {}", temp.string(), std::strerror(errno));
-  std::string problem = write_recorded_trace(trace, out);
-  if (std::fclose(out) != 0 && problem.empty()) problem = std::strerror(errno);
-  std::error_code ec;
+  sim::OutputFile file;  // whole or absent; a device or FIFO written in place (sim/output_file.h)
+  std::string problem = file.open(path);
   if (problem.empty()) {
-    fs::rename(temp, target, ec);
-    if (!ec) return "";
-    problem = ec.message();
+    problem = write_recorded_trace(trace, file.stream());
+    if (problem.empty()) problem = file.commit();
   }
-  fs::remove(temp, ec);
-  return fmt::format("cannot write {}: {}", path, problem);
+  return problem.empty() ? "" : fmt::format("cannot write {}: {}", path, problem);
 }
 
 std::string format_bytes(int64_t bytes) {

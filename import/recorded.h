@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/diagnostic.h"
@@ -56,8 +58,16 @@ struct RecordedTrace {
   std::vector<std::string> notes;             // summary lines for the user (what was read, dropped)
   sim::Semantics semantics;                   // written to the header where not the default
 
-  uint32_t intern(std::string_view name);  // index of `name` in names (linear for the few handles)
+  // The index of `name` in names, added when new (hashed: a pipeline CSV names every action).
+  // Names are added only through it.
+  uint32_t intern(std::string_view name);
   uint32_t add_group(std::string name, std::vector<int32_t> ranks);
+
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view name) const { return std::hash<std::string_view>{}(name); }
+  };
+  std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> name_index;  // names[1..]
 };
 
 // Writes `trace` to `out` in the canonical trace format (what sim::write_trace writes, rank by
