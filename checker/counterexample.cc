@@ -273,7 +273,7 @@ std::string counterexample_json(const sim::Scenario& scenario, const Bug& bug, c
     }
     out["minimized"] = std::move(m);
   }
-  return out.dump(2) + "\n";
+  return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";  // a path may be any bytes
 }
 
 std::optional<Counterexample> read_counterexample(const std::string& path, std::string& error) {

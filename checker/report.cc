@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/diagnostic.h"
+#include "sim/utf8.h"
 
 namespace lockstep::checker {
 
@@ -142,7 +143,7 @@ std::string report_json(const std::vector<InputReport>& reports, bool as_array) 
   } else {
     out = input_json(reports.front());
   }
-  return out.dump(2) + "\n";
+  return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";  // a path may be any bytes
 }
 
 std::string report_text(const InputReport& report, bool quiet) {
@@ -176,9 +177,16 @@ std::string report_text(const InputReport& report, bool quiet) {
 
 namespace {
 
-std::string xml_escape(std::string_view text) {
+// XML 1.0 text: valid UTF-8, the five specials escaped, and the control characters it does not
+// allow (all below 0x20 but tab, newline and return) written as '?'.
+std::string xml_escape(std::string_view raw) {
+  const std::string text = sim::valid_utf8(raw);
   std::string out;
   for (char c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+      out += '?';
+      continue;
+    }
     switch (c) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
@@ -191,7 +199,8 @@ std::string xml_escape(std::string_view text) {
 }
 
 // GitHub's workflow commands: properties escape % , : and newlines; messages % and newlines.
-std::string github_escape(std::string_view text, bool property) {
+std::string github_escape(std::string_view raw, bool property) {
+  const std::string text = sim::valid_utf8(raw);
   std::string out;
   for (char c : text) {
     if (c == '%') out += "%25";

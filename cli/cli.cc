@@ -28,6 +28,7 @@
 #include "gpu_validation/replay_session.h"
 #include "sim/engine.h"
 #include "sim/loader.h"
+#include "sim/output_file.h"
 #include "sim/trace_format.h"
 #include "sim/timeline.h"
 #include "record/record_verb.h"
@@ -312,31 +313,13 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, s
   return out;
 }
 
-// Writes a whole file or nothing: to a temporary beside it, then renamed over it.
+// Writes a whole file or nothing (sim/output_file.h: never replaces a device or FIFO, never
+// follows a link planted at its temporary).
 bool write_file(const std::string& path, const std::string& content, std::ostream& err) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    if (!file) {
-      err << fmt::format("{}: error: cannot write file: {}\n", path, std::strerror(errno));
-      return false;
-    }
-    file << content;
-    file.flush();
-    if (!file) {
-      err << fmt::format("{}: error: cannot write file: {}\n", path, std::strerror(errno));
-      std::remove(temporary.c_str());
-      return false;
-    }
-  }
-  std::error_code ec;
-  fs::rename(temporary, path, ec);
-  if (ec) {
-    err << fmt::format("{}: error: cannot write file: {}\n", path, ec.message());
-    std::remove(temporary.c_str());
-    return false;
-  }
-  return true;
+  const std::string problem = sim::write_output_file(path, content);
+  if (problem.empty()) return true;
+  err << fmt::format("{}: error: cannot write file: {}\n", path, problem);
+  return false;
 }
 
 bool emit_json(const Options& options, const std::string& json, std::ostream& out, std::ostream& err) {
@@ -362,10 +345,20 @@ std::optional<sim::Scenario> load(const std::string& path, const Options& option
   return std::move(loaded.scenario);
 }
 
+// A scenario name as the start of a file name (docs/counterexamples.md): letters, digits, '-',
+// '_' and '.' kept, anything else '_'; a name longer than MAX_STEM_BYTES is cut and ends in 16
+// hex digits of a hash (FNV-1a, 64 bits) of the whole name, so that every counterexample file
+// name fits in a folder (255 bytes) and two long names that share a start still differ.
+constexpr size_t MAX_STEM_BYTES = 100;
+
 std::string file_stem(const std::string& name) {
   std::string out;
   for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
-  return out.empty() ? std::string("scenario") : out;
+  if (out.empty()) return "scenario";
+  if (out.size() <= MAX_STEM_BYTES) return out;
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (char c : name) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  return fmt::format("{}-{:016x}", std::string_view(out).substr(0, MAX_STEM_BYTES - 17), hash);
 }
 
 // One counterexample file per bug: DIR/<scenario>-<n>.json; with --minimize also the minimized

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -15,6 +14,7 @@
 
 #include "sim/expr.h"
 #include "sim/loader.h"
+#include "sim/output_file.h"
 #include "sim/trace_format.h"
 
 namespace lockstep::exporter {
@@ -946,11 +946,8 @@ int export_command(const std::vector<std::string>& args, std::ostream& out, std:
     for (const sim::Diagnostic& d : exported.diagnostics) err << sim::format_diagnostic(d, loaded.scenario->text);
     return 2;
   }
-  std::ofstream file(output, std::ios::binary | std::ios::trunc);
-  file << exported.model->text;
-  file.close();
-  if (!file) {
-    err << fmt::format("{}: error: cannot write file\n", output);
+  if (const std::string problem = sim::write_output_file(output, exported.model->text); !problem.empty()) {
+    err << fmt::format("{}: error: cannot write file: {}\n", output, problem);
     return 2;
   }
   out << fmt::format("{}: {} processes, {} ops; compile pan.c with -DVECTORSZ={}\n", output, exported.model->processes,

@@ -29,6 +29,7 @@
 #include "record/torch_merge.h"
 #include "record/torch_python.h"
 #include "sim/loader.h"
+#include "sim/output_file.h"
 #include "sim/trace_format.h"
 
 namespace lockstep::record {
@@ -313,23 +314,10 @@ std::string describe_status(int status, bool stopped, const RecordOptions& o) {
 bool failed_status(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
 
 bool write_whole(const std::string& path, const std::string& content, std::ostream& err) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    file << content;
-    file.flush();
-    if (!file) {
-      err << fmt::format("{}: error: cannot write file: {}\n", path, std::strerror(errno));
-      return false;
-    }
-  }
-  std::error_code ec;
-  fs::rename(temporary, path, ec);
-  if (ec) {
-    err << fmt::format("{}: error: cannot write file: {}\n", path, ec.message());
-    return false;
-  }
-  return true;
+  const std::string problem = sim::write_output_file(path, content);
+  if (problem.empty()) return true;
+  err << fmt::format("{}: error: cannot write file: {}\n", path, problem);
+  return false;
 }
 
 std::string ranks_text(const std::vector<int32_t>& ranks) {

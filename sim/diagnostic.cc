@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sim/utf8.h"
+
 namespace lockstep::sim {
 
 namespace {
@@ -66,7 +68,7 @@ std::string format_diagnostic(const Diagnostic& diagnostic, std::string_view sou
     const std::string_view line = nth_line(source_text, diagnostic.loc.line);
     if (!line.empty()) {
       out += "  ";
-      out += line;
+      out += valid_utf8(line, "?");  // one byte for one: the caret stays under its column
       out += "\n  ";
       const uint32_t col = diagnostic.loc.col > 0 ? diagnostic.loc.col : 1;
       for (uint32_t i = 1; i < col && i <= line.size(); ++i) out += line[i - 1] == '\t' ? '\t' : ' ';

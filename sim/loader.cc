@@ -27,6 +27,7 @@
 
 #include "sim/expr.h"
 #include "sim/input_file.h"
+#include "sim/utf8.h"
 
 namespace lockstep::sim {
 
@@ -2839,6 +2840,22 @@ void dump_node(const Node& node, int depth, std::string& out) {
 }  // namespace
 
 LoadResult load_text_with(SourceText text, const std::string& path, const TextLoad& load) {
+  // Scenarios and traces are UTF-8 (YAML and JSON require it): a file with an invalid byte is
+  // refused here, so that no name, key or message made from it reaches a report (docs/scenario-language.md).
+  if (const size_t bad = invalid_utf8_at(text.view()); bad != std::string_view::npos) [[unlikely]] {
+    const std::string_view view = text.view();
+    const size_t line_start = view.rfind('\n', bad == 0 ? std::string_view::npos : bad - 1);
+    const size_t begin = line_start == std::string_view::npos ? 0 : line_start + 1;
+    const size_t line_end = std::min(view.find('\n', bad), view.size());
+    LoadResult result;
+    result.text = std::string(view.substr(0, line_end));  // through the line shown
+    const auto line = static_cast<uint32_t>(std::count(view.begin(), view.begin() + static_cast<ptrdiff_t>(begin), '\n') + 1);
+    const auto col = static_cast<uint32_t>(bad - begin + 1);
+    result.diagnostics.push_back({path, {line, col}, Severity::ERROR,
+                                  fmt::format("invalid UTF-8 byte 0x{:02X}: a scenario or trace is UTF-8 text",
+                                              static_cast<uint8_t>(view[bad]))});
+    return result;
+  }
   try {
     return load(std::move(text));
   } catch (const std::exception& e) {  // e.g. std::bad_alloc: still a diagnostic, never a throw

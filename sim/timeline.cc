@@ -84,7 +84,7 @@ std::string chrome_trace(const Scenario& scenario, const ExecutionResult& result
   trace["traceEvents"] = std::move(events);
   trace["displayTimeUnit"] = "ns";
   trace["otherData"] = Json{{"scenario", scenario.name}, {"generator", "lockstep"}};
-  return trace.dump() + "\n";
+  return trace.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::vector<PathStep> critical_path(const ExecutionResult& result) {

@@ -1,0 +1,162 @@
+// Hostile and extreme inputs end the way the SPEC says: a diagnostic and exit 2, a bounded file,
+// a verdict that is right, never a crash or a file clobbered. Each case is a row of the hardening
+// table (docs/outputs.md, docs/scenario-language.md "Encoding"); the small inputs sit in
+// tests/hardening/, the big ones are generated here.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.h"
+
+namespace lockstep {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  int code = 0;
+  std::string out;
+  std::string err;
+};
+
+Run lockstep(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  Run run;
+  run.code = cli::run_cli(args, out, err);
+  run.out = out.str();
+  run.err = err.str();
+  return run;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / "lockstep-hardening-test" / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string read_all(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+const char* const DEADLOCK = R"Y(scenario: NAME
+world: 2
+program:
+  - send: {to: "1 - rank", size: 64MiB}
+  - recv: {from: "1 - rank", size: 64MiB}
+)Y";
+
+std::string deadlock_named(const std::string& name) {
+  std::string text = DEADLOCK;
+  text.replace(text.find("NAME"), 4, name);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("hardening: a scenario or trace with an invalid UTF-8 byte is refused at load by every verb, with its location") {
+  const fs::path dir = fresh_dir("utf8");
+  const fs::path yaml = dir / "bad-name.yaml";
+  std::ofstream(yaml) << deadlock_named("dead\xff" "lock");
+  const std::string expected = yaml.string() + ":1:15: error: invalid UTF-8 byte 0xFF: a scenario or trace is UTF-8 text\n"
+                               "  scenario: dead?lock\n"
+                               "                ^\n";
+  for (const char* verb : {"check", "validate", "run"}) {
+    CAPTURE(verb);
+    const Run run = lockstep({verb, yaml.string()});
+    CHECK(run.code == cli::EXIT_BAD_INPUT);
+    CHECK(run.err == expected);
+  }
+  const Run json = lockstep({"check", yaml.string(), "--json", "-"});
+  CHECK(json.code == cli::EXIT_BAD_INPUT);
+  CHECK(nlohmann::json::parse(json.out)["verdict"] == "error");
+  const fs::path trace = dir / "bad.jsonl";
+  std::ofstream(trace) << "{\"lockstep_trace\": 1, \"scenario\": \"t\", \"world\": 1}\n{\"rank\": 0, \"op\": \"\xc3\"}\n";
+  const Run traced = lockstep({"check", trace.string()});
+  CHECK(traced.code == cli::EXIT_BAD_INPUT);
+  CHECK(traced.err.rfind(trace.string() + ":2:20: error: invalid UTF-8 byte 0xC3", 0) == 0);
+}
+
+TEST_CASE("hardening: a path that is not UTF-8 reaches the JSON and JUnit reports replaced, never aborting them") {
+  const fs::path dir = fresh_dir("utf8-path");
+  const fs::path input = dir / "dead\xfflock.yaml";
+  std::ofstream(input) << deadlock_named("deadlock");
+  const fs::path junit = dir / "junit.xml";
+  const Run run = lockstep({"check", input.string(), "--json", "-", "--junit", junit.string()});
+  CHECK(run.code == cli::EXIT_BUG);
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  CHECK(report["input"] == (dir / "dead\xEF\xBF\xBDlock.yaml").string());
+  CHECK(report["verdict"] == "deadlock");
+  CHECK(read_all(junit).find("dead\xEF\xBF\xBDlock.yaml") != std::string::npos);
+}
+
+TEST_CASE("hardening: a rank whose virtual time passes int64 is an error at its op, not an ok verdict") {
+  const std::string input = "tests/hardening/time-overflow.yaml";
+  const Run run = lockstep({"check", input});
+  CHECK(run.code == cli::EXIT_BAD_INPUT);
+  CHECK(run.err == input + ":8:9: error: virtual time of rank 0 overflows: compute ends past 2^63 ns (292 years)\n"
+                           "        - compute: 2562047h\n"
+                           "          ^\n");
+  CHECK(lockstep({"run", input}).code == cli::EXIT_BAD_INPUT);
+}
+
+TEST_CASE("hardening: a 300-character scenario name gives a bounded counterexample file name, hashed") {
+  const fs::path dir = fresh_dir("long-name");
+  const std::string name(300, 'n');
+  const fs::path input = dir / "long.yaml";
+  std::ofstream(input) << deadlock_named(name);
+  const fs::path cex = dir / "cex";
+  const Run run = lockstep({"check", input.string(), "--cex-dir", cex.string()});
+  INFO(run.err);
+  CHECK(run.code == cli::EXIT_BUG);
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(cex)) files.push_back(entry.path().filename().string());
+  REQUIRE(files.size() == 1);
+  CHECK(files[0].size() == 100 + std::string("-1.json").size());
+  CHECK(files[0].rfind(std::string(83, 'n') + "-", 0) == 0);
+  CHECK(lockstep({"replay", (cex / files[0]).string(), "--sim"}).code == cli::EXIT_BUG);
+  // Another long name with the same start gets another file.
+  std::ofstream(input) << deadlock_named(name + "x");
+  CHECK(lockstep({"check", input.string(), "--cex-dir", cex.string()}).code == cli::EXIT_BUG);
+  size_t count = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(cex)) ++count;
+  CHECK(count == 2);
+}
+
+TEST_CASE("hardening: --json, --junit, --timeline and import -o write through a link to a device, never replace it") {
+  const fs::path dir = fresh_dir("devices");
+  const fs::path null = dir / "null";
+  fs::create_symlink("/dev/null", null);
+  const std::string scenario = "scenarios/corpus/head-to-head-sends.yaml";
+  CHECK(lockstep({"check", scenario, "--json", null.string(), "--junit", null.string()}).code == cli::EXIT_BUG);
+  CHECK(lockstep({"run", "scenarios/examples/3d-parallel.yaml", "--timeline", null.string()}).code == cli::EXIT_NO_BUG);
+  CHECK(lockstep({"import", "pipeline-csv", "tests/import/pipeline/comms-fixed.csv", "-o", null.string(), "--quiet"}).code == 0);
+  CHECK(fs::is_symlink(null));
+  CHECK(fs::is_character_file(null));
+  CHECK(fs::read_symlink(null) == "/dev/null");
+}
+
+TEST_CASE("hardening: a link planted at a report's old temporary name is not followed") {
+  const fs::path dir = fresh_dir("planted");
+  const fs::path victim = dir / "victim";
+  std::ofstream(victim) << "keep";
+  fs::create_symlink(victim, dir / "report.json.tmp");
+  fs::create_symlink(victim, dir / "junit.xml.tmp");
+  const Run run = lockstep({"check", "scenarios/corpus/head-to-head-sends.yaml", "--json", (dir / "report.json").string(),
+                            "--junit", (dir / "junit.xml").string()});
+  CHECK(run.code == cli::EXIT_BUG);
+  CHECK(read_all(victim) == "keep");
+  CHECK(nlohmann::json::parse(read_all(dir / "report.json"))["verdict"] == "deadlock");
+}
+
+}  // namespace lockstep
