@@ -1,10 +1,13 @@
 #include "sim/engine.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cassert>
 #include <cstddef>
+#include <cstdio>
 #include <deque>
 #include <new>
 #include <optional>
@@ -76,6 +79,20 @@ void EventLog::flush() {
   out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
   out_.flush();
   buffer_.clear();
+}
+
+uint64_t resident_bytes() {
+  // statm: "total resident shared ..." in pages.
+  char text[128];
+  const int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  const ssize_t got = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (got <= 0) return 0;
+  text[got] = '\0';
+  unsigned long long total = 0, resident = 0;
+  if (std::sscanf(text, "%llu %llu", &total, &resident) != 2) return 0;
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
 std::string_view kernel_state_name(KernelState state) {
@@ -1738,12 +1755,40 @@ struct Engine::Impl : ExecState {
   }
 
   bool count_op() {
-    if (++ops_issued <= options.limits.max_ops) return true;
-    stop_with_error(ExecutionEnd::LIMIT,
-                    Diagnostic{sc.path, {}, Severity::ERROR,
-                               fmt::format("execution exceeds the limit of {} operations (raise it with --max-ops)",
-                                           options.limits.max_ops)});
-    return false;
+    if (++ops_issued > options.limits.max_ops) [[unlikely]] {
+      stop_with_error(ExecutionEnd::LIMIT,
+                      Diagnostic{sc.path, {}, Severity::ERROR,
+                                 fmt::format("execution exceeds the limit of {} operations (raise it with --max-ops)",
+                                             options.limits.max_ops)});
+      return false;
+    }
+    if ((ops_issued & (EngineOptions::BOUND_CHECK_OPS - 1)) == 0) [[unlikely]] return within_bounds();
+    return true;
+  }
+
+  // The time and memory bounds, checked every BOUND_CHECK_OPS issued ops (a clock read, and a
+  // read of /proc/self/statm every 16th time): an execution that grows without end (a loop of
+  // 10^8 collectives) stops at the bound instead of running past it.
+  bool within_bounds() {
+    if (options.deadline && std::chrono::steady_clock::now() >= *options.deadline) {
+      stop_with_error(ExecutionEnd::LIMIT,
+                      Diagnostic{sc.path, {}, Severity::ERROR,
+                                 fmt::format("the time budget ran out inside an execution, after {} operations (raise "
+                                             "it with --time-budget)", ops_issued)});
+      return false;
+    }
+    if (options.max_resident_bytes > 0 && (ops_issued & (16 * EngineOptions::BOUND_CHECK_OPS - 1)) == 0) {
+      const uint64_t resident = resident_bytes();
+      if (resident > options.max_resident_bytes) {
+        stop_with_error(ExecutionEnd::LIMIT,
+                        Diagnostic{sc.path, {}, Severity::ERROR,
+                                   fmt::format("resident memory {} MiB passed the bound of {} MiB inside an execution, "
+                                               "after {} operations (raise it with --max-memory)",
+                                               resident >> 20, options.max_resident_bytes >> 20, ops_issued)});
+        return false;
+      }
+    }
+    return true;
   }
 
   void apply_op(uint32_t t, const OpInstance& op) {

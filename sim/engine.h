@@ -4,6 +4,7 @@
 // choice point.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -167,7 +168,16 @@ struct EngineOptions {
   size_t checkpoint_budget_bytes = size_t{64} << 20;
   // Per-rank event log (null: none; the engine then pays one pointer test per event).
   EventLog* log = nullptr;
+  // Bounds checked inside an execution, every BOUND_CHECK_OPS issued operations (memory every
+  // 16th time): past the deadline, or with more resident memory than max_resident_bytes (the
+  // whole process's, resident_bytes()), the execution ends LIMIT with an error naming the bound.
+  static constexpr uint64_t BOUND_CHECK_OPS = 4096;
+  std::optional<std::chrono::steady_clock::time_point> deadline;  // none: no time bound
+  uint64_t max_resident_bytes = 0;                                // 0: none
 };
+
+// The process's resident memory (/proc/self/statm), 0 where it cannot be read.
+uint64_t resident_bytes();
 
 class Engine {
  public:

@@ -1,6 +1,7 @@
 #include "sim/engine.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include "sim/cost.h"
 #include "sim/timeline.h"
@@ -282,6 +283,37 @@ program:
   const ExecutionResult result = engine.run(timed);
   REQUIRE(result.end == ExecutionEnd::LIMIT);
   CHECK(result.error->message == "execution exceeds the limit of 100 operations (raise it with --max-ops)");
+}
+
+TEST_CASE("the time and memory bounds end an execution inside it, as LIMIT naming the bound") {
+  // Valid and endless in practice: 2 x 10^8 collectives.
+  const Scenario scenario = scenario_from(R"Y(
+scenario: endless
+world: 2
+program:
+  - repeat: 99999999
+    do: [{allreduce: {size: 4}}]
+)Y");
+  EngineOptions timed_out;
+  timed_out.limits.max_ops = UINT64_MAX;
+  timed_out.deadline = std::chrono::steady_clock::now();  // already past: the first check ends it
+  Engine engine(scenario, timed_out);
+  TimedStrategy timed;
+  const ExecutionResult late = engine.run(timed);
+  REQUIRE(late.end == ExecutionEnd::LIMIT);
+  CHECK(late.error->message == fmt::format("the time budget ran out inside an execution, after {} operations (raise it "
+                                           "with --time-budget)", EngineOptions::BOUND_CHECK_OPS));
+
+  EngineOptions bounded;
+  bounded.limits.max_ops = UINT64_MAX;
+  bounded.record_ops = false;
+  bounded.max_resident_bytes = resident_bytes() + (uint64_t{32} << 20);
+  Engine grows(scenario, bounded);
+  const ExecutionResult full = grows.run(timed);
+  REQUIRE(full.end == ExecutionEnd::LIMIT);
+  CHECK(full.error->message.find("passed the bound of " + std::to_string(bounded.max_resident_bytes >> 20) +
+                                 " MiB inside an execution") != std::string::npos);
+  CHECK(full.error->message.ends_with("(raise it with --max-memory)"));
 }
 
 TEST_CASE("a wildcard receive is a choice point with one option per pending sender") {
