@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -103,6 +104,55 @@ bool ours(int64_t pid, pid_t group, const std::vector<pid_t>& parents) {
   return false;
 }
 
+// While a launch runs this process is a child subreaper (PR_SET_CHILD_SUBREAPER): a worker
+// whose launcher (mpirun) ends before it is re-parented here instead of to init, which in a
+// container may never reap it. Once the launch's group was killed, its processes and the
+// workers known by pid that are now children here are reaped, for at most `seconds`.
+class Subreaper {
+ public:
+  Subreaper() {
+    int was = 0;
+    if (::prctl(PR_GET_CHILD_SUBREAPER, &was) == 0) was_ = was;
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  }
+  ~Subreaper() {
+    if (was_ == 0) ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+  }
+  Subreaper(const Subreaper&) = delete;
+  Subreaper& operator=(const Subreaper&) = delete;
+
+  static void reap(pid_t group, const std::vector<pid_t>& workers, double seconds) {
+    const Clock::time_point start = Clock::now();
+    for (bool killed = false;;) {
+      bool left = false;
+      int status = 0;
+      if (group > 0) {
+        for (pid_t got = ::waitpid(-group, &status, WNOHANG); got != 0; got = ::waitpid(-group, &status, WNOHANG)) {
+          if (got < 0) break;  // ECHILD: none of the group is a child here
+        }
+        left = ::waitpid(-group, &status, WNOHANG) == 0;
+      }
+      for (const pid_t pid : workers) {
+        const pid_t got = ::waitpid(pid, &status, WNOHANG);
+        if (got == 0) left = true;  // a child here (re-parented), still running
+      }
+      if (!left) return;
+      if (since(start) > seconds) {
+        if (killed) return;
+        for (const pid_t pid : workers) {
+          if (::waitpid(pid, &status, WNOHANG) == 0) ::kill(pid, SIGKILL);
+        }
+        if (group > 0) ::kill(-group, SIGKILL);
+        killed = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+
+ private:
+  int was_ = 0;
+};
+
 pid_t start_child(const std::vector<std::string>& command, const std::string& log, pid_t group,
                   const std::vector<std::pair<std::string, std::string>>& env, std::string& error) {
   std::vector<std::string> args = command;
@@ -203,11 +253,13 @@ LaunchResult launch_workers(const LaunchSpec& spec) {
     }
   };
 
+  Subreaper subreaper;
   Children children;
   const size_t count = spec.launcher.per_rank ? static_cast<size_t>(spec.world) : 1;
   pid_t group = 0;
   for (size_t r = 0; r < count; ++r) {
     std::vector<std::pair<std::string, std::string>> env = spec.launcher.env;
+    if (grants) env.emplace_back(GRANT_TOKEN_VARIABLE, grants->token());  // the workers it starts
     if (spec.launcher.per_rank) {
       env.emplace_back("LOCKSTEP_RANK", std::to_string(r));
       env.emplace_back("LOCKSTEP_WORLD", std::to_string(spec.world));
@@ -266,6 +318,11 @@ LaunchResult launch_workers(const LaunchSpec& spec) {
     }
   }
   if (group > 0) ::kill(-group, SIGKILL);  // anything left in the group
+  std::vector<pid_t> workers;
+  for (const std::optional<Frontier>& f : result.frontiers) {
+    if (f && f->pid > 0) workers.push_back(static_cast<pid_t>(f->pid));
+  }
+  Subreaper::reap(group, workers, 5);
   if (grants) result.grants = grants->stats();
   const std::string text = read_whole(log);
   result.log_tail = text.size() > 2000 ? text.substr(text.size() - 2000) : text;

@@ -142,6 +142,26 @@ TEST_CASE("launcher: workers that die without reporting leave their exit status,
   CHECK(gone(w.frontiers[1]->pid));
 }
 
+TEST_CASE("launcher: workers whose launcher exits first are reaped here, never left as zombies of init") {
+  // An mpirun that ends before its ranks: they are re-parented (to init, in a container one that
+  // may never reap them, before this was a subreaper) and end later.
+  const Fake fake("if [ -z \"$WORKER\" ]; then\n"
+                  "  for r in 0 1; do WORKER=1 LOCKSTEP_RANK=$r \"$0\" \"$@\" & done\n"
+                  "  exit 0\n"
+                  "fi\n"
+                  "echo $$ > \"$DIR/pid.$RANK\"\nsleep 0.3\nfrontier completed 1 1\nexit 0");
+  LaunchSpec spec = fake.spec(2);
+  spec.launcher.per_rank = false;
+  const LaunchResult r = launch_workers(spec);
+  REQUIRE(r.error.empty());
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream in(fake.dir / ("pid." + std::to_string(rank)));
+    int64_t pid = 0;
+    REQUIRE(static_cast<bool>(in >> pid));
+    CHECK(gone(pid));  // neither running nor a zombie
+  }
+}
+
 TEST_CASE("launcher: LOCKSTEP_LAUNCHER is a command prefix with {world}") {
   ::setenv("LOCKSTEP_LAUNCHER", "srun -n {world} --kill-on-bad-exit", 1);
   const std::optional<std::vector<std::string>> prefix = user_launcher(8);
@@ -235,13 +255,13 @@ namespace lockstep::gpu {
 namespace {
 
 // A fake worker that speaks the grant protocol (bash: /dev/tcp): it connects to the address
-// in DIR/grant-address, says hello, and issues its steps (from the plan's op lines) as they are
-// granted. With STOP_RANK/STOP_AT set, that rank stops before its STOP_AT-th op, stuck in the
+// in DIR/grant-address, says hello with the token the launcher passed it, and issues its steps
+// (from the plan's op lines) as they are granted. With STOP_RANK/STOP_AT set, that rank stops before its STOP_AT-th op, stuck in the
 // op before it; a rank that gets no grant for 3 s reports that it waits for one.
 constexpr const char* GRANTED_FAKE = R"(PLAN=$1
 port=$(awk '$1=="127.0.0.1"{print $2}' "$DIR/grant-address")
 exec 3<>/dev/tcp/127.0.0.1/$port || exit 7
-echo "hello $RANK" >&3
+echo "hello $RANK $LOCKSTEP_GRANT_TOKEN" >&3
 end=0; n=0
 for s in $(awk -v r="$RANK" '$1=="rank"{cur=$2} $1=="op" && cur==r {print $3}' "$PLAN"); do
   if [ "$RANK" = "$STOP_RANK" ] && [ "$n" = "$STOP_AT" ]; then
