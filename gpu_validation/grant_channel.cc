@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,7 +17,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 namespace lockstep::gpu {
@@ -50,11 +53,14 @@ bool send_line(int fd, const std::string& line) {
   return true;
 }
 
-// Appends what the socket has to `input`; false on end of file or an error.
-bool receive(int fd, std::string& input) {
+// Appends what the socket has to `input`, never past `cap` bytes; false on end of file, an
+// error, or more than `cap` bytes waiting without a newline.
+bool receive(int fd, std::string& input, size_t cap = GrantServer::MAX_LINE_BYTES) {
   char buffer[4096];
   for (;;) {
-    const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+    if (input.size() >= cap) return input.find('\n') != std::string::npos;  // whole lines to take first
+    const size_t room = std::min(sizeof buffer, cap - input.size());
+    const ssize_t n = ::recv(fd, buffer, room, 0);
     if (n > 0) {
       input.append(buffer, static_cast<size_t>(n));
       continue;
@@ -120,6 +126,62 @@ int connect_to(const std::string& host, const std::string& port, int timeout_ms)
   return connected;
 }
 
+// 128 random bits as 32 hex digits; empty when the system has no randomness to give.
+std::string random_token() {
+  unsigned char bits[16];
+  size_t got = 0;
+  while (got < sizeof bits) {
+    const ssize_t n = ::getrandom(bits + got, sizeof bits - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return "";
+    got += static_cast<size_t>(n);
+  }
+  static constexpr char HEX[] = "0123456789abcdef";
+  std::string token;
+  for (const unsigned char b : bits) {
+    token += HEX[b >> 4];
+    token += HEX[b & 15];
+  }
+  return token;
+}
+
+// Equal without an early exit: the time taken says nothing of how much of a guess was right.
+bool same_token(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// Writes `text` to DIR/NAME whole: a temporary created O_EXCL|O_NOFOLLOW with `mode`, renamed.
+bool write_private(const std::string& dir, const std::string& name, const std::string& text, mode_t mode,
+                   std::string& error) {
+  const std::string path = dir + "/" + name;
+  const std::string temporary = dir + "/." + name + ".tmp";
+  ::unlink(temporary.c_str());
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  bool ok = fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  if (fd >= 0) ok = ::close(fd) == 0 && ok;
+  ok = ok && std::rename(temporary.c_str(), path.c_str()) == 0;
+  if (!ok) {
+    error = "cannot write " + path + ": " + std::strerror(errno);
+    ::unlink(temporary.c_str());
+  }
+  return ok;
+}
+
+// The IPv4 address `host` names (a dotted quad or a name), or nullopt.
+std::optional<in_addr> resolve_ipv4(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return std::nullopt;
+  const in_addr address = reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr;
+  ::freeaddrinfo(found);
+  return address;
+}
+
 }  // namespace
 
 GrantServer::GrantServer(std::vector<int32_t> step_owner, int32_t world)
@@ -135,6 +197,23 @@ GrantServer::~GrantServer() {
 }
 
 bool GrantServer::start(const std::string& dir, std::string& error) {
+  token_ = random_token();
+  if (token_.empty()) {
+    error = std::string("no random token for the workers: getrandom: ") + std::strerror(errno);
+    return false;
+  }
+  // Loopback unless the workers are elsewhere: then the one address they were told.
+  std::string host = "127.0.0.1";
+  in_addr bind_address{htonl(INADDR_LOOPBACK)};
+  if (const char* configured = std::getenv("LOCKSTEP_REPLAY_HOST"); configured != nullptr && *configured != 0) {
+    const std::optional<in_addr> resolved = resolve_ipv4(configured);
+    if (!resolved) {
+      error = std::string("LOCKSTEP_REPLAY_HOST=") + configured + " names no IPv4 address of this host";
+      return false;
+    }
+    host = configured;
+    bind_address = *resolved;
+  }
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) {
     error = std::string("socket: ") + std::strerror(errno);
@@ -144,52 +223,20 @@ bool GrantServer::start(const std::string& dir, std::string& error) {
   ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in address{};
   address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  address.sin_addr = bind_address;
   address.sin_port = 0;
   socklen_t length = sizeof address;
   if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      ::listen(listen_fd_, 4096) != 0 ||
+      ::listen(listen_fd_, 256) != 0 ||
       ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    error = std::string("listening for the workers' issue reports: ") + std::strerror(errno);
+    error = std::string("listening for the workers' issue reports on ") + host + ": " + std::strerror(errno);
     return false;
   }
   set_nonblocking(listen_fd_);
   port_ = ntohs(address.sin_port);
-
-  std::vector<std::string> hosts;
-  if (const char* host = std::getenv("LOCKSTEP_REPLAY_HOST"); host != nullptr && *host != 0) {
-    hosts.emplace_back(host);
-  } else {
-    char name[256] = {};
-    if (::gethostname(name, sizeof name - 1) == 0 && name[0] != 0) hosts.emplace_back(name);
-    ifaddrs* interfaces = nullptr;
-    if (::getifaddrs(&interfaces) == 0) {
-      for (ifaddrs* i = interfaces; i != nullptr; i = i->ifa_next) {
-        if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-        char text[INET_ADDRSTRLEN] = {};
-        const auto* in = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
-        if (::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) == nullptr) continue;
-        if (std::string(text).rfind("127.", 0) == 0) continue;
-        hosts.emplace_back(text);
-      }
-      ::freeifaddrs(interfaces);
-    }
-  }
-  hosts.emplace_back("127.0.0.1");
-  const std::string path = dir + "/" + GRANT_ADDRESS_FILE;
-  {
-    std::ofstream out(path + ".tmp", std::ios::trunc);
-    for (const std::string& h : hosts) out << h << " " << port_ << "\n";
-    if (!out) {
-      error = "cannot write " + path;
-      return false;
-    }
-  }
-  if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0) {
-    error = "cannot write " + path + ": " + std::strerror(errno);
-    return false;
-  }
-  return true;
+  // The token first: a worker that finds the address finds the token beside it.
+  return write_private(dir, GRANT_TOKEN_FILE, token_ + "\n", 0600, error) &&
+         write_private(dir, GRANT_ADDRESS_FILE, host + " " + std::to_string(port_) + "\n", 0644, error);
 }
 
 void GrantServer::close_connection(Connection& c) {
@@ -221,13 +268,28 @@ void GrantServer::handle(Connection& c, const std::string& line) {
   const size_t space = line.find(' ');
   const std::string word = line.substr(0, space);
   const std::string arg = space == std::string::npos ? std::string() : line.substr(space + 1);
+  if (c.rank < 0) {
+    // The first line must be "hello RANK TOKEN" with this replay's token; anything else closes it.
+    const size_t second = arg.find(' ');
+    uint32_t rank = 0;
+    if (word != "hello" || second == std::string::npos || !parse_u32(arg.substr(0, second), rank) ||
+        rank >= rank_fd_.size() || !same_token(std::string_view(arg).substr(second + 1), token_)) {
+      close_connection(c);
+      return;
+    }
+    c.rank = static_cast<int32_t>(rank);
+    if (rank_fd_[rank] >= 0) {  // the rank connected again: its new connection counts
+      for (Connection& other : connections_) {
+        if (other.fd == rank_fd_[rank] && &other != &c) close_connection(other);
+      }
+    }
+    rank_fd_[rank] = c.fd;
+    grant_next();
+    return;
+  }
   uint32_t value = 0;
   if (!parse_u32(arg, value)) return;
-  if (word == "hello" && value < rank_fd_.size()) {
-    c.rank = static_cast<int32_t>(value);
-    rank_fd_[value] = c.fd;
-    grant_next();
-  } else if (word == "issued" && c.rank >= 0 && value < owner_.size() && owner_[value] == c.rank && value >= next_ &&
+  if (word == "issued" && c.rank >= 0 && value < owner_.size() && owner_[value] == c.rank && value >= next_ &&
              value < granted_end_[static_cast<size_t>(c.rank)]) {
     if (pending_step_ <= value) {
       round_trips_ms_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - pending_since_).count());
@@ -239,30 +301,47 @@ void GrantServer::handle(Connection& c, const std::string& line) {
 }
 
 void GrantServer::pump(int timeout_ms) {
-  std::vector<pollfd> fds;
-  fds.push_back({listen_fd_, POLLIN, 0});
-  for (const Connection& c : connections_) fds.push_back({c.fd, POLLIN, 0});
   if (listen_fd_ < 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
     return;
   }
+  std::vector<pollfd> fds;
+  fds.push_back({listen_fd_, POLLIN, 0});
+  for (const Connection& c : connections_) fds.push_back({c.fd, POLLIN, 0});
   if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
+  const Clock::time_point now = Clock::now();
   for (size_t i = 1; i < fds.size(); ++i) {
-    if (fds[i].revents == 0) continue;
     Connection& c = connections_[i - 1];
+    if (c.fd < 0) continue;  // closed as another rank's older connection
+    if (c.rank < 0 && now - c.opened > std::chrono::milliseconds(HELLO_TIMEOUT_MS)) {
+      close_connection(c);
+      continue;
+    }
+    if (fds[i].revents == 0) continue;
     const bool open = receive(c.fd, c.input);
-    for (const std::string& line : take_lines(c.input)) handle(c, line);
-    if (!open || c.input.size() > 4096) close_connection(c);
+    for (const std::string& line : take_lines(c.input)) {
+      handle(c, line);
+      if (c.fd < 0) break;
+    }
+    if (!open || c.input.size() >= MAX_LINE_BYTES) close_connection(c);
   }
   connections_.erase(std::remove_if(connections_.begin(), connections_.end(), [](const Connection& c) { return c.fd < 0; }),
                      connections_.end());
-  if (fds[0].revents != 0) {
-    for (;;) {
-      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0) break;
-      set_nodelay(fd);
-      connections_.push_back({fd, -1, {}});
+  if (fds[0].revents != 0) accept_connections();
+}
+
+// Takes the waiting connections; past the bound (world + MAX_UNIDENTIFIED open) each is closed
+// at once, so that a flood of connections costs no descriptors.
+void GrantServer::accept_connections() {
+  for (;;) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) break;
+    if (connections_.size() >= rank_fd_.size() + MAX_UNIDENTIFIED) {
+      ::close(fd);
+      continue;
     }
+    set_nodelay(fd);
+    connections_.push_back({fd, -1, {}, Clock::now()});
   }
 }
 
@@ -314,7 +393,19 @@ bool GrantClient::connect(const std::string& dir, int32_t rank, double wait_s, s
     return false;
   }
   set_nodelay(fd_);
-  if (!send_line(fd_, "hello " + std::to_string(rank) + "\n")) {
+  std::string token;
+  if (const char* passed = std::getenv(GRANT_TOKEN_VARIABLE); passed != nullptr && *passed != 0) {
+    token = passed;
+  } else {
+    std::ifstream in(dir + "/" + GRANT_TOKEN_FILE);
+    std::getline(in, token);
+  }
+  if (token.empty()) {
+    error = "no token for the coordinator: neither $" + std::string(GRANT_TOKEN_VARIABLE) + " nor " + dir + "/" +
+            GRANT_TOKEN_FILE;
+    return false;
+  }
+  if (!send_line(fd_, "hello " + std::to_string(rank) + " " + token + "\n")) {
     error = "cannot write to the coordinator";
     return false;
   }

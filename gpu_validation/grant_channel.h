@@ -6,13 +6,17 @@
 // message, and the worker reports the last step it issued, so a step costs one round trip only
 // when the order changes rank.
 //
-// Transport: TCP. The coordinator listens on a port of its host (every interface) and writes
-// the addresses to try, one "HOST PORT" per line, to DIR/grant-address in the replay folder,
-// which every rank sees (the frontier files and DIR/stop go through it too); a worker connects
-// to the first that answers and says which rank it is. That works for processes forked by
-// lockstep and for ranks that mpirun or srun start on other nodes. Messages are text lines:
-// worker -> coordinator "hello RANK", "issued STEP"; coordinator -> worker "grant END" (the
-// worker may issue its ops whose step is below END). Reports (frontiers) never go through here.
+// Transport: TCP. The coordinator listens on 127.0.0.1, or, when the workers run on other hosts
+// ($LOCKSTEP_REPLAY_HOST names this host's address for them), on that address only, and writes
+// "HOST PORT" to DIR/grant-address in the replay folder (mode 0700), which every rank sees (the
+// frontier files and DIR/stop go through it too). Every connection must first present the
+// replay's token: 128 random bits the coordinator writes to DIR/grant-token (mode 0600) and
+// passes to the workers it starts as $LOCKSTEP_GRANT_TOKEN; a connection without it is closed.
+// Messages are text lines: worker -> coordinator "hello RANK TOKEN", "issued STEP"; coordinator
+// -> worker "grant END" (the worker may issue its ops whose step is below END). A line is at most
+// MAX_LINE_BYTES, enforced as bytes arrive; at most world + MAX_UNIDENTIFIED connections are
+// open, and one that has not said hello within HELLO_TIMEOUT_MS is closed. Reports (frontiers)
+// never go through here.
 #pragma once
 
 #include <chrono>
@@ -24,6 +28,9 @@ namespace lockstep::gpu {
 
 // The file in the replay folder with the coordinator's addresses.
 inline constexpr const char* GRANT_ADDRESS_FILE = "grant-address";
+// The file with the token, and the variable that passes it to the workers the coordinator starts.
+inline constexpr const char* GRANT_TOKEN_FILE = "grant-token";
+inline constexpr const char* GRANT_TOKEN_VARIABLE = "LOCKSTEP_GRANT_TOKEN";
 
 // How far the global issue order got, and how fast.
 struct GrantStats {
@@ -46,10 +53,15 @@ class GrantServer {
   GrantServer(const GrantServer&) = delete;
   GrantServer& operator=(const GrantServer&) = delete;
 
-  // Listens on a TCP port of this host and writes DIR/grant-address (whole, temporary + rename):
-  // $LOCKSTEP_REPLAY_HOST if set, else the host name and every IPv4 address of its interfaces,
-  // then 127.0.0.1. False with `error` when it cannot.
+  // Listens on a TCP port of 127.0.0.1, or of $LOCKSTEP_REPLAY_HOST's address when set, and
+  // writes DIR/grant-token and DIR/grant-address (whole, temporary + rename). False with
+  // `error` when it cannot.
   bool start(const std::string& dir, std::string& error);
+  // The token a worker must present (32 hex digits), once started.
+  const std::string& token() const { return token_; }
+  static constexpr size_t MAX_LINE_BYTES = 4096;
+  static constexpr size_t MAX_UNIDENTIFIED = 64;
+  static constexpr int HELLO_TIMEOUT_MS = 10'000;
   // Accepts connections, reads issue reports, sends grants; returns after at most `timeout_ms`
   // (sooner when something arrived).
   void pump(int timeout_ms);
@@ -59,9 +71,11 @@ class GrantServer {
  private:
   struct Connection {
     int fd = -1;
-    int32_t rank = -1;
+    int32_t rank = -1;  // -1 until it said hello with the token
     std::string input;
+    std::chrono::steady_clock::time_point opened;
   };
+  void accept_connections();
   void grant_next();
   void handle(Connection& c, const std::string& line);
   void close_connection(Connection& c);
@@ -71,6 +85,7 @@ class GrantServer {
   std::vector<uint32_t> granted_end_;        // per rank: the end of its last grant
   int listen_fd_ = -1;
   uint16_t port_ = 0;
+  std::string token_;
   std::vector<Connection> connections_;
   uint32_t next_ = 0;                        // the first step not reported issued
   uint32_t grants_ = 0;
@@ -89,7 +104,8 @@ class GrantClient {
   GrantClient& operator=(const GrantClient&) = delete;
 
   // Connects to the coordinator of the replay folder `dir` as `rank`: waits up to `wait_s` for
-  // DIR/grant-address, then tries its addresses in order. False with `error`.
+  // DIR/grant-address, then tries its addresses in order, and says hello with the token
+  // ($LOCKSTEP_GRANT_TOKEN, else DIR/grant-token). False with `error`.
   bool connect(const std::string& dir, int32_t rank, double wait_s, std::string& error);
   bool connected() const { return fd_ >= 0; }
   bool granted(uint32_t step) const { return free_ || step < granted_end_; }

@@ -4,6 +4,11 @@
 
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -11,6 +16,8 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -92,7 +99,110 @@ Run run_grants(const std::vector<int32_t>& owner, int32_t world, uint32_t stop_s
   return run;
 }
 
+// A raw connection to the coordinator on loopback, as any local process could open one.
+int raw_connect(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(port);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  return fd;
+}
+
+// What the coordinator sent on `fd` within the pumping, and whether it closed the connection.
+struct Heard {
+  std::string text;
+  bool closed = false;
+};
+Heard listen_to(GrantServer& server, int fd, int pumps = 20) {
+  Heard heard;
+  for (int i = 0; i < pumps && !heard.closed; ++i) {
+    server.pump(5);
+    pollfd p{fd, POLLIN, 0};
+    while (::poll(&p, 1, 0) == 1) {
+      char buffer[256];
+      const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+      if (n <= 0) {
+        heard.closed = true;
+        break;
+      }
+      heard.text.append(buffer, static_cast<size_t>(n));
+    }
+  }
+  return heard;
+}
+
+std::string first_line(const fs::path& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
 }  // namespace
+
+TEST_CASE("issue grants: the coordinator listens on loopback and keeps its token in the folder, readable by its owner only") {
+  Folder folder;
+  GrantServer server({0}, 1);
+  std::string why;
+  REQUIRE_MESSAGE(server.start(folder.dir.string(), why), why);
+  CHECK(first_line(folder.dir / "grant-address") == "127.0.0.1 " + std::to_string(server.port()));
+  CHECK(server.token().size() == 32);
+  CHECK(first_line(folder.dir / "grant-token") == server.token());
+  struct stat info {};
+  REQUIRE(::stat((folder.dir / "grant-token").c_str(), &info) == 0);
+  CHECK((info.st_mode & 0777) == 0600);
+}
+
+TEST_CASE("issue grants: a connection without the replay's token is closed and never takes a rank's grants") {
+  Folder folder;
+  GrantServer server({0, 0}, 1);
+  std::string why;
+  REQUIRE_MESSAGE(server.start(folder.dir.string(), why), why);
+  for (const std::string& hello : std::vector<std::string>{"hello 0\n", "hello 0 " + std::string(32, '0') + "\n", "issued 0\n"}) {
+    CAPTURE(hello);
+    const int intruder = raw_connect(server.port());
+    REQUIRE(::send(intruder, hello.data(), hello.size(), 0) == static_cast<ssize_t>(hello.size()));
+    const Heard heard = listen_to(server, intruder);
+    CHECK(heard.closed);
+    CHECK(heard.text.empty());
+    ::close(intruder);
+  }
+  CHECK(server.stats().grants == 0);
+  // The rank itself, with the token: granted both steps at once.
+  const int rank = raw_connect(server.port());
+  const std::string hello = "hello 0 " + server.token() + "\n";
+  REQUIRE(::send(rank, hello.data(), hello.size(), 0) == static_cast<ssize_t>(hello.size()));
+  const Heard heard = listen_to(server, rank, 5);
+  CHECK(heard.text == "grant 2\n");
+  CHECK_FALSE(heard.closed);
+  ::close(rank);
+}
+
+TEST_CASE("issue grants: a line without end is cut at 4 KiB as it arrives, and idle connections are bounded") {
+  Folder folder;
+  GrantServer server({0}, 1);
+  std::string why;
+  REQUIRE_MESSAGE(server.start(folder.dir.string(), why), why);
+  const int flood = raw_connect(server.port());
+  const std::string chunk(64 << 10, 'x');
+  ::send(flood, chunk.data(), chunk.size(), MSG_NOSIGNAL);  // as much as the socket takes
+  CHECK(listen_to(server, flood).closed);
+  ::close(flood);
+  // 200 idle connections: at most world + MAX_UNIDENTIFIED stay open, the rest are closed at once.
+  std::vector<int> idle;
+  for (int i = 0; i < 200; ++i) idle.push_back(raw_connect(server.port()));
+  for (int i = 0; i < 10; ++i) server.pump(5);
+  size_t closed = 0;
+  for (const int fd : idle) {
+    pollfd p{fd, POLLIN, 0};
+    char byte = 0;
+    if (::poll(&p, 1, 0) == 1 && ::recv(fd, &byte, 1, 0) == 0) ++closed;
+    ::close(fd);
+  }
+  CHECK(closed == 200 - (1 + GrantServer::MAX_UNIDENTIFIED));
+}
 
 TEST_CASE("issue grants: every step is issued in the global order, one grant per run of one rank's steps") {
   // 3 ranks; runs: 0 0 | 1 | 2 2 2 | 0 | 1 1 | 2 | 0

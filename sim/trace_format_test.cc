@@ -504,8 +504,10 @@ TEST_CASE("trace: JSON syntax errors point at the offending character") {
       {R"({"rank": })", "t.jsonl:2:10: error: expected a value, got '}'\n"},
       {R"({"rank": 0, "op": "exit", "x": [[[[[[[[1]]]]]]]]})",
        "t.jsonl:2:39: error: values nest deeper than the limit of 8 levels\n"},
+      {"{\"rank\": 0, \"op\": \"exit\", \x01}",
+       "t.jsonl:2:27: error: expected a key in double quotes, got byte 0x01\n"},
       {"{\"rank\": 0, \"op\": \"exit\", \xff}",
-       "t.jsonl:2:27: error: expected a key in double quotes, got byte 0xff\n"},
+       "t.jsonl:2:27: error: invalid UTF-8 byte 0xFF: a scenario or trace is UTF-8 text\n"},
   };
   for (const ErrorCase& c : cases) {
     INFO(c.ops);
