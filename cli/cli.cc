@@ -338,9 +338,8 @@ std::optional<sim::Scenario> load(const std::string& path, const Options& option
                                ? sim::load_trace_file(path, options.overrides, options.load_limits)
                                : sim::load_scenario_file(path, options.overrides, options.load_limits);
   for (const sim::Diagnostic& d : loaded.diagnostics) {
-    std::string text = sim::format_diagnostic(d, loaded.text);
-    if (d.severity == sim::Severity::ERROR) errors.push_back(text);
-    else if (!options.quiet) err << text;
+    if (d.severity == sim::Severity::ERROR) errors.push_back(sim::format_diagnostic(d, loaded.text));
+    else if (!options.quiet) err << sim::format_diagnostic(d, loaded.text);  // formatted only when shown
   }
   return std::move(loaded.scenario);
 }

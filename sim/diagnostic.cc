@@ -65,13 +65,26 @@ std::string format_diagnostic(const Diagnostic& diagnostic, std::string_view sou
   out += diagnostic.message;
   out += '\n';
   if (diagnostic.loc.line > 0 && !source_text.empty()) {
-    const std::string_view line = nth_line(source_text, diagnostic.loc.line);
+    std::string_view line = nth_line(source_text, diagnostic.loc.line);
     if (!line.empty()) {
+      // A long line (a flow map of 10^5 params on one line) is shown as a window of at most
+      // MAX_ECHO_BYTES around the column, with "..." where it was cut.
+      constexpr size_t MAX_ECHO_BYTES = 160;
+      size_t col = diagnostic.loc.col > 0 ? diagnostic.loc.col - 1 : 0;  // 0-based
+      std::string_view before, after;
+      if (line.size() > MAX_ECHO_BYTES) {
+        const size_t start = col > MAX_ECHO_BYTES / 2 ? std::min(col - MAX_ECHO_BYTES / 2, line.size() - MAX_ECHO_BYTES) : 0;
+        if (start > 0) before = "...";
+        if (start + MAX_ECHO_BYTES < line.size()) after = "...";
+        line = line.substr(start, MAX_ECHO_BYTES);
+        col = col - start + before.size();
+      }
+      // Invalid UTF-8 as '?', one byte for one: the caret stays under its column.
+      const std::string shown = std::string(before) + valid_utf8(line, "?") + std::string(after);
       out += "  ";
-      out += valid_utf8(line, "?");  // one byte for one: the caret stays under its column
+      out += shown;
       out += "\n  ";
-      const uint32_t col = diagnostic.loc.col > 0 ? diagnostic.loc.col : 1;
-      for (uint32_t i = 1; i < col && i <= line.size(); ++i) out += line[i - 1] == '\t' ? '\t' : ' ';
+      for (size_t i = 0; i < col && i < shown.size(); ++i) out += shown[i] == '\t' ? '\t' : ' ';
       out += "^\n";
     }
   }

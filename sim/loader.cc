@@ -22,6 +22,7 @@
 #include <span>
 #include <sstream>
 #include <system_error>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 
@@ -2839,6 +2840,30 @@ void dump_node(const Node& node, int depth, std::string& out) {
 
 }  // namespace
 
+namespace {
+
+// Keeps the first MAX_DIAGNOSTICS_SHOWN errors and warnings; the rest become one count each.
+void bound_diagnostics(std::vector<Diagnostic>& diagnostics, const std::string& path) {
+  size_t errors = 0, warnings = 0, kept = 0;
+  for (Diagnostic& d : diagnostics) {
+    size_t& seen = d.severity == Severity::ERROR ? errors : warnings;
+    if (++seen > MAX_DIAGNOSTICS_SHOWN) continue;
+    if (&diagnostics[kept] != &d) diagnostics[kept] = std::move(d);
+    ++kept;
+  }
+  if (kept == diagnostics.size()) return;
+  diagnostics.resize(kept);
+  for (const auto& [count, severity, noun] : {std::tuple{errors, Severity::ERROR, "errors"},
+                                              std::tuple{warnings, Severity::WARNING, "warnings"}}) {
+    if (count > MAX_DIAGNOSTICS_SHOWN) {
+      diagnostics.push_back({path, {}, severity, fmt::format("{} more {} not shown ({} in all)",
+                                                             count - MAX_DIAGNOSTICS_SHOWN, noun, count)});
+    }
+  }
+}
+
+}  // namespace
+
 LoadResult load_text_with(SourceText text, const std::string& path, const TextLoad& load) {
   // Scenarios and traces are UTF-8 (YAML and JSON require it): a file with an invalid byte is
   // refused here, so that no name, key or message made from it reaches a report (docs/scenario-language.md).
@@ -2857,7 +2882,9 @@ LoadResult load_text_with(SourceText text, const std::string& path, const TextLo
     return result;
   }
   try {
-    return load(std::move(text));
+    LoadResult result = load(std::move(text));
+    bound_diagnostics(result.diagnostics, path);
+    return result;
   } catch (const std::exception& e) {  // e.g. std::bad_alloc: still a diagnostic, never a throw
     LoadResult result;
     result.diagnostics.push_back({path, {}, Severity::ERROR, std::string("cannot load: ") + e.what()});

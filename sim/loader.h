@@ -52,6 +52,11 @@ struct LoadResult {
   bool ok() const { return scenario.has_value(); }
 };
 
+// A load reports at most this many errors and as many warnings (the first, in source order),
+// then one line that counts the rest: a file with 10^5 unused params stays readable, and
+// formatting what is reported stays cheap.
+inline constexpr size_t MAX_DIAGNOSTICS_SHOWN = 50;
+
 // Reads at most `max_bytes` + 1 bytes of a file (so that "too large" can be told), or sets
 // `error` to the system's reason.
 std::optional<std::string> read_text_file(const std::string& path, int64_t max_bytes, std::string& error);
