@@ -5,13 +5,15 @@
 
 #include <algorithm>
 #include <atomic>
-#include <thread>
 #include <charconv>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -560,7 +562,7 @@ FrDump parse_pickle_dump(std::string path, std::string_view data) {
   FrDump dump;
   dump.path = std::move(path);
   dump.json = false;
-  PickleResult pickle = read_pickle(data);
+  PickleResult pickle = read_pickle(data, pickle_memory_bound(data.size()));
   if (!pickle.value) fail_record(dump.path, "bad pickle: " + pickle.error);
   const PickleValue& root = *pickle.value;
   if (root.type != PickleValue::Type::DICT) fail_record(dump.path, fmt::format("the pickle holds {}, not a dict: not a Flight Recorder dump", pickle_type_name(root.type)));
@@ -1067,11 +1069,36 @@ RecordedTrace import_flight_recorder(const std::vector<std::string>& paths, std:
   std::vector<FrDump> dumps(paths.size());
   std::vector<std::optional<ImportError>> errors(paths.size());
   std::atomic<size_t> next{0};
+  // The dumps read at once share PICKLE_MEMORY_TOTAL_BYTES: each reserves its own bound before
+  // it is read (a thread waits until there is room) and gives it back after.
+  std::mutex mutex;
+  std::condition_variable freed;
+  uint64_t reserved = 0;
   auto work = [&] {
     for (size_t i = next++; i < paths.size(); i = next++) {
+      uint64_t bound = 0;
       try {
         sim::InputFile file;
         if (!file.open(paths[i], int64_t{1} << 34)) throw ImportError(paths[i], {}, "cannot read file: " + file.error());
+        bound = pickle_memory_bound(file.text().size());
+        {
+          std::unique_lock<std::mutex> lock(mutex);
+          freed.wait(lock, [&] { return reserved + bound <= PICKLE_MEMORY_TOTAL_BYTES; });
+          reserved += bound;
+        }
+        struct Release {
+          std::mutex& mutex;
+          std::condition_variable& freed;
+          uint64_t& reserved;
+          uint64_t bound;
+          ~Release() {
+            {
+              const std::lock_guard<std::mutex> lock(mutex);
+              reserved -= bound;
+            }
+            freed.notify_all();
+          }
+        } release{mutex, freed, reserved, bound};
         FrDump dump = parse_dump(paths[i], file.text());
         dump.rank = rank_of_dump_name(paths[i]);
         dumps[i] = std::move(dump);

@@ -1,5 +1,7 @@
 #include "import/pickle_reader.h"
 
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <unordered_map>
@@ -64,7 +66,7 @@ const char* refused_name(uint8_t op) {
 
 class Reader {
  public:
-  explicit Reader(std::string_view data) : data_(data) {}
+  Reader(std::string_view data, uint64_t max_memory_bytes) : data_(data), max_memory_bytes_(max_memory_bytes) {}
 
   Value run() {
     while (true) {
@@ -93,6 +95,7 @@ class Reader {
           Value value = make(op == 'd' ? PickleValue::Type::DICT : op == 'l' ? PickleValue::Type::LIST : PickleValue::Type::TUPLE);
           if (op == 'd' && (stack_.size() - mark) % 2 != 0) fail(at, "a dict with an odd number of keys and values");
           value->items.assign(stack_.begin() + static_cast<std::ptrdiff_t>(mark), stack_.end());
+          spend(at, value->items.size() * sizeof(Value));
           stack_.resize(mark);
           push(value);
           break;
@@ -102,6 +105,7 @@ class Reader {
           if (stack_.size() < n) fail(at, "stack underflow");
           Value value = make(PickleValue::Type::TUPLE);
           value->items.assign(stack_.end() - static_cast<std::ptrdiff_t>(n), stack_.end());
+          spend(at, n * sizeof(Value));
           stack_.resize(stack_.size() - n);
           push(value);
           break;
@@ -113,6 +117,7 @@ class Reader {
           PickleValue& dict = target(at, PickleValue::Type::DICT);
           dict.items.push_back(std::move(key));
           dict.items.push_back(std::move(value));
+          spend(at, 2 * sizeof(Value));
           break;
         }
         case 'u': {  // SETITEMS
@@ -121,6 +126,7 @@ class Reader {
           if (mark == 0) fail(at, "stack underflow");
           PickleValue& dict = target_at(at, mark - 1, PickleValue::Type::DICT);
           dict.items.insert(dict.items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(mark), stack_.end());
+          spend(at, (stack_.size() - mark) * sizeof(Value));
           stack_.resize(mark);
           break;
         }
@@ -128,6 +134,7 @@ class Reader {
           if (stack_.size() < 2) fail(at, "stack underflow");
           Value value = pop();
           target(at, PickleValue::Type::LIST).items.push_back(std::move(value));
+          spend(at, sizeof(Value));
           break;
         }
         case 'e': {  // APPENDS
@@ -135,11 +142,12 @@ class Reader {
           if (mark == 0) fail(at, "stack underflow");
           PickleValue& list = target_at(at, mark - 1, PickleValue::Type::LIST);
           list.items.insert(list.items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(mark), stack_.end());
+          spend(at, (stack_.size() - mark) * sizeof(Value));
           stack_.resize(mark);
           break;
         }
         case 'J': push_int(static_cast<int32_t>(uint_le(4))); break;                 // BININT
-        case 'K': push_int(static_cast<int64_t>(uint_le(1))); break;                 // BININT1
+        case 'K': push(small_int(static_cast<uint8_t>(uint_le(1)))); break;          // BININT1
         case 'M': push_int(static_cast<int64_t>(uint_le(2))); break;                 // BININT2
         case 0x8a: long_n(at, static_cast<size_t>(uint_le(1))); break;               // LONG1
         case 0x8b: {                                                                 // LONG4
@@ -157,13 +165,9 @@ class Reader {
           push(v);
           break;
         }
-        case 0x88: case 0x89: {  // NEWTRUE, NEWFALSE
-          Value v = make(PickleValue::Type::BOOL);
-          v->boolean = op == 0x88;
-          push(v);
-          break;
-        }
-        case 'N': push(make(PickleValue::Type::NONE)); break;
+        case 0x88: push(constant(true_, PickleValue::Type::BOOL, true)); break;    // NEWTRUE
+        case 0x89: push(constant(false_, PickleValue::Type::BOOL, false)); break;  // NEWFALSE
+        case 'N': push(constant(none_, PickleValue::Type::NONE, false)); break;
         case 0x8c: push_string(at, uint_le(1)); break;  // SHORT_BINUNICODE
         case 'X': push_string(at, uint_le(4)); break;   // BINUNICODE
         case 0x8d: push_string(at, uint_le(8)); break;  // BINUNICODE8
@@ -200,17 +204,50 @@ class Reader {
  private:
   static constexpr size_t MAX_DEPTH = 4096;
   static constexpr size_t MAX_MEMO = size_t{1} << 26;
+  // What a value costs beyond its text: the object, its arena slot and the allocator's header.
+  static constexpr uint64_t VALUE_BYTES = sizeof(PickleValue) + sizeof(std::unique_ptr<PickleValue>) + 16;
+
+  // Counts memory the values take (an estimate from above: pops give nothing back) against
+  // the bound; past it the pickle is refused where it got to.
+  void spend(size_t at, uint64_t bytes) {
+    used_bytes_ += bytes;
+    if (used_bytes_ > max_memory_bytes_) [[unlikely]] {
+      fail(at, fmt::format("its values need more than {} MiB of memory, the bound for a pickle of {} bytes (docs/import.md, \"Bounds\")", max_memory_bytes_ >> 20, data_.size()));
+    }
+  }
+  // None, True, False and the integers 0-255 are made once and shared: no value is changed
+  // after it is made but dicts and lists, so sharing them is safe, and a pickle of 10^8 None
+  // costs a stack slot each.
+  Value constant(Value& slot, PickleValue::Type type, bool boolean) {
+    if (!slot) {
+      slot = make(type);
+      slot->boolean = boolean;
+    }
+    return slot;
+  }
+  Value small_int(uint8_t value) {
+    Value& slot = small_ints_[value];
+    if (!slot) {
+      slot = make(PickleValue::Type::INT);
+      slot->integer = value;
+    }
+    return slot;
+  }
 
   // Every value lives in the arena until the result goes; the pointers between values (the
   // stack, the memo, items) own nothing, so a memo reference that makes a cycle (a list that
   // holds itself) cannot leak.
   Value make(PickleValue::Type type) {
+    spend(pos_, VALUE_BYTES);
     arena_->push_back(std::make_unique<PickleValue>());
     PickleValue* v = arena_->back().get();
     v->type = type;
     return Value(Value(), v);
   }
-  void push(Value v) { stack_.push_back(std::move(v)); }
+  void push(Value v) {
+    spend(pos_, sizeof(Value));
+    stack_.push_back(std::move(v));
+  }
   Value pop() {
     if (stack_.empty() || (!marks_.empty() && stack_.size() <= marks_.back())) fail(pos_ - 1, "stack underflow");
     Value v = std::move(stack_.back());
@@ -268,8 +305,8 @@ class Reader {
     push_int(static_cast<int64_t>(value));
   }
   void push_string(size_t at, uint64_t n) {
-    (void)at;
     Value v = make(PickleValue::Type::STRING);
+    if (n <= data_.size() - pos_) spend(at, n);
     v->text = std::string(take(n));
     push(v);
   }
@@ -293,6 +330,10 @@ class Reader {
 
   std::string_view data_;
   size_t pos_ = 0;
+  uint64_t max_memory_bytes_;
+  uint64_t used_bytes_ = 0;
+  Value none_, true_, false_;
+  std::array<Value, 256> small_ints_{};
   std::vector<Value> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, Value> memo_;
@@ -302,10 +343,14 @@ class Reader {
 
 }  // namespace
 
-PickleResult read_pickle(std::string_view data) {
+uint64_t pickle_memory_bound(uint64_t input_bytes) {
+  return std::min(PICKLE_MEMORY_FLOOR_BYTES + PICKLE_MEMORY_PER_BYTE * input_bytes, PICKLE_MEMORY_TOTAL_BYTES);
+}
+
+PickleResult read_pickle(std::string_view data, uint64_t max_memory_bytes) {
   PickleResult result;
   try {
-    Reader reader(data);
+    Reader reader(data, max_memory_bytes);
     const Value root = reader.run();
     result.value = std::shared_ptr<PickleValue>(reader.arena(), root.get());  // owns the arena
   } catch (const Failure& failure) {

@@ -36,7 +36,16 @@ struct PickleResult {
   std::string error;                   // else: why, naming the byte offset
 };
 
-// Reads one pickled value from `data`. Never throws; bounded by the data's size.
-PickleResult read_pickle(std::string_view data);
+// The memory a pickle's values may take: 64 MiB plus 64 bytes per byte of input, and never
+// more than PICKLE_MEMORY_TOTAL_BYTES, which is also what all the dumps read at once share
+// (import_flight_recorder). A realistic dump takes a few times its size.
+inline constexpr uint64_t PICKLE_MEMORY_FLOOR_BYTES = uint64_t{64} << 20;
+inline constexpr uint64_t PICKLE_MEMORY_PER_BYTE = 64;
+inline constexpr uint64_t PICKLE_MEMORY_TOTAL_BYTES = uint64_t{4} << 30;
+uint64_t pickle_memory_bound(uint64_t input_bytes);
+
+// Reads one pickled value from `data`. Never throws; its values take at most `max_memory_bytes`
+// (an estimate from above), else the error names the bound.
+PickleResult read_pickle(std::string_view data, uint64_t max_memory_bytes = PICKLE_MEMORY_TOTAL_BYTES);
 
 }  // namespace lockstep::import

@@ -53,4 +53,28 @@ TEST_CASE("pickle reader: refuses code, old protocols and truncation with the by
   CHECK(long1.value->integer == -5);
 }
 
+TEST_CASE("pickle reader: the values' memory is bounded relative to the input, and the error names the bound") {
+  // 2 MiB of EMPTY_DICT opcodes: a value each, far more memory than the input.
+  std::string dicts = "\x80\x02";
+  dicts.append(size_t{2} << 20, '}');
+  dicts += '.';
+  const PickleResult refused = read_pickle(dicts, pickle_memory_bound(dicts.size()));
+  CHECK_FALSE(refused.value);
+  INFO(refused.error);
+  CHECK(refused.error.find(": its values need more than 192 MiB of memory, the bound for a pickle of 2097155 bytes") !=
+        std::string::npos);
+  CHECK(pickle_memory_bound(1) == (uint64_t{64} << 20) + 64);
+  CHECK(pickle_memory_bound(uint64_t{16} << 30) == PICKLE_MEMORY_TOTAL_BYTES);
+  // None, booleans and small integers are shared: a list of 10^6 of each costs a slot apiece.
+  std::string many = "\x80\x02](";
+  for (int i = 0; i < 1'000'000; ++i) many += i % 3 == 0 ? "N" : i % 3 == 1 ? "\x88" : "K\x07";
+  many += "e.";
+  const PickleResult shared = read_pickle(many, pickle_memory_bound(many.size()));
+  INFO(shared.error);
+  REQUIRE(shared.value);
+  REQUIRE(shared.value->items.size() == 1'000'000);
+  CHECK(shared.value->items[0].get() == shared.value->items[3].get());
+  CHECK(shared.value->items[2]->integer == 7);
+}
+
 }  // namespace lockstep::import

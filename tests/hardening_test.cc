@@ -159,4 +159,36 @@ TEST_CASE("hardening: a link planted at a report's old temporary name is not fol
   CHECK(nlohmann::json::parse(read_all(dir / "report.json"))["verdict"] == "deadlock");
 }
 
+TEST_CASE("hardening: a pickle dump whose values would take far more memory than its size is refused, naming the bound") {
+  const fs::path dir = fresh_dir("pickle");
+  const fs::path dump = dir / "nccl_trace_rank_0";
+  std::string dicts = "\x80\x02";
+  dicts.append(size_t{2} << 20, '}');  // a dict each: about 120 bytes of memory per byte
+  dicts += '.';
+  std::ofstream(dump, std::ios::binary) << dicts;
+  const Run run = lockstep({"import", "flight-recorder", dump.string(), "-o", (dir / "out.jsonl").string()});
+  CHECK(run.code == cli::EXIT_BAD_INPUT);
+  CHECK(run.err.rfind(dump.string() + ": error: bad pickle: byte ", 0) == 0);  // where the reader got to
+  CHECK(run.err.ends_with(": its values need more than 192 MiB of memory, the bound for a pickle of 2097155 bytes "
+                          "(docs/import.md, \"Bounds\")\n"));
+  CHECK_FALSE(fs::exists(dir / "out.jsonl"));
+}
+
+TEST_CASE("hardening: 40,000 unused params give 50 warnings and a count, each echo cut to a window") {
+  std::string params;
+  for (int i = 0; i < 40'000; ++i) params += (i ? ", p" : "p") + std::to_string(i) + ": 1";
+  const fs::path dir = fresh_dir("params");
+  const fs::path input = dir / "params.yaml";
+  std::ofstream(input) << "scenario: params\nworld: 2\nparams: {" << params << "}\nprogram:\n  - barrier: world\n";
+  const Run run = lockstep({"validate", input.string()});
+  CHECK(run.code == cli::EXIT_NO_BUG);
+  size_t warnings = 0;
+  for (size_t at = run.err.find(": warning: "); at != std::string::npos; at = run.err.find(": warning: ", at + 1)) ++warnings;
+  CHECK(warnings == 51);
+  CHECK(run.err.find(input.string() + ": warning: 39950 more warnings not shown (40000 in all)\n") != std::string::npos);
+  CHECK(run.err.size() < 20'000);
+  const Run quiet = lockstep({"validate", input.string(), "--quiet"});
+  CHECK(quiet.err.empty());
+}
+
 }  // namespace lockstep
