@@ -11,6 +11,7 @@
 #include <deque>
 #include <new>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -685,6 +686,7 @@ struct Engine::Impl : ExecState {
   const Scenario& sc;
   EngineOptions options;
   StackPool stacks;
+  std::optional<Diagnostic> setup_error;  // a bound the engine cannot be built within (run() reports it)
   std::vector<std::vector<int32_t>> member_pos;  // per group: rank -> position in its comm, -1
   std::vector<uint32_t> comm_base;               // per group: id of its first communicator
   uint32_t comm_count = 0;
@@ -767,6 +769,20 @@ struct Engine::Impl : ExecState {
     intern("main");  // id 0 (MAIN_NAME)
     for (const GroupDef& group : sc.groups) group_stream_name.push_back(intern("comm:" + group.name));
     ranks.resize(static_cast<size_t>(sc.world));
+    // Which programs' stacks need a guard page (program_needs_guard), once per program text.
+    std::unordered_map<const Stmt*, bool> guard_of;
+    std::vector<bool> guarded;
+    size_t guarded_count = 0;
+    for (int32_t r = 0; r < sc.world; ++r) {
+      for (const ThreadDef& def : sc.program_of(r)) {
+        const std::span<const Stmt> body = def.body();
+        const auto [it, added] = guard_of.try_emplace(body.data(), false);
+        if (added) it->second = program_needs_guard(sc, body);
+        guarded.push_back(it->second);
+        guarded_count += it->second ? 1 : 0;
+      }
+    }
+    setup_error = stack_mapping_problem(guarded_count, guarded.size() - guarded_count);
     for (int32_t r = 0; r < sc.world; ++r) {
       Rank& rank = ranks[static_cast<size_t>(r)];
       rank.threads.first = static_cast<uint32_t>(threads.size());
@@ -776,7 +792,11 @@ struct Engine::Impl : ExecState {
         thread.local = static_cast<uint32_t>(rank.threads.size());
         thread_names.push_back(def.name);
         thread_stream_names.push_back(def.stream.empty() ? MAIN_NAME : intern(def.stream));
-        fibers.push_back(std::make_unique<ProgramFiber>(sc, def.body(), r, stacks, options.limits));
+        // Past the mapping bound no fiber is made: run() reports the bound instead.
+        if (!setup_error) {
+          fibers.push_back(std::make_unique<ProgramFiber>(sc, def.body(), r, stacks, options.limits,
+                                                          guarded[threads.size()]));
+        }
         ++rank.threads.count;
         threads.push_back(std::move(thread));
       }
@@ -967,7 +987,43 @@ struct Engine::Impl : ExecState {
     longest_comm_ns = 0;
   }
 
+  // The memory mappings the threads' stacks add, against what vm.max_map_count leaves (with
+  // room for the rest of the process): checked before any stack is made, so that a world too
+  // large ends with the bound named instead of std::bad_alloc.
+  std::optional<Diagnostic> stack_mapping_problem(size_t guarded, size_t unguarded) const {
+    constexpr size_t RESERVED_MAPPINGS = 4096;  // the allocator, kernel chunks, libraries
+    const size_t needed = stacks.mappings_for(guarded, unguarded);
+    if (needed < 1024) return std::nullopt;  // far below any system's bound
+    size_t max_maps = 65530;
+    if (std::FILE* file = std::fopen("/proc/sys/vm/max_map_count", "r")) {
+      unsigned long long value = 0;
+      if (std::fscanf(file, "%llu", &value) == 1) max_maps = static_cast<size_t>(value);
+      std::fclose(file);
+    }
+    size_t used = 0;
+    if (std::FILE* file = std::fopen("/proc/self/maps", "r")) {
+      for (int c = std::fgetc(file); c != EOF; c = std::fgetc(file)) used += c == '\n' ? 1 : 0;
+      std::fclose(file);
+    }
+    if (used + needed + RESERVED_MAPPINGS <= max_maps) return std::nullopt;
+    return Diagnostic{sc.path, {}, Severity::ERROR,
+                      fmt::format("{} host threads need {} memory mappings for their stacks ({} of them guard-paged: a "
+                                  "program whose calls can recur or whose blocks nest deeper than {}), more than the {} "
+                                  "that vm.max_map_count ({}) leaves to this process",
+                                  guarded + unguarded, needed, guarded, MAX_UNGUARDED_DEPTH,
+                                  max_maps > used + RESERVED_MAPPINGS ? max_maps - used - RESERVED_MAPPINGS : 0, max_maps)};
+  }
+
   ExecutionResult run(Strategy& chooser) {
+    if (setup_error) {
+      result = ExecutionResult{};
+      result.end = ExecutionEnd::LIMIT;
+      result.error = setup_error;
+      result.rank_status.assign(static_cast<size_t>(sc.world), RankStatus::RUNNING);
+      result.rank_end_ns.assign(static_cast<size_t>(sc.world), 0);
+      result.ops.resize(options.record_ops ? static_cast<size_t>(sc.world) : 0);
+      return std::move(result);
+    }
     strategy = &chooser;
     const Checkpoint* from = options.checkpoints ? resume_point(strategy->resume_depth()) : nullptr;
     step_pending = false;

@@ -3,12 +3,16 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <cstdio>
+
 #include "sim/cost.h"
+#include "sim/interpreter.h"
 #include "sim/timeline.h"
 #include "tests/testing.h"
 
 namespace lockstep::sim {
 
+using testing::scenario_file;
 using testing::scenario_from;
 
 namespace {
@@ -314,6 +318,82 @@ program:
   CHECK(full.error->message.find("passed the bound of " + std::to_string(bounded.max_resident_bytes >> 20) +
                                  " MiB inside an execution") != std::string::npos);
   CHECK(full.error->message.ends_with("(raise it with --max-memory)"));
+}
+
+TEST_CASE("stacks: only a program whose depth has no static bound gets a guard page of its own") {
+  const Scenario straight = scenario_file("scenarios/examples/3d-parallel.yaml");
+  CHECK_FALSE(program_needs_guard(straight, straight.program_of(0)[0].body()));
+  const Scenario recursive = scenario_from(R"Y(
+scenario: recursive
+world: 1
+params: {n: 3}
+define:
+  down: [{if: "n > 0", then: [{compute: 1ms}, {call: up}]}]
+  up: [{call: down}]
+program: [{call: down}]
+)Y");
+  CHECK(program_needs_guard(recursive, recursive.program_of(0)[0].body()));
+  // A chain of calls MAX_UNGUARDED_DEPTH deep is bounded; one more level is not.
+  const auto chain = [](uint32_t calls) {
+    std::string text = "scenario: chain\nworld: 1\ndefine:\n";
+    for (uint32_t i = 0; i + 1 < calls; ++i) text += fmt::format("  d{}: [{{call: d{}}}]\n", i, i + 1);
+    // More ops than the lookahead at the bottom: the program suspends there, its stack deepest.
+    text += fmt::format("  d{}: [", calls - 1);
+    for (int i = 0; i < 16; ++i) text += "{compute: \"rank + 1\"}, ";
+    return text + "{compute: 1us}]\nprogram: [{call: d0}]\n";
+  };
+  const Scenario deep = scenario_from(chain(MAX_UNGUARDED_DEPTH));
+  CHECK_FALSE(program_needs_guard(deep, deep.program_of(0)[0].body()));
+  const Scenario deeper = scenario_from(chain(MAX_UNGUARDED_DEPTH + 1));
+  CHECK(program_needs_guard(deeper, deeper.program_of(0)[0].body()));
+  // What the deepest bounded program uses of its (unguarded) stack, suspended at its op: far
+  // below the stack's size.
+  StackPool pool(EngineLimits{}.fiber_stack_bytes);
+  ProgramFiber fiber(deep, deep.program_of(0)[0].body(), 0, pool, EngineLimits{}, false);
+  fiber.advance();
+  REQUIRE(fiber.state() == ProgramFiber::State::READY);
+  MESSAGE("stack used at depth " << MAX_UNGUARDED_DEPTH << ": " << fiber.snapshot_bytes() << " bytes");
+  CHECK(fiber.snapshot_bytes() < EngineLimits{}.fiber_stack_bytes / 2);  // ~100 KB in the dev build
+}
+
+TEST_CASE("stacks: 40,000 single-threaded ranks run without a mapping each, and a world past the mapping bound is named") {
+  // Before slabs: each stack a mapping and a guard page, bad_alloc past ~32,700 threads.
+  const Scenario wide = scenario_from(R"Y(
+scenario: wide
+world: 40000
+program:
+  - compute: "rank * 1us"
+  - barrier: world
+)Y");
+  const ExecutionResult result = run_once(wide);
+  CHECK(result.end == ExecutionEnd::COMPLETED);
+  // Recursive programs keep their guard pages, two mappings each: past half of
+  // vm.max_map_count (65,530 by default) the bound is named before any stack is made.
+  size_t max_maps = 65530;
+  if (std::FILE* file = std::fopen("/proc/sys/vm/max_map_count", "r")) {
+    unsigned long long value = 0;
+    if (std::fscanf(file, "%llu", &value) == 1) max_maps = static_cast<size_t>(value);
+    std::fclose(file);
+  }
+  const size_t world = max_maps / 2 + 100;
+  if (world > 600'000) {
+    MESSAGE("vm.max_map_count is " << max_maps << ": the mapping bound is not tried here");
+    return;
+  }
+  const Scenario recursive = scenario_from(fmt::format(R"Y(
+scenario: recursive-wide
+world: {}
+define:
+  down:
+    params: [n]
+    do: [{{if: "n > 0", then: [{{compute: 1ms}}, {{call: down, with: {{n: "n - 1"}}}}]}}]
+program: [{{call: down, with: {{n: 2}}}}]
+)Y", world));
+  const ExecutionResult refused = run_once(recursive);
+  REQUIRE(refused.end == ExecutionEnd::LIMIT);
+  CHECK(refused.error->message.rfind(fmt::format("{} host threads need {} memory mappings for their stacks ({} of them "
+                                                 "guard-paged", world, 2 * world, world), 0) == 0);
+  CHECK(refused.error->message.find("that vm.max_map_count (") != std::string::npos);
 }
 
 TEST_CASE("a wildcard receive is a choice point with one option per pending sender") {

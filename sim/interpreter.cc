@@ -14,7 +14,14 @@
 
 #include "sim/expr.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__)  // GCC
+#define LOCKSTEP_ASAN 1
+#elif defined(__has_feature)       // clang (the fuzz targets)
+#if __has_feature(address_sanitizer)
+#define LOCKSTEP_ASAN 1
+#endif
+#endif
+#if defined(LOCKSTEP_ASAN)
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define LOCKSTEP_ASAN_FIBERS 1
@@ -33,18 +40,32 @@ StackPool::StackPool(size_t stack_bytes) {
 }
 
 StackPool::~StackPool() {
-  for (void* base : free_) {
 #ifdef LOCKSTEP_ASAN_FIBERS
-    // A fiber's outermost frames (Boost's entry function) never return, so their redzones stay
-    // poisoned; unpoisoned here, so that memory mapped later at this address (a kernel chunk)
-    // does not read as a stack to ASan.
-    __asan_unpoison_memory_region(static_cast<char*>(base) + page_bytes_, stack_bytes_);
+  // A fiber's outermost frames (Boost's entry function) never return, so their redzones stay
+  // poisoned; unpoisoned here, so that memory mapped later at this address (a kernel chunk)
+  // does not read as a stack to ASan.
+  for (void* base : free_) __asan_unpoison_memory_region(static_cast<char*>(base) + page_bytes_, stack_bytes_);
+  for (void* slab : slabs_) __asan_unpoison_memory_region(slab, SLAB_STACKS * stack_bytes_);
 #endif
-    ::munmap(base, stack_bytes_ + page_bytes_);
-  }
+  for (void* base : free_) ::munmap(base, stack_bytes_ + page_bytes_);
+  for (void* slab : slabs_) ::munmap(slab, SLAB_STACKS * stack_bytes_);
 }
 
-ctx::stack_context StackPool::allocate() {
+ctx::stack_context StackPool::allocate(bool guarded) {
+  ctx::stack_context sctx;
+  sctx.size = stack_bytes_;
+  if (!guarded) {
+    if (free_slab_.empty()) {
+      void* slab = ::mmap(nullptr, SLAB_STACKS * stack_bytes_, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (slab == MAP_FAILED) throw std::bad_alloc();
+      slabs_.push_back(slab);
+      for (size_t i = SLAB_STACKS; i-- > 0;) free_slab_.push_back(static_cast<char*>(slab) + i * stack_bytes_);
+    }
+    sctx.sp = static_cast<char*>(free_slab_.back()) + stack_bytes_;
+    free_slab_.pop_back();
+    return sctx;
+  }
   void* base = nullptr;
   if (!free_.empty()) {
     base = free_.back();
@@ -56,15 +77,69 @@ ctx::stack_context StackPool::allocate() {
     // The lowest page is the guard: a stack overflow faults instead of corrupting memory.
     ::mprotect(base, page_bytes_, PROT_NONE);
   }
-  ctx::stack_context sctx;
-  sctx.size = stack_bytes_;
   sctx.sp = static_cast<char*>(base) + page_bytes_ + stack_bytes_;
   return sctx;
 }
 
-void StackPool::deallocate(ctx::stack_context& sctx) {
+void StackPool::deallocate(ctx::stack_context& sctx, bool guarded) {
+  if (!guarded) {
+    free_slab_.push_back(static_cast<char*>(sctx.sp) - sctx.size);
+    return;
+  }
   void* base = static_cast<char*>(sctx.sp) - sctx.size - page_bytes_;
   free_.push_back(base);
+}
+
+size_t StackPool::mappings_for(size_t guarded, size_t unguarded) const {
+  const size_t new_guarded = guarded > free_.size() ? guarded - free_.size() : 0;
+  const size_t new_unguarded = unguarded > free_slab_.size() ? unguarded - free_slab_.size() : 0;
+  return 2 * new_guarded + (new_unguarded + SLAB_STACKS - 1) / SLAB_STACKS;
+}
+
+namespace {
+
+// The deepest nesting of blocks and calls below `block`, or UINT32_MAX when a call can recur
+// (or the depth passes `limit`). `state` per define: 0 unseen, 1 on the path, 2 done, with its
+// depth in `depth`.
+uint32_t nesting_of(const Scenario& scenario, std::span<const Stmt> block, std::vector<uint8_t>& state,
+                    std::vector<uint32_t>& depth, uint32_t level, uint32_t limit) {
+  if (level > limit) return UINT32_MAX;
+  uint32_t deepest = level;
+  const auto deeper = [&](uint32_t d) {
+    deepest = d == UINT32_MAX || deepest == UINT32_MAX ? UINT32_MAX : std::max(deepest, d);
+  };
+  for (const Stmt& stmt : block) {
+    if (deepest == UINT32_MAX) break;
+    switch (stmt.kind) {
+      case StmtKind::OP:
+        break;
+      case StmtKind::CALL: {
+        const uint32_t callee = stmt.extra().callee;
+        if (callee >= scenario.defines.size() || state[callee] == 1) return UINT32_MAX;  // recursion
+        if (state[callee] == 0) {
+          state[callee] = 1;
+          depth[callee] = nesting_of(scenario, scenario.defines[callee].body, state, depth, 0, limit);
+          state[callee] = 2;
+        }
+        deeper(depth[callee] == UINT32_MAX ? UINT32_MAX : level + 1 + depth[callee]);
+        break;
+      }
+      default:
+        deeper(nesting_of(scenario, stmt.body, state, depth, level + 1, limit));
+        if (stmt.kind == StmtKind::IF) deeper(nesting_of(scenario, stmt.extra().else_body, state, depth, level + 1, limit));
+        for (const Branch& branch : stmt.branches) deeper(nesting_of(scenario, branch.body, state, depth, level + 1, limit));
+        break;
+    }
+  }
+  return deepest > limit ? UINT32_MAX : deepest;
+}
+
+}  // namespace
+
+bool program_needs_guard(const Scenario& scenario, std::span<const Stmt> body) {
+  std::vector<uint8_t> state(scenario.defines.size(), 0);
+  std::vector<uint32_t> depth(scenario.defines.size(), 0);
+  return nesting_of(scenario, body, state, depth, 0, MAX_UNGUARDED_DEPTH) == UINT32_MAX;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -89,9 +164,9 @@ void add_loop_slots(std::span<const Stmt> block, std::vector<int32_t>& out) {
 }  // namespace
 
 ProgramFiber::ProgramFiber(const Scenario& scenario, std::span<const Stmt> body, int32_t rank,
-                           StackPool& stacks, const EngineLimits& limits)
+                           StackPool& stacks, const EngineLimits& limits, bool guarded)
     : scenario_(scenario), body_(body), limits_(limits), initial_env_(scenario.slot_names.size(), 0),
-      stacks_(stacks), rank_(rank) {
+      stacks_(stacks), rank_(rank), guarded_(guarded) {
   initial_env_[Scenario::SLOT_RANK] = rank;
   initial_env_[Scenario::SLOT_WORLD] = scenario.world;
   for (size_t i = 0; i < scenario.params.size(); ++i) {
@@ -105,7 +180,7 @@ ProgramFiber::ProgramFiber(const Scenario& scenario, std::span<const Stmt> body,
     stride *= dim.size;
   }
   live_.env = initial_env_;
-  stack_ = stacks_.allocate();
+  stack_ = stacks_.allocate(guarded_);
   start_fiber();
 }
 
@@ -133,7 +208,7 @@ ProgramFiber::~ProgramFiber() {
     cancel_ = true;
     switch_to_program();
   }
-  stacks_.deallocate(stack_);
+  stacks_.deallocate(stack_, guarded_);
 }
 
 void ProgramFiber::restart() {

@@ -20,22 +20,40 @@
 
 namespace lockstep::sim {
 
-// Guard-paged fiber stacks of one size, recycled across executions (the checker runs many).
+// Fiber stacks of one size, recycled across executions (the checker runs many). A stack with
+// a guard page below it is a mapping of its own, and the guard splits it in two: the kernel's
+// vm.max_map_count (65,530) would end a run at ~32,000 threads. So only a program whose stack
+// depth has no static bound (a call that can recur, or blocks nested past
+// MAX_UNGUARDED_DEPTH) gets one; every other program's stack is carved from a slab of
+// SLAB_STACKS stacks, one mapping for them all, its depth far below the stack's size.
 class StackPool {
  public:
+  static constexpr size_t SLAB_STACKS = 256;
   explicit StackPool(size_t stack_bytes);
   ~StackPool();
   StackPool(const StackPool&) = delete;
   StackPool& operator=(const StackPool&) = delete;
 
-  boost::context::stack_context allocate();
-  void deallocate(boost::context::stack_context& sctx);
+  boost::context::stack_context allocate(bool guarded);
+  void deallocate(boost::context::stack_context& sctx, bool guarded);
+  // The memory mappings that allocating this many more stacks of each kind adds (at most).
+  size_t mappings_for(size_t guarded, size_t unguarded) const;
 
  private:
   size_t stack_bytes_;  // usable bytes, a multiple of the page size
   size_t page_bytes_;
-  std::vector<void*> free_;  // base addresses (guard page first)
+  std::vector<void*> free_;        // guarded: base addresses (guard page first)
+  std::vector<void*> free_slab_;   // unguarded: the lowest address of each free stack
+  std::vector<void*> slabs_;       // each SLAB_STACKS * stack_bytes_
 };
+
+// Nesting (blocks, calls) past which a program's stack gets a guard page: 128 levels take a
+// few tens of KiB of a 1 MiB stack (interpreter_test measures it).
+inline constexpr uint32_t MAX_UNGUARDED_DEPTH = 128;
+
+// Whether a program's stack must be guard-paged: a `call` in it can recur (directly or not), or
+// its blocks and calls nest deeper than MAX_UNGUARDED_DEPTH. Linear in the program's size.
+bool program_needs_guard(const Scenario& scenario, std::span<const Stmt> body);
 
 // The StackAllocator Boost.Context is given: the program's own stack, which it keeps from its
 // construction to its destruction (a checkpoint's copy of a suspended program is restored into the
@@ -60,8 +78,9 @@ class ProgramFiber {
     CHOOSE,      // pick a branch of choose_stmt(), then set_branch()
   };
 
+  // `guarded`: the program's stack gets a guard page (program_needs_guard).
   ProgramFiber(const Scenario& scenario, std::span<const Stmt> body, int32_t rank,
-               StackPool& stacks, const EngineLimits& limits);
+               StackPool& stacks, const EngineLimits& limits, bool guarded = true);
   ~ProgramFiber();
   ProgramFiber(const ProgramFiber&) = delete;
   ProgramFiber& operator=(const ProgramFiber&) = delete;
@@ -176,6 +195,7 @@ class ProgramFiber {
   };
   Live live_;
   bool cancel_ = false;                  // set when the engine drops a suspended program: it returns
+  bool guarded_ = true;                  // its stack has a guard page (a mapping of its own)
   boost::context::stack_context stack_;  // its own, from construction to destruction
 };
 
