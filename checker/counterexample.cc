@@ -165,7 +165,8 @@ std::vector<std::vector<bool>> causal_past(const sim::Scenario& scenario, const 
   };
   for (const OpId& seed : seeds) visit(seed.rank, seed.index);
   while (!work.empty()) {
-    const auto [r, i] = work.back();
+    const size_t r = work.back().first;  // not a structured binding: clang 14 (the fuzz
+    const size_t i = work.back().second;  // targets) cannot capture one in a lambda
     work.pop_back();
     const sim::OpRecord& rec = result.ops[r][i];
     auto visit_local = [&](size_t pred) {

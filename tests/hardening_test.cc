@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
+#include "sim/trace_format.h"
+#include "tests/fuzz/report_fuzz.h"
 
 namespace lockstep {
 
@@ -189,6 +191,21 @@ TEST_CASE("hardening: 40,000 unused params give 50 warnings and a count, each ec
   CHECK(run.err.size() < 20'000);
   const Run quiet = lockstep({"validate", input.string(), "--quiet"});
   CHECK(quiet.err.empty());
+}
+
+TEST_CASE("hardening: the saved loader fuzz inputs load or are refused, and every report of them is made") {
+  size_t inputs = 0;
+  for (const auto& entry : fs::directory_iterator("tests/fuzz/regressions")) {
+    const std::string name = entry.path().filename().string();
+    const bool yaml = name.rfind("yaml-", 0) == 0;
+    if (!yaml && name.rfind("trace-", 0) != 0) continue;
+    CAPTURE(name);
+    const std::string text = read_all(entry.path());
+    const sim::LoadResult loaded = yaml ? sim::load_scenario_text(text, "fuzz.yaml", {}) : sim::load_trace_text(text, "fuzz.jsonl", {});
+    CHECK(fuzz::fuzz_reports(loaded, yaml ? "fuzz.yaml" : "fuzz.jsonl") == "");
+    ++inputs;
+  }
+  CHECK(inputs >= 2);
 }
 
 }  // namespace lockstep

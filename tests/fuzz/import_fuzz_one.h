@@ -3,7 +3,8 @@
 // (JSON or pickle), 1 NCCL logs, 2 a pipeline CSV; the rest is split into files at each
 // "\n=====\n" (at most 8). The importer must return a trace or throw ImportError — nothing
 // else — and a trace it returns must be written identically by the fast and the reference
-// writer, load back through the trace loader without an error, and report its partings.
+// writer, load back through the trace loader without an error, report its partings, and go
+// through the reports (report_fuzz.h).
 #pragma once
 
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include "import/pipeline_csv.h"
 #include "import/recorded.h"
 #include "sim/trace_format.h"
+#include "tests/fuzz/report_fuzz.h"
 
 namespace lockstep::import::fuzz {
 
@@ -87,7 +89,7 @@ inline std::string import_fuzz_one(const uint8_t* data, size_t size) {
     return "the imported trace does not load: " +
            (loaded.diagnostics.empty() ? std::string("no diagnostic") : loaded.diagnostics.front().message);
   }
-  return "";
+  return lockstep::fuzz::fuzz_reports(loaded, "fuzz.jsonl");
 }
 
 }  // namespace lockstep::import::fuzz

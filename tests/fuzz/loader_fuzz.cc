@@ -1,7 +1,8 @@
 // libFuzzer target: the YAML scenario loader (sim/loader.h). Any input must load or be rejected
 // with diagnostics, never crash, hang or throw. A scenario that loads and is a flat recorded
 // schedule is also written as a trace and loaded back (no crash; its verdict is not compared:
-// the trace loader checks more, e.g. that a rank is a member of the groups it uses).
+// the trace loader checks more, e.g. that a rank is a member of the groups it uses). Every
+// input also goes through the reports (report_fuzz.h).
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "sim/loader.h"
 #include "sim/trace_format.h"
+#include "tests/fuzz/report_fuzz.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace lockstep::sim;
@@ -22,6 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (format_diagnostic(d, loaded.text).empty()) std::abort();
   }
   if (loaded.ok() == has_error) std::abort();  // loads iff there is no error
+  if (!lockstep::fuzz::fuzz_reports(loaded, "fuzz.yaml").empty()) std::abort();
   if (loaded.ok() && trace_write_problem(*loaded.scenario).empty()) {
     const LoadResult trace = load_trace_text(write_trace(*loaded.scenario), "fuzz.jsonl", {}, limits);
     for (const Diagnostic& d : trace.diagnostics) (void)format_diagnostic(d, trace.text);

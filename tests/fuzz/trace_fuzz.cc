@@ -2,13 +2,15 @@
 // rejected with diagnostics, never crash, hang or throw; a trace that loads must write back to
 // a trace that loads and writes the same bytes (the round trip of write_trace); and read on two
 // threads (its second half by a second scanner: LoadLimits::trace_split_bytes) it must load
-// exactly as in one pass: the same diagnostics, and the same trace written back.
+// exactly as in one pass: the same diagnostics, and the same trace written back. Every input
+// also goes through the reports (report_fuzz.h).
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
 
 #include "sim/trace_format.h"
+#include "tests/fuzz/report_fuzz.h"
 
 namespace {
 
@@ -46,6 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   split.trace_split_bytes = 1;
   const LoadResult halves = load_trace_text(text, "fuzz.jsonl", {}, split);
   if (halves.ok() != loaded.ok() || outcome(halves) != outcome(loaded)) std::abort();
+  if (!lockstep::fuzz::fuzz_reports(loaded, "fuzz.jsonl").empty()) std::abort();
   if (!loaded.ok()) return 0;
   if (!trace_write_problem(*loaded.scenario).empty()) std::abort();
   const std::string written = write_trace(*loaded.scenario);
