@@ -14,6 +14,7 @@
 #include "import/flight_recorder.h"
 #include "import/pipeline_csv.h"
 #include "import/recorded.h"
+#include "tests/testing.h"
 
 namespace lockstep::import {
 
@@ -21,20 +22,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
-  int code = 0;
-  std::string out;
-  std::string err;
-};
+using Run = testing::CliRun;
 
-Run lockstep(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  Run run;
-  run.code = cli::run_cli(args, out, err);
-  run.out = out.str();
-  run.err = err.str();
-  return run;
-}
+Run lockstep(const std::vector<std::string>& args) { return testing::run_lockstep(args); }
 
 fs::path temp_dir() {
   const fs::path dir = fs::temp_directory_path() / "lockstep-import-test";

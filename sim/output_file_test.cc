@@ -9,25 +9,16 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/testing.h"
+
 namespace lockstep::sim {
 
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / "lockstep-output-file-test" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+fs::path fresh_dir(const std::string& name) { return testing::fresh_temp_dir("lockstep-output-file-test", name); }
+std::string read_all(const fs::path& path) { return testing::file_bytes(path); }
 
 size_t entries(const fs::path& dir) {
   size_t n = 0;

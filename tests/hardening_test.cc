@@ -15,41 +15,18 @@
 #include "cli/cli.h"
 #include "sim/trace_format.h"
 #include "tests/fuzz/report_fuzz.h"
+#include "tests/testing.h"
 
 namespace lockstep {
 
 namespace {
 
 namespace fs = std::filesystem;
+using Run = testing::CliRun;
 
-struct Run {
-  int code = 0;
-  std::string out;
-  std::string err;
-};
-
-Run lockstep(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  Run run;
-  run.code = cli::run_cli(args, out, err);
-  run.out = out.str();
-  run.err = err.str();
-  return run;
-}
-
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / "lockstep-hardening-test" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+Run lockstep(const std::vector<std::string>& args) { return testing::run_lockstep(args); }
+fs::path fresh_dir(const std::string& name) { return testing::fresh_temp_dir("lockstep-hardening-test", name); }
+std::string read_all(const fs::path& path) { return testing::file_bytes(path); }
 
 const char* const DEADLOCK = R"Y(scenario: NAME
 world: 2

@@ -3,17 +3,53 @@
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "cli/cli.h"
 #include "sim/engine.h"
 #include "sim/loader.h"
 #include "sim/scenario.h"
 #include "sim/trace_format.h"
 
 namespace lockstep::testing {
+
+// One `lockstep` command line run in this process: its exit code and what it wrote.
+struct CliRun {
+  int code = 0;
+  std::string out;
+  std::string err;
+};
+
+inline CliRun run_lockstep(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  CliRun run;
+  run.code = cli::run_cli(args, out, err);
+  run.out = out.str();
+  run.err = err.str();
+  return run;
+}
+
+// A new empty folder `name` under `group` in the temporary directory (each test process has its
+// own: tests/main.cc).
+inline std::filesystem::path fresh_temp_dir(const std::string& group, const std::string& name) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / group / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// A file's bytes ("" when it cannot be read).
+inline std::string file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 // The scenario of a load; fails the test (printing every diagnostic) when it did not load.
 inline sim::Scenario loaded_or_fail(sim::LoadResult loaded, const std::string& path) {
