@@ -1,4 +1,5 @@
-// lockstep_engine_timer FILE MODE [-D name=value ...]: loads a scenario once and runs one
+// lockstep_engine_timer FILE MODE [--deadline-s S] [--max-memory-mib M] [-D name=value ...]:
+// loads a scenario once and runs one
 // execution of the engine alone, as `lockstep run` (MODE run: TimedStrategy, every op recorded)
 // or `lockstep check` (MODE check: ops not recorded) does, without the CLI's report, analysis
 // or timeline. Prints one line: events, engine wall seconds, engine CPU seconds (this thread's,
@@ -6,12 +7,15 @@
 // second, peak RSS in MiB (getrusage, the whole process: scenario and engine), and the engine's
 // CPU seconds split into user and system (the system part is mostly first touches of the memory
 // the kernels take, which a virtual machine makes slow and variable). bench/engine_bench.sh
-// runs it.
+// runs it. With --deadline-s or --max-memory-mib the engine's bounds inside an execution
+// (EngineOptions::deadline, max_resident_bytes) are set; an execution they end prints
+// "LIMIT wall_s cpu_s peak_mib: message" instead (bench/hardening_bench.sh).
 #include <sys/resource.h>
 #include <time.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -54,7 +58,17 @@ int main(int argc, char** argv) {
   const std::string path = argv[1];
   const bool run = std::strcmp(argv[2], "run") == 0;
   std::vector<lockstep::sim::ParamOverride> overrides;
+  double deadline_s = 0;
+  unsigned long long max_memory_mib = 0;
   for (int i = 3; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--deadline-s") == 0) {
+      deadline_s = std::strtod(argv[i + 1], nullptr);
+      continue;
+    }
+    if (std::strcmp(argv[i], "--max-memory-mib") == 0) {
+      max_memory_mib = std::strtoull(argv[i + 1], nullptr, 10);
+      continue;
+    }
     const std::string assignment = argv[i + 1];
     const size_t eq = assignment.find('=');
     if (std::strcmp(argv[i], "-D") != 0 || eq == std::string::npos) {
@@ -72,15 +86,25 @@ int main(int argc, char** argv) {
   }
   lockstep::sim::EngineOptions options;
   options.record_ops = run;
+  options.max_resident_bytes = max_memory_mib << 20;
+  if (max_memory_mib > 0 || deadline_s > 0) options.limits.max_ops = UINT64_MAX;  // the bounds measured end it
+  const auto start = std::chrono::steady_clock::now();
+  if (deadline_s > 0) {
+    options.deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                   std::chrono::duration<double>(deadline_s));
+  }
   lockstep::sim::Engine engine(*loaded.scenario, options);
   lockstep::sim::TimedStrategy timed;
-  const auto start = std::chrono::steady_clock::now();
   const double cpu_start = thread_cpu_seconds();
   const auto [user_start, sys_start] = thread_user_sys_seconds();
   const lockstep::sim::ExecutionResult result = engine.run(timed);
   const double cpu = thread_cpu_seconds() - cpu_start;
   const auto [user_end, sys_end] = thread_user_sys_seconds();
   const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+  if (result.end == lockstep::sim::ExecutionEnd::LIMIT && (deadline_s > 0 || max_memory_mib > 0)) {
+    std::printf("LIMIT %.3f %.6f %.0f: %s\n", seconds.count(), cpu, peak_rss_mib(), result.error->message.c_str());
+    return 0;
+  }
   if (result.end != lockstep::sim::ExecutionEnd::COMPLETED) {
     std::fprintf(stderr, "%s: the execution did not complete (end %d)\n", path.c_str(), static_cast<int>(result.end));
     return 1;
