@@ -36,6 +36,9 @@ struct CheckOptions {
   uint64_t max_executions = 0;  // 0: the strategy's default
   uint32_t pct_depth = 3;       // PCT's d: d-1 priority change points
   unsigned jobs = 1;            // threads for dfs/dpor (sampling strategies run on one)
+  // --jobs > 1: a search is first run on one thread for up to this many executions; only one
+  // that needs more is cut into parts (so a small search reports exactly what --jobs 1 does).
+  uint64_t jobs_after = 1'000;
   bool collect_terminal_states = false;  // fill CheckResult::terminal_states (property tests)
   bool checkpoints = true;               // dfs, dpor: sim::EngineOptions::checkpoints (off to compare)
   bool sleep_sets = true;                // dpor: sleep sets (off only to measure what they save)
@@ -70,6 +73,10 @@ struct CheckResult {
   std::optional<sim::Diagnostic> error;  // a run-time error in the scenario: exit 2
   std::string bound_hit;    // which bound made the result inconclusive, "" if none
   uint64_t fingerprint = 0; // of every execution's schedule and end state
+  uint64_t parts = 0;       // --jobs: the parts the search was cut into (0: not cut)
+  // --jobs with dpor: the parts shared a state cache, so the counts, the fingerprint and which
+  // execution shows each bug depend on the threads' timing (the verdict and the bugs do not)
+  bool timing_dependent = false;
   std::set<std::string> terminal_states;  // how executions ended (collect_terminal_states)
 };
 

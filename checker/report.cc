@@ -119,6 +119,11 @@ Json input_json(const InputReport& report) {
     stats["states"] = result.states;
     if (result.state_cache_full) stats["state_cache_full"] = true;
   }
+  if (result.parts > 0) stats["parts"] = result.parts;  // --jobs cut the search
+  if (result.timing_dependent) {
+    stats["timing_dependent"] = Json::array({"executions", "events", "pruned", "sleep_blocked", "states", "fingerprint",
+                                             "bugs[].schedule", "bugs[].execution"});
+  }
   out["stats"] = std::move(stats);
   if (!result.bound_hit.empty()) out["bound_hit"] = result.bound_hit;
   Json bugs = Json::array();

@@ -76,7 +76,9 @@ check options:
                          sample --max-executions runs seeded by --seed
   --max-executions N     bound on executions (default 1000000; 1000 for random and pct)
   --pct-depth D          PCT's depth: D-1 priority change points (default 3)
-  --jobs N               explore on N threads (dfs, dpor): same verdicts, counts and bytes
+  --jobs N               explore on N threads (dfs, dpor) a search of over 1000 executions:
+                         dfs reports the same bytes; dpor the same verdicts and bugs, listed
+                         by kind, but counts and schedules that vary from run to run
   --time-budget S        bound on wall time in seconds
   --max-bugs N           stop after N distinct bugs (default: list every bug); the verdict is
                          the first bug's, the report not exhaustive

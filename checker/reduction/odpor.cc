@@ -12,7 +12,9 @@ static bool debug_on() {
   return on;
 }
 
-OdporSearch::OdporSearch(const SearchOptions& options) : options_(options) {}
+OdporSearch::OdporSearch(const SearchOptions& options)
+    : options_(options), own_cache_(options.shared_cache != nullptr ? 1024 : StateCache::DEFAULT_MAX_STATES),
+      cache_(options.shared_cache != nullptr ? *options.shared_cache : own_cache_) {}
 
 bool OdporSearch::asleep(const Node& node, uint64_t key) const {
   return std::any_of(node.sleep.begin(), node.sleep.end(), [&](const Sleeper& q) { return q.option.key() == key; });
@@ -172,6 +174,12 @@ void OdporSearch::taken(const sim::Step& step) {
   execution_.push(step);
   depth_ = d + 1;
   Node& n = nodes_[d];
+  if (n.frozen && n.choice && prefix_used_ == options_.prefix.size() && d + 1 == nodes_.size()) {
+    // The prefix's last choice (a part of the tree, --jobs): what an earlier part explored
+    // sleeps from here.
+    pending_sleep_.clear();
+    for (const SleepingOption& q : options_.sleep) pending_sleep_.push_back(Sleeper{q.option, q.footprint, q.universal});
+  }
   if (d < target_ || n.frozen) return;  // the last execution's path: known
   n.taken_footprint.assign(step.footprint.begin(), step.footprint.end());
   n.taken_universal = aborts_pending(step.footprint);
