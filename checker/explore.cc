@@ -99,6 +99,7 @@ struct Slice {
   std::set<std::string> terminal_states;
   std::optional<sim::Diagnostic> error;
   std::string bound_hit;
+  bool interrupted = false;      // CheckOptions::stop
   bool complete = false;         // the part was explored to its end
 };
 
@@ -116,6 +117,10 @@ struct Exploration {
   Clock::time_point started;
   uint64_t budget;
   StateCache* shared_cache = nullptr;  // --jobs with dpor: one for every part
+  // For the progress line: every part's executions and bugs so far.
+  mutable std::atomic<uint64_t> executions_so_far{0};
+  mutable std::atomic<uint64_t> bugs_so_far{0};
+  mutable double last_progress = 0;  // read and written by the calling thread only
 
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - started).count(); }
 
@@ -139,7 +144,6 @@ struct Exploration {
     RecordingStrategy recorder(search);
     std::set<std::string> seen;
     uint64_t longest = 0;  // most choice points in one execution (the progress line's depth)
-    double last_progress = 0;
     const bool sampling = !info.exhaustive;
     auto record = [&](uint64_t hash) {
       const SearchStats stats = search.stats();
@@ -161,16 +165,24 @@ struct Exploration {
         out.bound_hit = fmt::format("--max-memory {} (MiB)", options.max_memory_bytes >> 20);
         break;
       }
+      if (options.stop != nullptr && options.stop->load(std::memory_order_relaxed)) {
+        out.bound_hit = "interrupted";
+        out.interrupted = true;
+        break;
+      }
       if (report_progress && options.progress && (out.executions & 63) == 0) {
         const double now = elapsed();
         if (now >= 1.0 && now - last_progress >= 0.5) {
           last_progress = now;
-          options.progress(Progress{out.executions, static_cast<double>(out.executions) / now, longest, now});
+          const uint64_t all = executions_so_far.load(std::memory_order_relaxed);
+          options.progress(Progress{all, static_cast<double>(all) / now, longest, search.stats().states,
+                                    bugs_so_far.load(std::memory_order_relaxed), now});
         }
       }
       search.begin(out.executions);
       sim::ExecutionResult result = engine.run(recorder);  // tells the recorder where it starts
       ++out.executions;
+      executions_so_far.fetch_add(1, std::memory_order_relaxed);
       out.events += result.events;
       longest = std::max<uint64_t>(longest, result.choice_points);
       uint64_t hash = FNV_OFFSET;
@@ -200,6 +212,7 @@ struct Exploration {
       if (bug) {
         fnv_mix(hash, bug->signature);
         if (seen.insert(bug->signature).second) {
+          bugs_so_far.fetch_add(1, std::memory_order_relaxed);
           bug->schedule = search.schedule();
           bug->choices = recorder.choices();
           bug->execution = out.executions;
@@ -248,6 +261,9 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
     if (slice.complete || slice.executions < first || first == search.budget) {
       slices.push_back(std::move(slice));
       split = false;
+    } else {
+      search.executions_so_far = 0;
+      search.bugs_so_far = 0;
     }
   } else if (!split) {
     sim::Engine engine(scenario, search.engine_options);
@@ -275,7 +291,7 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
     std::mutex done_mutex;
     std::vector<uint64_t> done(parts.size(), UINT64_MAX);
     std::atomic<size_t> next{0};
-    auto worker = [&] {
+    auto worker = [&](bool calling_thread) {
       sim::Engine engine(scenario, search.engine_options);
       for (size_t i = next++; i < parts.size(); i = next++) {
         uint64_t budget = search.budget;
@@ -287,14 +303,14 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
         }
         if (budget == 0) continue;  // the merge stops before this part
         const std::unique_ptr<Search> part = info->make(search.search_options(std::move(parts[i].prefix), std::move(parts[i].sleep)));
-        slices[i] = search.run(engine, *part, false, budget);
+        slices[i] = search.run(engine, *part, calling_thread, budget);
         const std::lock_guard<std::mutex> lock(done_mutex);
         done[i] = slices[i].executions;
       }
     };
     std::vector<std::thread> threads;
-    for (unsigned j = 1; j < jobs; ++j) threads.emplace_back(worker);
-    worker();
+    for (unsigned j = 1; j < jobs; ++j) threads.emplace_back(worker, false);
+    worker(true);
     for (std::thread& t : threads) t.join();
     if (search.shared_cache != nullptr) {
       timing_dependent = true;
@@ -308,7 +324,9 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
   // Merge in DFS order, cutting at the execution budget exactly where one thread would stop.
   std::set<std::string> seen;
   bool complete = true;
+  size_t merged = 0;  // slices taken in
   for (Slice& slice : slices) {
+    ++merged;
     const uint64_t room = search.budget - out.executions;
     uint64_t take = std::min<uint64_t>(slice.executions, room);
     // --max-bugs: one thread stops right after the execution that found the last bug wanted. A
@@ -335,6 +353,7 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
     if (take > 0) out.events += slice.events_after[take - 1];
     out.terminal_states.insert(slice.terminal_states.begin(), slice.terminal_states.end());
     if (slice.error && !out.error) out.error = slice.error;
+    out.interrupted = out.interrupted || slice.interrupted;
     if (enough_bugs) {
       out.bound_hit = fmt::format("--max-bugs {}", options.max_bugs);
       complete = false;
@@ -346,6 +365,16 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
       if (out.bound_hit.empty() && !slice.error) out.bound_hit = fmt::format("--max-executions {}", search.budget);
     }
     if (out.error || !complete) break;
+  }
+  if (std::any_of(slices.begin(), slices.end(), [](const Slice& slice) { return slice.interrupted; })) {
+    // Interrupted: every bug any part found is reported, not only those before the cut.
+    out.interrupted = true;
+    out.bound_hit = "interrupted";
+    for (size_t i = merged; i < slices.size(); ++i) {
+      for (Bug& bug : slices[i].bugs) {
+        if (seen.insert(bug.signature).second) out.bugs.push_back(std::move(bug));
+      }
+    }
   }
   out.exhaustive = complete && out.bound_hit.empty() && !out.error;
   out.timing_dependent = timing_dependent;
