@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checker benchmark (issue 5): reduction and speed of `lockstep check`, Release build.
+# Checker benchmark: reduction and speed of `lockstep check`, Release build.
 #
 #   bench/check_bench.sh            (LOCKSTEP=path overrides build/release/bin/lockstep)
 #
@@ -118,7 +118,7 @@ row small-4x20-dfs "$dir/small-4x20.yaml" --strategy dfs
 row jobs1-gather-10-dfs "$dir/gather-10.yaml" --strategy dfs --jobs 1
 row jobs2-gather-10-dfs "$dir/gather-10.yaml" --strategy dfs --jobs 2
 
-# Executions per second on small scenarios (issue 5: 100,000 on 4 ranks x 20 ops), by CPU time:
+# Executions per second on small scenarios (target: 100,000 on 4 ranks x 20 ops), by CPU time:
 # small-4x20-wide (rank 0 takes 18 wildcard receives from three senders, each rank 20 ops) has
 # millions of executions; dfs runs 100,000 of them. Rate = 99,999 / (CPU of that run - CPU of a
 # run of one execution, which is start-up and load), best of 3, pinned to one core.
@@ -272,7 +272,7 @@ read -r wall2 cpu2 < <(best 2)
 printf '%-24s --jobs 1 %.2f s wall %.2f s CPU, --jobs 2 %.2f s wall %.2f s CPU: %.2fx faster at %.2fx the CPU   goal: >= 1.7x at <= 1.2x\n' \
   jobs-ckpt-shared-3 "$wall1" "$cpu1" "$wall2" "$cpu2" "$(echo "$wall1 / $wall2" | bc -l)" "$(echo "$cpu2 / $cpu1" | bc -l)"
 
-# The whole bundled corpus (issue 6: under 30 s on one core).
+# The whole bundled corpus (target: under 30 s on one core).
 start=$(date +%s.%N)
 (cd "$root" && taskset -c 0 "$lockstep" check scenarios/ --quiet > /dev/null) || true
 end=$(date +%s.%N)
