@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checker benchmark (issue 5): reduction and speed of `lockstep check`, Release build.
+# Checker benchmark: reduction and speed of `lockstep check`, Release build.
 #
 #   bench/check_bench.sh            (LOCKSTEP=path overrides build/release/bin/lockstep)
 #
@@ -14,6 +14,10 @@
 #   small-4x20-wide  4 ranks x 20 ops, 100,000 of its millions of executions: executions per CPU s
 #   jobs             dfs on gather-10 (362,880 executions) with --jobs 1 and --jobs 2
 #   corpus           lockstep check scenarios/ (every bundled scenario), pinned to one core
+# Then the rows of the host-thread workloads (docs/semantics.md, "Exploration"), each beside its
+# goal: a checkpoint thread (as first written: per-op `stream:`, sharing the current stream; and
+# with a stream of its own), a dataloader thread on 4 and 64 ranks, 64 ranks with wildcard
+# receives and four two-threaded ranks, --jobs 2 on a large search, and the gather beside SPIN.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -114,7 +118,7 @@ row small-4x20-dfs "$dir/small-4x20.yaml" --strategy dfs
 row jobs1-gather-10-dfs "$dir/gather-10.yaml" --strategy dfs --jobs 1
 row jobs2-gather-10-dfs "$dir/gather-10.yaml" --strategy dfs --jobs 2
 
-# Executions per second on small scenarios (issue 5: 100,000 on 4 ranks x 20 ops), by CPU time:
+# Executions per second on small scenarios (target: 100,000 on 4 ranks x 20 ops), by CPU time:
 # small-4x20-wide (rank 0 takes 18 wildcard receives from three senders, each rank 20 ops) has
 # millions of executions; dfs runs 100,000 of them. Rate = 99,999 / (CPU of that run - CPU of a
 # run of one execution, which is start-up and load), best of 3, pinned to one core.
@@ -147,7 +151,128 @@ one=$(best_cpu --max-executions 1)
 printf '%-24s 100,000 executions in %.3f s CPU, one in %.3f s: %.0f executions per CPU second\n' \
   small-4x20-wide "$full" "$one" "$(echo "99999 / ($full - $one)" | bc -l)"
 
-# The whole bundled corpus (issue 6: under 30 s on one core).
+# ---------------------------------------------------------------------------------------------
+# Host threads: each row beside its goal.
+ckpt() {  # name, steps, thread header (the ckpt thread's first lines)
+  {
+    echo "scenario: $1"
+    echo "world: 4"
+    echo "params: {steps: $2}"
+    echo "groups: {ckpt: [0, 1, 2, 3]}"
+    echo "threads:"
+    echo "  main:"
+    echo "    - repeat: steps"
+    echo "      do:"
+    echo "        - compute: 20ms"
+    echo "        - allreduce: {size: 128MiB}"
+    echo "  ckpt:"
+    if [ "$3" = shared ]; then
+      # Per-op streams: the kernels go to ckpt_s, but the thread's current stream is the rank's
+      # main, which its collectives chain with (as PyTorch's default stream, shared by threads).
+      echo "    - sleep: 25ms"
+      echo "    - allgather: {group: ckpt, size: 16MiB, stream: ckpt_s, async: ag}"
+      echo "    - allreduce: {group: ckpt, size: 4B, stream: ckpt_s, async: bar}"
+      echo "    - sync: ckpt_s"
+    else
+      echo "    stream: ckpt_s"
+      echo "    do:"
+      echo "      - sleep: 25ms"
+      echo "      - allgather: {group: ckpt, size: 16MiB, async: ag}"
+      echo "      - allreduce: {group: ckpt, size: 4B, async: bar}"
+      echo "      - wait: ag"
+      echo "      - wait: bar"
+      echo "      - sync: ckpt_s"
+    fi
+  } > "$dir/$1.yaml"
+}
+loader() {  # ranks, steps
+  {
+    echo "scenario: loader-$1x$2"
+    echo "world: $1"
+    echo "params: {steps: $2}"
+    echo "groups: {loader: [$(seq -s ', ' 0 $(($1 - 1)))]}"
+    echo "threads:"
+    echo "  main:"
+    echo "    - repeat: steps"
+    echo "      do:"
+    echo "        - compute: 20ms"
+    echo "        - allreduce: {size: 128MiB}"
+    echo "  loader:"
+    echo "    stream: loader_s"
+    echo "    do:"
+    echo "      - repeat: steps"
+    echo "        do:"
+    echo "          - sleep: 5ms"
+    echo "          - allreduce: {group: loader, size: 4KiB, async: batch}"
+    echo "          - compute: 1ms"
+    echo "          - wait: batch"
+  } > "$dir/loader-$1x$2.yaml"
+}
+# 64 ranks, 20 all-reduces each; rank 0 first takes three wildcard receives from ranks 1-3;
+# ranks 0-3 have a second thread (two short sleeps). A trace: only those ranks have the thread.
+python3 - "$dir/wildcard-64.jsonl" <<'P'
+import json, sys
+lines = [{"lockstep_trace": 1, "scenario": "wildcard-64", "world": 64, "expect": "ok"}]
+for r in range(64):
+    if r == 0:
+        lines += [{"rank": 0, "op": "recv", "from": "any", "size": 4}] * 3
+    elif r <= 3:
+        lines.append({"rank": r, "op": "send", "to": 0, "size": 4})
+    lines += [{"rank": r, "op": "allreduce", "size": 4}] * 20
+    if r <= 3:
+        lines += [{"rank": r, "thread": "bg", "op": "sleep", "duration_ns": d} for d in (1000, 2000)]
+open(sys.argv[1], "w").write("".join(json.dumps(l) + "\n" for l in lines))
+P
+for steps in 1 2 3; do ckpt "ckpt-shared-$steps" "$steps" shared; ckpt "ckpt-own-$steps" "$steps" own; done
+loader 4 2
+loader 64 6
+gather 14
+gather 16
+
+goal() {  # name, goal, file, options...: executions, sleep-blocked, seconds (check's), verdict
+  local name=$1 want=$2 file=$3
+  shift 3
+  "$lockstep" check "$file" --json "$dir/out.json" --quiet "$@" > /dev/null || true
+  python3 - "$name" "$want" "$dir/out.json" <<'P'
+import json, sys
+name, want, path = sys.argv[1:4]
+r = json.load(open(path))
+s = r["stats"]
+state = "exhaustive" if r["exhaustive"] else "inconclusive (" + r.get("bound_hit", "") + ")"
+print(f"{name:24} {r['verdict']:5} {state:13} {s['executions']:>9,} executions {s.get('sleep_blocked', 0):>4} blocked "
+      f"{s['seconds']:7.3f} s   goal: {want}")
+P
+}
+echo
+goal ckpt-shared-1 "<= 20 executions" "$dir/ckpt-shared-1.yaml"
+goal ckpt-shared-2 "exhaustive, <= 100 executions, < 0.1 s" "$dir/ckpt-shared-2.yaml"
+goal ckpt-shared-3 "exhaustive, <= 100 executions, < 0.1 s" "$dir/ckpt-shared-3.yaml"
+goal ckpt-own-1 "<= 20 executions" "$dir/ckpt-own-1.yaml"
+goal ckpt-own-2 "exhaustive, <= 100 executions, < 0.1 s" "$dir/ckpt-own-2.yaml"
+goal ckpt-own-3 "exhaustive, <= 100 executions, < 0.1 s" "$dir/ckpt-own-3.yaml"
+goal loader-4x2 "exhaustive, < 0.1 s" "$dir/loader-4x2.yaml"
+goal loader-64x6 "exhaustive, < 5 s" "$dir/loader-64x6.yaml"
+goal wildcard-64 "exhaustive, < 10 s" "$dir/wildcard-64.jsonl"
+goal gather-14 "fewer executions than SPIN's 32,781 states" "$dir/gather-14.yaml"
+goal gather-16 "fewer executions than SPIN's states" "$dir/gather-16.yaml"
+
+# --jobs 2 against --jobs 1 on the largest of them (614,656 executions): wall and CPU seconds of
+# the whole process, best of 3 each.
+best() {  # jobs: "wall cpu" of the fastest of 3 runs
+  local best_wall="" best_cpu=""
+  for _ in 1 2 3; do
+    read -r wall cpu _ < <(python3 "$root/bench/measure.py" 600 /dev/null -- "$lockstep" check "$dir/ckpt-shared-3.yaml" \
+      --quiet --jobs "$1")
+    if [ -z "$best_wall" ] || [ "$(echo "$wall < $best_wall" | bc -l)" = 1 ]; then best_wall=$wall; best_cpu=$cpu; fi
+  done
+  echo "$best_wall $best_cpu"
+}
+read -r wall1 cpu1 < <(best 1)
+read -r wall2 cpu2 < <(best 2)
+printf '%-24s --jobs 1 %.2f s wall %.2f s CPU, --jobs 2 %.2f s wall %.2f s CPU: %.2fx faster at %.2fx the CPU   goal: >= 1.7x at <= 1.2x\n' \
+  jobs-ckpt-shared-3 "$wall1" "$cpu1" "$wall2" "$cpu2" "$(echo "$wall1 / $wall2" | bc -l)" "$(echo "$cpu2 / $cpu1" | bc -l)"
+
+# The whole bundled corpus (target: under 30 s on one core).
 start=$(date +%s.%N)
 (cd "$root" && taskset -c 0 "$lockstep" check scenarios/ --quiet > /dev/null) || true
 end=$(date +%s.%N)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Engine benchmark (issue 4): simulated events per second and peak memory of one execution.
+# Engine benchmark: simulated events per second and peak memory of one execution.
 #
 #   bench/engine_bench.sh [BUILD_DIR] [WORKLOAD ...]     (default build/release; all workloads)
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Import benchmark (issue 8): RANKS x RECORDS recorded operations imported by the Release binary.
+# Import benchmark: RANKS x RECORDS recorded operations imported by the Release binary.
 #
 #   bench/import_bench.sh [RANKS] [RECORDS] [FORMAT...]   (defaults: 1024 10000 flight-recorder nccl-log)
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Load benchmark (issue 3): one recorded schedule of RANKS x OPS operations, generated in both
+# Load benchmark: one recorded schedule of RANKS x OPS operations, generated in both
 # formats by bench/gen_recorded.py, validated REPEATS times each by the Release binary.
 #
 #   bench/load_bench.sh [RANKS] [OPS] [REPEATS]     (defaults: 1024 1000 5)
@@ -27,7 +27,7 @@ limit=(--max-file-bytes $((1 << 30)))
 
 printf '%-6s %12s %10s %10s %10s %10s %14s\n' format bytes best_s median_s user_s cpu_s ops_per_s
 TIMEFORMAT='%R %U %S'
-# Each format's runs one after another, as in every session's numbers. (Alternating them, on
+# Each format's runs one after another, as in the numbers docs/trace-format.md gives. (Alternating them, on
 # this project's virtual machine, slows the trace's runs: each follows a YAML load that freed
 # 640 MB, which the guest hands back to its host, and the trace's pages then come slowly.)
 declare -A best median

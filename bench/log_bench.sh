@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Event-log benchmark (issue 10): the cost of `lockstep run --log-level info|debug` on the
+# Event-log benchmark: the cost of `lockstep run --log-level info|debug` on the
 # 1,024-rank loop of bench/engine_bench.sh (compute 1ms; allreduce 100MiB on world).
 #
 #   bench/log_bench.sh [BUILD_DIR] [ITERATIONS]     (default build/release; 1000 iterations)
@@ -7,7 +7,7 @@
 # Three runs of `lockstep run --quiet`, each best of REPEATS (default 3) by CPU seconds, on one
 # core (taskset -c 0 when available): no log, --log-level info and --log-level debug, the log
 # written to a file in a temporary folder. It prints CPU seconds, log lines and bytes, and the
-# ratio debug / info (issue 10 asks for at most 3) and info / off.
+# ratio debug / info (target: at most 3) and info / off.
 # Needs a Release build: cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release &&
 # ninja -C build/release lockstep
 set -euo pipefail

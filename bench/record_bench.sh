@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Recorder overhead (issue 8): MILLIONS million ncclAllReduce calls on one rank against the fake
+# Recorder overhead: MILLIONS million ncclAllReduce calls on one rank against the fake
 # libnccl (record/fake_nccl.cc, returns at once), without and with liblockstep_record.so
 # preloaded, REPEATS times each; the best CPU ns per call of each (the calling thread's user and
 # system time, so that a loaded machine does not inflate it), and their difference: what the

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# lockstep against SPIN (issue 9; docs/spin.md): the same workloads checked by lockstep (dpor and
+# lockstep against SPIN (docs/spin.md): the same workloads checked by lockstep (dpor and
 # dfs, Release build) and by SPIN on the model `lockstep export promela` writes (with its
 # partial-order reduction and without: -DNOREDUCE). Prints one row per workload and tool:
 # verdict, states (SPIN) or executions (lockstep), wall and CPU seconds, peak resident MiB, and
-# the lockstep/SPIN CPU time ratio to the same verdict (below 0.1 meets the issue's target of
+# the lockstep/SPIN CPU time ratio to the same verdict (below 0.1 meets the target of
 # 10x): SPIN (with its reduction) stops at the first error, so on a workload with a bug the ratio
 # takes lockstep dpor with --max-bugs 1, and elsewhere dpor exploring the whole space.
 #

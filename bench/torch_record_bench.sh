@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Recording overhead of `lockstep record --torch` (issue 27): CALLS calls of a torch.distributed
+# Recording overhead of `lockstep record --torch`: CALLS calls of a torch.distributed
 # function (bench/torch_record_loop.py, one rank, gloo on CPU) run plain, recorded (gloo), and
 # recorded with --fake (no communication: the recorder and the Python wrapper alone), REPEATS
 # times each; the best CPU ns per call of each (the calling thread's CPU time, so that a loaded

@@ -102,6 +102,18 @@ std::string rank_state(const sim::Scenario& scenario, const sim::ExecutionResult
     default: break;
   }
   for (const sim::StuckOp& s : result.stuck) {
+    for (const sim::QueuedBehind& q : s.queued_behind) {
+      if (q.rank != rank) continue;
+      std::string threads;
+      for (size_t i = 0; i < q.threads.size(); ++i) {
+        threads += i == 0 ? "" : i + 1 == q.threads.size() ? " and " : ", ";
+        threads += q.threads[i];
+      }
+      return fmt::format("is queued behind {} ({}) on stream {}, shared by threads {}", describe_op(scenario, q.behind),
+                         where(scenario, q.behind), q.stream, threads);
+    }
+  }
+  for (const sim::StuckOp& s : result.stuck) {
     if (s.rank == rank) return fmt::format("waits in {} ({})", describe_op(scenario, s.op), where(scenario, s.op));
   }
   return "is blocked";
@@ -126,7 +138,7 @@ void describe_missing(const sim::Scenario& scenario, const sim::ExecutionResult&
     // The states are worded for one rank ("waits in", "is blocked"): agree with "they".
     std::string plural = state;
     if (plural.starts_with("waits ")) plural = "wait " + plural.substr(6);
-    else if (plural == "is blocked") plural = "are blocked";
+    else if (plural.starts_with("is ")) plural = "are " + plural.substr(3);
     line += fmt::format("; {} {}: they {}", rank_list(group), what, plural);
   }
 }

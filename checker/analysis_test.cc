@@ -90,4 +90,29 @@ program:
             "wait-for cycle: 0 -> 1 -> 0"});
 }
 
+TEST_CASE("a deadlock through a current stream two threads share says so") {
+  const char* text = R"Y(scenario: shared
+world: 2
+groups: {ckpt: [0, 1]}
+threads:
+  main: [{allreduce: {size: 64MiB}}]
+  ckpt: [{allgather: {group: ckpt, size: 64KiB}}]
+)Y";
+  const CheckResult result = check_scenario(testing::scenario_from(text, "shared.yaml"), {});
+  REQUIRE(result.bugs.size() == 2);
+  CHECK(result.verdict == sim::Verdict::DEADLOCK);
+  CHECK(result.bugs[0].explanation[0] ==
+        "rank 0 waits in allreduce #1 on world (shared.yaml:5:11); rank 1 issued it but never ran it: it is queued "
+        "behind allgather #1 on ckpt (shared.yaml:6:11) on stream main, shared by threads main and ckpt");
+  // With a stream of its own the checkpoint thread's collective waits for nothing of main's.
+  const char* own = R"Y(scenario: own
+world: 2
+groups: {ckpt: [0, 1]}
+threads:
+  main: [{allreduce: {size: 64MiB}}]
+  ckpt: {stream: ckpt_s, do: [{allgather: {group: ckpt, size: 64KiB}}]}
+)Y";
+  CHECK(check_scenario(testing::scenario_from(own, "own.yaml"), {}).verdict == sim::Verdict::OK);
+}
+
 }  // namespace lockstep::checker

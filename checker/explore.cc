@@ -7,13 +7,17 @@
 #include <cstdio>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
+#include <tuple>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "checker/reduction/state_cache.h"
 #include "checker/replay.h"
 #include "checker/search.h"
+#include "checker/split.h"
 
 namespace lockstep::checker {
 
@@ -38,16 +42,6 @@ void fnv_mix(uint64_t& hash, const std::string& text) {
 }
 
 }  // namespace
-
-uint64_t resident_bytes() {
-  // statm: total and resident pages. One small read, done every 64 executions.
-  std::FILE* file = std::fopen("/proc/self/statm", "r");
-  if (file == nullptr) return 0;
-  unsigned long long total = 0, resident = 0;
-  const int read = std::fscanf(file, "%llu %llu", &total, &resident);
-  std::fclose(file);
-  return read == 2 ? resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) : 0;
-}
 
 sim::EngineOptions engine_options_for(const CheckOptions& options) {
   sim::EngineOptions engine = options.engine;
@@ -95,10 +89,15 @@ struct Slice {
   std::set<std::string> terminal_states;
   std::optional<sim::Diagnostic> error;
   std::string bound_hit;
+  bool interrupted = false;      // CheckOptions::stop
   bool complete = false;         // the part was explored to its end
 };
 
 using Clock = std::chrono::steady_clock;
+
+// --jobs: the parts the tree is cut into (split_tree), whatever the number of threads, so that
+// every --jobs N > 1 explores the same parts and gives the same report.
+constexpr size_t PARTS = 64;
 
 struct Exploration {
   const sim::Scenario& scenario;
@@ -107,14 +106,21 @@ struct Exploration {
   sim::EngineOptions engine_options;
   Clock::time_point started;
   uint64_t budget;
+  StateCache* shared_cache = nullptr;  // --jobs with dpor: one for every part
+  // For the progress line: every part's executions and bugs so far.
+  mutable std::atomic<uint64_t> executions_so_far{0};
+  mutable std::atomic<uint64_t> bugs_so_far{0};
+  mutable double last_progress = 0;  // read and written by the calling thread only
 
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - started).count(); }
 
-  SearchOptions search_options(std::vector<uint32_t> prefix = {}) const {
+  SearchOptions search_options(std::vector<uint32_t> prefix = {}, std::vector<SleepingOption> sleep = {}) const {
     SearchOptions out;
     out.seed = options.seed;
     out.pct_depth = options.pct_depth;
     out.prefix = std::move(prefix);
+    out.sleep = std::move(sleep);
+    out.shared_cache = shared_cache;
     out.sleep_sets = options.sleep_sets;
     out.state_cache = options.state_cache;
     out.dfs_state_cache = options.dfs_state_cache;
@@ -122,13 +128,12 @@ struct Exploration {
   }
 
   // Runs executions under `search` (over the whole space, or the subtree under one schedule
-  // prefix for --jobs) until it is done or `budget` executions ran.
-  Slice run(sim::Engine& engine, Search& search, bool report_progress) const {
+  // prefix for --jobs) until it is done or `limit` executions ran (`budget` in all).
+  Slice run(sim::Engine& engine, Search& search, bool report_progress, uint64_t limit) const {
     Slice out;
     RecordingStrategy recorder(search);
     std::set<std::string> seen;
     uint64_t longest = 0;  // most choice points in one execution (the progress line's depth)
-    double last_progress = 0;
     const bool sampling = !info.exhaustive;
     auto record = [&](uint64_t hash) {
       const SearchStats stats = search.stats();
@@ -138,7 +143,7 @@ struct Exploration {
       out.blocked_after.push_back(stats.sleep_blocked);
     };
     while (true) {
-      if (out.executions >= budget) {
+      if (out.executions >= limit) {
         if (!sampling) out.bound_hit = fmt::format("--max-executions {}", budget);
         break;
       }
@@ -146,20 +151,28 @@ struct Exploration {
         if (!sampling) out.bound_hit = fmt::format("--time-budget {}", options.time_budget_s);
         break;
       }
-      if (options.max_memory_bytes > 0 && (out.executions & 63) == 0 && resident_bytes() > options.max_memory_bytes) {
+      if (options.max_memory_bytes > 0 && (out.executions & 63) == 0 && sim::resident_bytes() > options.max_memory_bytes) {
         out.bound_hit = fmt::format("--max-memory {} (MiB)", options.max_memory_bytes >> 20);
+        break;
+      }
+      if (options.stop != nullptr && options.stop->load(std::memory_order_relaxed)) {
+        out.bound_hit = "interrupted";
+        out.interrupted = true;
         break;
       }
       if (report_progress && options.progress && (out.executions & 63) == 0) {
         const double now = elapsed();
         if (now >= 1.0 && now - last_progress >= 0.5) {
           last_progress = now;
-          options.progress(Progress{out.executions, static_cast<double>(out.executions) / now, longest, now});
+          const uint64_t all = executions_so_far.load(std::memory_order_relaxed);
+          options.progress(Progress{all, static_cast<double>(all) / now, longest, search.stats().states,
+                                    bugs_so_far.load(std::memory_order_relaxed), now});
         }
       }
       search.begin(out.executions);
       sim::ExecutionResult result = engine.run(recorder);  // tells the recorder where it starts
       ++out.executions;
+      executions_so_far.fetch_add(1, std::memory_order_relaxed);
       out.events += result.events;
       longest = std::max<uint64_t>(longest, result.choice_points);
       uint64_t hash = FNV_OFFSET;
@@ -189,6 +202,7 @@ struct Exploration {
       if (bug) {
         fnv_mix(hash, bug->signature);
         if (seen.insert(bug->signature).second) {
+          bugs_so_far.fetch_add(1, std::memory_order_relaxed);
           bug->schedule = search.schedule();
           bug->choices = recorder.choices();
           bug->execution = out.executions;
@@ -211,44 +225,6 @@ struct Exploration {
     out.cache_full = stats.state_cache_full;
     return out;
   }
-
-  // Schedule prefixes that split the DFS tree into at least `want` subtrees, in DFS order. Each
-  // costs one probing execution (not counted in the report).
-  std::vector<std::vector<uint32_t>> split(sim::Engine& engine, size_t want) const {
-    struct Probe final : sim::Strategy {
-      std::vector<uint32_t> prefix;
-      std::vector<uint32_t> sizes;
-      size_t choose(const sim::ChoicePoint& point) override {
-        const size_t depth = sizes.size();
-        sizes.push_back(static_cast<uint32_t>(point.options.size()));
-        return depth < prefix.size() ? prefix[depth] : 0;
-      }
-    };
-    std::vector<std::vector<uint32_t>> frontier{{}};
-    for (int level = 0; level < 6 && frontier.size() < want; ++level) {
-      std::vector<std::vector<uint32_t>> next;
-      bool grew = false;
-      for (const std::vector<uint32_t>& prefix : frontier) {
-        Probe probe;
-        probe.prefix = prefix;
-        const sim::ExecutionResult result = engine.run(probe);
-        if (result.end == sim::ExecutionEnd::ERROR || result.end == sim::ExecutionEnd::LIMIT ||
-            probe.sizes.size() <= prefix.size()) {
-          next.push_back(prefix);  // a leaf (or an error the search itself will report)
-          continue;
-        }
-        grew = true;
-        for (uint32_t i = 0; i < probe.sizes[prefix.size()]; ++i) {
-          std::vector<uint32_t> child = prefix;
-          child.push_back(i);
-          next.push_back(std::move(child));
-        }
-      }
-      frontier = std::move(next);
-      if (!grew) break;
-    }
-    return frontier;
-  }
 };
 
 }  // namespace
@@ -260,39 +236,93 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
   const StrategyInfo* info = find_strategy(options.strategy);
   assert(info != nullptr && "the CLI accepts only strategy_names()");
   Exploration search{scenario, options, *info, engine_options_for(options), Clock::now(), execution_budget(options)};
+  // The same bounds inside an execution, so that one endless execution cannot run past them.
+  if (options.time_budget_s > 0) {
+    search.engine_options.deadline =
+        search.started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.time_budget_s));
+  }
+  search.engine_options.max_resident_bytes = options.max_memory_bytes;
   const bool sampling = !info->exhaustive;
 
   std::vector<Slice> slices;
   const unsigned jobs = std::max(1u, options.jobs);
-  if (!info->splits || jobs == 1) {
+  bool timing_dependent = false;  // which part finds a bug first depends on the threads' timing
+  bool split = info->splits && jobs > 1;
+  if (split && options.jobs_after > 0) {
+    // Small enough for one thread?
     sim::Engine engine(scenario, search.engine_options);
     const std::unique_ptr<Search> one = info->make(search.search_options());
-    slices.push_back(search.run(engine, *one, true));
-  } else {
-    std::vector<std::vector<uint32_t>> prefixes;
+    const uint64_t first = std::min(options.jobs_after, search.budget);
+    Slice slice = search.run(engine, *one, true, first);
+    if (slice.complete || slice.executions < first || first == search.budget) {
+      slices.push_back(std::move(slice));
+      split = false;
+    } else {
+      search.executions_so_far = 0;
+      search.bugs_so_far = 0;
+    }
+  } else if (!split) {
+    sim::Engine engine(scenario, search.engine_options);
+    const std::unique_ptr<Search> one = info->make(search.search_options());
+    slices.push_back(search.run(engine, *one, true, search.budget));
+  }
+  if (split) {
+    // With footprints (dpor) the engines number objects and actors alike, so that a part's
+    // sleep set and the state cache (shared by the parts) mean the same on every thread.
+    sim::FootprintIds ids;
+    std::optional<StateCache> cache;
+    if (search.engine_options.footprints) {
+      search.engine_options.ids = &ids;
+      if (options.state_cache) search.shared_cache = &cache.emplace(StateCache::DEFAULT_MAX_STATES, true);
+    }
+    std::vector<Part> parts;
     {
       sim::Engine engine(scenario, search.engine_options);
-      prefixes = search.split(engine, 8 * jobs);
+      parts = split_tree(engine, PARTS, search.engine_options.footprints && options.sleep_sets);
     }
-    slices.resize(prefixes.size());
+    slices.resize(parts.size());
+    out.parts = parts.size();
+    // A part's budget: what the parts before it that are done left. Those still running only
+    // leave less, so the merge below never needs more of a part than it ran.
+    std::mutex done_mutex;
+    std::vector<uint64_t> done(parts.size(), UINT64_MAX);
     std::atomic<size_t> next{0};
-    auto worker = [&] {
+    auto worker = [&](bool calling_thread) {
       sim::Engine engine(scenario, search.engine_options);
-      for (size_t i = next++; i < prefixes.size(); i = next++) {
-        const std::unique_ptr<Search> part = info->make(search.search_options(prefixes[i]));
-        slices[i] = search.run(engine, *part, false);
+      for (size_t i = next++; i < parts.size(); i = next++) {
+        uint64_t budget = search.budget;
+        {
+          const std::lock_guard<std::mutex> lock(done_mutex);
+          for (size_t j = 0; j < i; ++j) {
+            if (done[j] != UINT64_MAX) budget -= std::min(budget, done[j]);
+          }
+        }
+        if (budget == 0) continue;  // the merge stops before this part
+        const std::unique_ptr<Search> part = info->make(search.search_options(std::move(parts[i].prefix), std::move(parts[i].sleep)));
+        slices[i] = search.run(engine, *part, calling_thread, budget);
+        const std::lock_guard<std::mutex> lock(done_mutex);
+        done[i] = slices[i].executions;
       }
     };
     std::vector<std::thread> threads;
-    for (unsigned j = 1; j < jobs; ++j) threads.emplace_back(worker);
-    worker();
+    for (unsigned j = 1; j < jobs; ++j) threads.emplace_back(worker, false);
+    worker(true);
     for (std::thread& t : threads) t.join();
+    if (search.shared_cache != nullptr) {
+      timing_dependent = true;
+      for (Slice& slice : slices) slice.states = 0;
+      if (!slices.empty()) slices.front().states = search.shared_cache->size();
+    }
+    search.engine_options.ids = nullptr;
+    search.shared_cache = nullptr;
   }
 
   // Merge in DFS order, cutting at the execution budget exactly where one thread would stop.
   std::set<std::string> seen;
   bool complete = true;
+  size_t merged = 0;  // slices taken in
   for (Slice& slice : slices) {
+    ++merged;
     const uint64_t room = search.budget - out.executions;
     uint64_t take = std::min<uint64_t>(slice.executions, room);
     // --max-bugs: one thread stops right after the execution that found the last bug wanted. A
@@ -319,6 +349,7 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
     if (take > 0) out.events += slice.events_after[take - 1];
     out.terminal_states.insert(slice.terminal_states.begin(), slice.terminal_states.end());
     if (slice.error && !out.error) out.error = slice.error;
+    out.interrupted = out.interrupted || slice.interrupted;
     if (enough_bugs) {
       out.bound_hit = fmt::format("--max-bugs {}", options.max_bugs);
       complete = false;
@@ -331,7 +362,26 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
     }
     if (out.error || !complete) break;
   }
+  if (std::any_of(slices.begin(), slices.end(), [](const Slice& slice) { return slice.interrupted; })) {
+    // Interrupted: every bug any part found is reported, not only those before the cut.
+    out.interrupted = true;
+    out.bound_hit = "interrupted";
+    for (size_t i = merged; i < slices.size(); ++i) {
+      for (Bug& bug : slices[i].bugs) {
+        if (seen.insert(bug.signature).second) out.bugs.push_back(std::move(bug));
+      }
+    }
+  }
   out.exhaustive = complete && out.bound_hit.empty() && !out.error;
+  out.timing_dependent = timing_dependent;
+  if (timing_dependent) {
+    // The parts share the state cache: a bug below a state is found by whichever part explores
+    // the state first. The bugs are listed by kind, then signature, so that the list and the
+    // verdict do not depend on the timing (which execution shows each one still may).
+    std::stable_sort(out.bugs.begin(), out.bugs.end(), [](const Bug& a, const Bug& b) {
+      return std::tie(a.kind, a.signature) < std::tie(b.kind, b.signature);
+    });
+  }
   if (!out.bugs.empty()) {
     out.verdict = out.bugs.front().kind;
   } else if (!out.exhaustive && !sampling) {

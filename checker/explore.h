@@ -2,6 +2,7 @@
 // covered or a bound is hit, collecting every distinct bug.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -20,14 +21,13 @@ constexpr uint64_t DEFAULT_MAX_EXECUTIONS = 1'000'000;  // exhaustive strategies
 constexpr uint64_t DEFAULT_SAMPLES = 1'000;             // random and pct
 constexpr uint64_t DEFAULT_MAX_MEMORY_BYTES = uint64_t{8} << 30;  // --max-memory 8192 (MiB)
 
-// The resident memory of this process, in bytes (0 where it cannot be read).
-uint64_t resident_bytes();
-
 // What a long search has done so far (for a progress line on a terminal).
 struct Progress {
   uint64_t executions = 0;
   double rate_per_s = 0;
-  uint64_t depth = 0;  // choice points in the latest execution
+  uint64_t depth = 0;   // choice points in the latest execution
+  uint64_t states = 0;  // dpor: states in the cache
+  uint64_t bugs = 0;    // distinct bugs so far (with --jobs, each part's counted apart)
   double elapsed_s = 0;
 };
 
@@ -36,14 +36,21 @@ struct CheckOptions {
   uint64_t max_executions = 0;  // 0: the strategy's default
   uint32_t pct_depth = 3;       // PCT's d: d-1 priority change points
   unsigned jobs = 1;            // threads for dfs/dpor (sampling strategies run on one)
+  // --jobs > 1: a search is first run on one thread for up to this many executions; only one
+  // that needs more is cut into parts (so a small search reports exactly what --jobs 1 does).
+  uint64_t jobs_after = 1'000;
   bool collect_terminal_states = false;  // fill CheckResult::terminal_states (property tests)
   bool checkpoints = true;               // dfs, dpor: sim::EngineOptions::checkpoints (off to compare)
   bool sleep_sets = true;                // dpor: sleep sets (off only to measure what they save)
   bool state_cache = true;               // dpor: the state cache (off only to measure what it saves)
   bool dfs_state_cache = false;          // dfs: a stateful oracle (tests); sets engine.track_state
-  // Called about twice a second once a search has run for a second; never reaches a report.
+  // Called about twice a second once a search has run for a second (with --jobs, from the
+  // calling thread only); never reaches a report.
   std::function<void(const Progress&)> progress;
   double time_budget_s = 0;  // 0 = none
+  // Set (by a signal handler) to stop the search after the execution under way: the result is
+  // then `interrupted`, not exhaustive, with what was found so far.
+  const std::atomic<bool>* stop = nullptr;
   // The search stops once it has found this many distinct bugs (0 = list every bug). The verdict
   // is then the first bug's kind, not exhaustive, with bound_hit "--max-bugs N".
   uint64_t max_bugs = 0;
@@ -69,7 +76,12 @@ struct CheckResult {
   std::vector<Bug> bugs;    // distinct bugs in the order found
   std::optional<sim::Diagnostic> error;  // a run-time error in the scenario: exit 2
   std::string bound_hit;    // which bound made the result inconclusive, "" if none
+  bool interrupted = false; // CheckOptions::stop stopped it
   uint64_t fingerprint = 0; // of every execution's schedule and end state
+  uint64_t parts = 0;       // --jobs: the parts the search was cut into (0: not cut)
+  // --jobs with dpor: the parts shared a state cache, so the counts, the fingerprint and which
+  // execution shows each bug depend on the threads' timing (the verdict and the bugs do not)
+  bool timing_dependent = false;
   std::set<std::string> terminal_states;  // how executions ended (collect_terminal_states)
 };
 

@@ -1,6 +1,7 @@
 #include "checker/dfs.h"
 #include "checker/reduction/state_cache.h"
 #include "checker/explore.h"
+#include "checker/replay.h"
 #include "checker/sampling.h"
 
 #include <doctest/doctest.h>
@@ -121,11 +122,12 @@ program:
       CHECK(some.executions == every.bugs[n - 1].execution);  // stopped right there
       for (size_t i = 0; i < n; ++i) CHECK(some.bugs[i].signature == every.bugs[i].signature);
       options.jobs = 2;
+      options.jobs_after = 0;  // cut into parts however small
       const CheckResult two = check_scenario(scenario, options);
       CHECK(two.bugs.size() == n);
       CHECK(two.bound_hit == some.bound_hit);
-      CHECK(two.verdict == some.verdict);
-      if (std::string(strategy) == "dfs") {  // dpor's caches are per part: counts differ
+      if (std::string(strategy) == "dfs") {  // dpor's parts share a cache: which bugs come first varies
+        CHECK(two.verdict == some.verdict);
         CHECK(two.executions == some.executions);
         CHECK(two.fingerprint == some.fingerprint);
         CHECK(two.pruned == some.pruned);
@@ -203,7 +205,32 @@ TEST_CASE("the random generator is a fixed algorithm") {
 
 namespace lockstep::checker {
 
-// dfs: everything equals one thread's. dpor: the same report, whatever --jobs says.
+TEST_CASE("--jobs: a search of up to 1,000 executions runs on one thread and reports what --jobs 1 does") {
+  const sim::Scenario scenario = testing::scenario_from(R"Y(
+scenario: two-bugs
+world: 3
+program:
+  - if: "rank == 0"
+    then: [{recv: {from: any, size: 4}}, {recv: {from: any, size: 4}}, {recv: {from: 2, size: 4}}]
+    else: [{send: {to: 0, size: 4}}]
+  - choose: {a: [barrier], b: []}
+)Y");
+  CheckOptions one;
+  CheckOptions two = one;
+  two.jobs = 2;
+  const CheckResult a = check_scenario(scenario, one);
+  const CheckResult b = check_scenario(scenario, two);
+  REQUIRE(a.executions < 1'000);
+  CHECK(a.verdict == b.verdict);
+  CHECK(a.executions == b.executions);
+  CHECK(a.fingerprint == b.fingerprint);
+  REQUIRE(a.bugs.size() == b.bugs.size());
+  REQUIRE(a.bugs.size() >= 2);
+  for (size_t i = 0; i < a.bugs.size(); ++i) CHECK(a.bugs[i].schedule == b.bugs[i].schedule);
+}
+
+// dfs: everything equals one thread's. dpor: the same bugs, listed by kind and signature, each
+// shown by an execution that replays to it.
 TEST_CASE("--jobs: the same verdicts and bugs as one thread - with dfs the same counts and fingerprint") {
   const char* texts[] = {R"Y(
 scenario: gather
@@ -248,27 +275,42 @@ threads:
       one.strategy = strategy;
       CheckOptions two = one;
       two.jobs = 2;
+      two.jobs_after = 0;  // cut into parts however small
       const CheckResult a = check_scenario(scenario, one);
       const CheckResult b = check_scenario(scenario, two);
       INFO(scenario.name << " " << strategy);
       const bool cached = std::string(strategy) == "dpor";
-      CHECK(a.verdict == b.verdict);
       CHECK(a.exhaustive == b.exhaustive);
       if (!cached) {
+        CHECK(a.verdict == b.verdict);
         CHECK(a.executions == b.executions);
         CHECK(a.events == b.events);
         CHECK(a.fingerprint == b.fingerprint);
       }
       REQUIRE(a.bugs.size() == b.bugs.size());
+      std::vector<std::string> sorted;
+      for (const Bug& bug : a.bugs) sorted.push_back(std::string(1, static_cast<char>(bug.kind)) + bug.signature);
+      if (cached) std::sort(sorted.begin(), sorted.end());
       for (size_t i = 0; i < a.bugs.size(); ++i) {
-        CHECK(a.bugs[i].signature == b.bugs[i].signature);
+        CHECK(sorted[i].substr(1) == b.bugs[i].signature);
         if (!cached) CHECK(a.bugs[i].execution == b.bugs[i].execution);
-        CHECK(a.bugs[i].schedule == b.bugs[i].schedule);
+        if (!cached) CHECK(a.bugs[i].schedule == b.bugs[i].schedule);
+        // Each bug's schedule leads to it.
+        ReplayStrategy replay(b.bugs[i].choices);
+        sim::EngineOptions engine = engine_options_for(two);
+        engine.record_ops = true;
+        sim::Engine replayed(scenario, engine);
+        const sim::ExecutionResult end = replayed.run(replay);
+        const std::optional<Bug> again = analyze(scenario, end);
+        REQUIRE(again);
+        CHECK(again->signature == b.bugs[i].signature);
       }
-      // The same search twice: the same bytes (each part's cache is deterministic).
+      if (!b.bugs.empty()) CHECK(b.verdict == b.bugs.front().kind);
+      // The same search twice: the same bugs, in the same order.
       const CheckResult again = check_scenario(scenario, two);
-      CHECK(again.executions == b.executions);
-      CHECK(again.fingerprint == b.fingerprint);
+      REQUIRE(again.bugs.size() == b.bugs.size());
+      for (size_t i = 0; i < b.bugs.size(); ++i) CHECK(again.bugs[i].signature == b.bugs[i].signature);
+      CHECK(again.verdict == b.verdict);
       if (cached) continue;
       // A bound cuts both at the same execution.
       one.max_executions = 7;
@@ -571,7 +613,7 @@ threads:
 namespace lockstep::checker {
 
 TEST_CASE("--max-memory stops a search once the process holds more, inconclusive") {
-  CHECK(resident_bytes() > 0);  // /proc/self/statm is readable here
+  CHECK(sim::resident_bytes() > 0);  // /proc/self/statm is readable here
   CheckOptions options;
   options.strategy = "dfs";
   options.max_memory_bytes = 1 << 20;  // 1 MiB: any process holds more
@@ -582,6 +624,30 @@ TEST_CASE("--max-memory stops a search once the process holds more, inconclusive
   CHECK(result.bound_hit == "--max-memory 1 (MiB)");
   options.max_memory_bytes = 0;  // none
   CHECK(check_scenario(wildcard_gather(6), options).exhaustive);
+}
+
+}  // namespace lockstep::checker
+
+namespace lockstep::checker {
+
+TEST_CASE("--time-budget ends an execution that would run on past it, inconclusive") {
+  // One execution of 10^8 all-reduces: without the bound inside the execution, the search
+  // would check its budget only after it.
+  const sim::Scenario scenario = scenario_from(R"Y(
+scenario: endless
+world: 2
+program:
+  - repeat: 100000000
+    do: [{allreduce: {size: 4}}]
+)Y");
+  CheckOptions options;
+  options.time_budget_s = 0.2;
+  options.engine.limits.max_ops = UINT64_MAX;
+  const CheckResult result = check_scenario(scenario, options);
+  CHECK(result.verdict == sim::Verdict::INCONCLUSIVE);
+  CHECK_FALSE(result.exhaustive);
+  CHECK(result.bound_hit.find("the time budget ran out inside an execution") != std::string::npos);
+  CHECK(result.bound_hit.find("--time-budget") != std::string::npos);
 }
 
 }  // namespace lockstep::checker

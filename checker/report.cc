@@ -120,8 +120,14 @@ Json input_json(const InputReport& report) {
     stats["states"] = result.states;
     if (result.state_cache_full) stats["state_cache_full"] = true;
   }
+  if (result.parts > 0) stats["parts"] = result.parts;  // --jobs cut the search
+  if (result.timing_dependent) {
+    stats["timing_dependent"] = Json::array({"executions", "events", "pruned", "sleep_blocked", "states", "fingerprint",
+                                             "bugs[].schedule", "bugs[].execution"});
+  }
   out["stats"] = std::move(stats);
   if (!result.bound_hit.empty()) out["bound_hit"] = result.bound_hit;
+  if (result.interrupted) out["interrupted"] = true;
   Json bugs = Json::array();
   for (size_t i = 0; i < result.bugs.size(); ++i) {
     bugs.push_back(bug_json(scenario, result.bugs[i], i < report.counterexamples.size() ? report.counterexamples[i] : ""));
@@ -161,6 +167,7 @@ std::string report_text(const InputReport& report, bool quiet) {
   line += fmt::format(" [{} execution{}, {}]", result.executions, result.executions == 1 ? "" : "s",
                       result.exhaustive ? std::string("exhaustive")
                       : result.bound_hit.empty() ? fmt::format("sampled by {}, seed {}", result.strategy, report.seed)
+                      : result.interrupted ? std::string("interrupted")
                                                  : "bound hit: " + result.bound_hit);
   line += '\n';
   if (quiet) return line;

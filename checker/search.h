@@ -14,6 +14,8 @@
 
 namespace lockstep::checker {
 
+class StateCache;
+
 struct SearchStats {
   uint64_t pruned = 0;         // executions ended at a state whose future was explored
   uint64_t sleep_blocked = 0;  // executions ended because every option was asleep
@@ -34,11 +36,21 @@ class Search : public sim::Strategy {
   virtual SearchStats stats() const { return {}; }
 };
 
+// An option asleep where a part of the tree starts (--jobs): its future from there was explored
+// by an earlier part. Its footprint is the one it had when that part took it.
+struct SleepingOption {
+  sim::Option option;
+  std::vector<sim::Touch> footprint;
+  bool universal = false;  // dependent with every step (it aborts a rank's pending kernels)
+};
+
 // What a strategy is made with.
 struct SearchOptions {
   uint64_t seed = 0;
   uint32_t pct_depth = 3;
   std::vector<uint32_t> prefix;  // exhaustive: explore only the executions whose schedule starts so
+  std::vector<SleepingOption> sleep;  // dpor: asleep right after the prefix's last choice
+  StateCache* shared_cache = nullptr;  // dpor: one cache for every part (--jobs; StateCache(.., true))
   bool sleep_sets = true;        // dpor: off only to measure what they save
   bool state_cache = true;       // dpor: off only to measure what it saves
   bool dfs_state_cache = false;  // dfs: a stateful oracle (tests; needs the engine's fingerprints)

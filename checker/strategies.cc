@@ -25,7 +25,7 @@ const std::vector<StrategyInfo>& strategies() {
          dfs->use_state_cache(o.dfs_state_cache);
          return dfs;
        }},
-      {"dpor", "Optimal-DPOR over footprints, sleep sets and a state cache (the default)", true, false,
+      {"dpor", "Optimal-DPOR over footprints, sleep sets and a state cache (the default)", true, true,
        footprints_and_states,
        [](const SearchOptions& o) -> std::unique_ptr<Search> { return std::make_unique<OdporSearch>(o); }},
       {"pct", "sampled: random priorities with --pct-depth - 1 change points", false, false, nullptr,

@@ -1,9 +1,11 @@
 #include "cli/cli.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -38,6 +40,35 @@ namespace lockstep::cli {
 namespace {
 
 namespace fs = std::filesystem;
+
+constexpr double DEFAULT_TIME_BUDGET_S = 600;  // check: per input (docs/semantics.md)
+
+// SIGINT/SIGTERM during check: the search stops after the execution under way and what was
+// found is written. The handlers reset themselves, so a second signal ends the process at once.
+std::atomic<bool> stop_requested{false};
+
+void request_stop(int) { stop_requested.store(true, std::memory_order_relaxed); }
+
+// Installs the handlers for its life (check only: the other verbs stop at once, as before).
+struct StopOnSignal {
+  struct sigaction old_int {};
+  struct sigaction old_term {};
+  StopOnSignal() {
+    stop_requested = false;
+    struct sigaction action {};
+    action.sa_handler = request_stop;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &action, &old_int);
+    sigaction(SIGTERM, &action, &old_term);
+  }
+  ~StopOnSignal() {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+  }
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+};
 
 constexpr const char* USAGE = R"(usage: lockstep VERB ...
 
@@ -77,8 +108,15 @@ check options:
                          sample --max-executions runs seeded by --seed
   --max-executions N     bound on executions (default 1000000; 1000 for random and pct)
   --pct-depth D          PCT's depth: D-1 priority change points (default 3)
-  --jobs N               explore on N threads (dfs, dpor): same verdicts, counts and bytes
-  --time-budget S        bound on wall time in seconds
+  --jobs N               explore on N threads (dfs, dpor) a search of over 1000 executions:
+                         dfs reports the same bytes; dpor the same verdicts and bugs, listed
+                         by kind, but counts and schedules that vary from run to run
+  --time-budget S        bound on the search's wall time in seconds, per input (default 600;
+                         0: none)
+  --progress             a status line on stderr even when it is not a terminal (one line
+                         every few seconds); --quiet: none. SIGINT/SIGTERM stop the search
+                         after the execution under way and write what was found (exit 3, or
+                         1 with bugs)
   --max-bugs N           stop after N distinct bugs (default: list every bug); the verdict is
                          the first bug's, the report not exhaustive
   --max-memory MIB       bound on the process's resident memory (default 8192; 0: none)
@@ -127,6 +165,7 @@ struct Options {
   double replay_timeout_s = 10;  // replay --mpi: the workers' watchdog
   bool replay_free_order = false;  // replay --mpi|--nccl --order free
   bool quiet = false;
+  bool progress = false;  // --progress: a status line even when stderr is not a terminal
   bool check_expect = false;
   bool minimize = false;
   std::optional<uint64_t> minimize_budget;
@@ -172,6 +211,7 @@ Options parse_args(const std::vector<std::string>& args) {
   };
   const bool is_check = options.verb == "check";
   const bool logs = options.verb == "run" || options.verb == "replay";  // the event log
+  if (is_check) options.check.time_budget_s = DEFAULT_TIME_BUDGET_S;
   for (; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "-D" || (arg.rfind("-D", 0) == 0 && arg.size() > 2)) {
@@ -202,6 +242,8 @@ Options parse_args(const std::vector<std::string>& args) {
       options.json_path = *json;
     } else if (arg == "--quiet") {
       options.quiet = true;
+    } else if (is_check && arg == "--progress") {
+      options.progress = true;
     } else if (auto timeline = options.verb == "run" ? value_of(arg, "--timeline") : std::nullopt) {
       options.timeline_path = *timeline;
     } else if (auto strategy = is_check ? value_of(arg, "--strategy") : std::nullopt) {
@@ -217,7 +259,7 @@ Options parse_args(const std::vector<std::string>& args) {
       options.check.max_bugs = parse_count("--max-bugs", *bugs);
       if (options.check.max_bugs == 0) throw UsageError{"--max-bugs must be at least 1"};
     } else if (auto budget = is_check ? value_of(arg, "--time-budget") : std::nullopt) {
-      options.check.time_budget_s = parse_seconds("--time-budget", *budget);
+      options.check.time_budget_s = *budget == "0" ? 0 : parse_seconds("--time-budget", *budget);
     } else if (auto memory = is_check ? value_of(arg, "--max-memory") : std::nullopt) {
       const uint64_t mib = parse_count("--max-memory", *memory);
       if (mib > (uint64_t{1} << 40)) throw UsageError{"--max-memory is in MiB; at most 2^40"};
@@ -418,6 +460,7 @@ bool write_counterexamples(const Options& options, checker::InputReport& report,
 
 int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
   if (options.inputs.empty()) throw UsageError{"check needs at least one scenario or folder"};
+  const StopOnSignal stop_on_signal;
   bool bad = false;
   const std::vector<std::string> inputs = expand_inputs(options.inputs, err, bad);
   const bool text_to_stdout = !(options.json_path && *options.json_path == "-");
@@ -435,13 +478,24 @@ int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
       scenarios.push_back(std::make_unique<sim::Scenario>(std::move(*scenario)));
       report.scenario = scenarios.back().get();
       checker::CheckOptions check = options.check;
+      check.stop = &stop_requested;
       bool progressed = false;
-      if (!options.quiet && ::isatty(STDERR_FILENO) && &err == &std::cerr) {
-        check.progress = [&](const checker::Progress& p) {
-          err << fmt::format("\r  {}: {} executions, {:.0f}/s, depth {}, {:.1f} s   ", input, p.executions, p.rate_per_s,
-                             p.depth, p.elapsed_s)
-              << std::flush;
-          progressed = true;
+      const bool terminal = ::isatty(STDERR_FILENO) && &err == &std::cerr;
+      if (!options.quiet && (terminal || options.progress)) {
+        double printed = 0;
+        check.progress = [&, terminal](const checker::Progress& p) {
+          // Off a terminal (--progress): a line every 5 s, for logs.
+          if (!terminal && printed > 0 && p.elapsed_s - printed < 5) return;
+          printed = p.elapsed_s;
+          const std::string line = fmt::format("  {}: {} executions, {:.0f}/s, {} states, {} bug{}, {:.1f} s", input,
+                                               p.executions, p.rate_per_s, p.states, p.bugs, p.bugs == 1 ? "" : "s",
+                                               p.elapsed_s);
+          if (terminal) {
+            err << "\r" << line << "   " << std::flush;
+            progressed = true;
+          } else {
+            err << line << "\n" << std::flush;
+          }
         };
       }
       report.result = checker::check_scenario(*report.scenario, check);
@@ -460,6 +514,12 @@ int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
       if (!report.matches_expected()) ++mismatched;
     }
     reports.push_back(std::move(report));
+    if (stop_requested.load(std::memory_order_relaxed)) break;
+  }
+  const bool interrupted = stop_requested.load(std::memory_order_relaxed);
+  if (interrupted) {
+    text << fmt::format("interrupted: {} of {} input{} checked\n", reports.size(), inputs.size(),
+                        inputs.size() == 1 ? "" : "s");
   }
   if (inputs.size() > 1) {
     text << fmt::format("{} input{}: {} with bugs, {} inconclusive, {} not as expected{}\n", inputs.size(),
@@ -476,7 +536,7 @@ int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
   if (bad) return EXIT_BAD_INPUT;
   if (options.check_expect) return mismatched == 0 ? EXIT_NO_BUG : EXIT_BUG;
   if (bugs > 0) return EXIT_BUG;
-  if (inconclusive > 0) return EXIT_INCONCLUSIVE;
+  if (inconclusive > 0 || interrupted) return EXIT_INCONCLUSIVE;
   return EXIT_NO_BUG;
 }
 

@@ -2,11 +2,18 @@
 
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -434,6 +441,124 @@ TEST_CASE("replay --mpi: what MPI cannot express is undecided, with why") {
   CHECK(run.out.find("UNDECIDED (mpi): cannot express: a broken launch: no process is started for rank 3") !=
         std::string::npos);
   CHECK(lockstep({"replay", "scenarios/corpus/uneven-batches.yaml", "--mpi", "--timeout", "0"}).code == EXIT_BAD_INPUT);
+}
+
+namespace {
+
+// Text that one thread writes through an ostream while another reads it.
+class SharedText : public std::streambuf {
+ public:
+  std::string text() const {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return text_;
+  }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    const std::lock_guard<std::mutex> lock(mutex_);
+    text_.push_back(traits_type::to_char_type(c));
+    return c;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    text_.append(s, static_cast<size_t>(n));
+    return n;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::string text_;
+};
+
+struct Interrupted {
+  int code = -1;
+  std::string err;
+};
+
+// Runs `lockstep ARGS` on a thread of this process and sends the process SIGINT once `ready`
+// appears on its stderr (or after 120 s), as a user's Ctrl-C would. run_cli holds the handlers
+// from before it loads until it returns, so the signal meets lockstep's handler, not the test
+// runner's.
+Interrupted interrupted_run(const std::vector<std::string>& args, const std::string& ready) {
+  SharedText err_text;
+  std::ostream err(&err_text);
+  std::ostringstream out;
+  Interrupted result;
+  std::atomic<bool> done{false};
+  std::thread check([&] {
+    result.code = run_cli(args, out, err);
+    done = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  while (!done && err_text.text().find(ready) == std::string::npos &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(120)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!done) ::kill(::getpid(), SIGINT);
+  check.join();
+  result.err = err_text.text();
+  return result;
+}
+
+// A checkpoint thread sharing the main thread's current stream on 4 ranks, 3 steps: 614,656
+// executions, minutes on a debug build. `hang`: rank 0 then issues an all-reduce no other
+// rank issues (every execution is stuck).
+std::string long_search(bool hang) {
+  std::string text = R"Y(scenario: long
+world: 4
+groups: {ckpt: [0, 1, 2, 3]}
+threads:
+  main:
+    - repeat: 3
+      do: [{compute: 20ms}, {allreduce: {size: 128MiB}}]
+)Y";
+  if (hang) text += "    - if: \"rank == 0\"\n      then: [{allreduce: {size: 4}}]\n";
+  text += R"Y(  ckpt:
+    - sleep: 25ms
+    - allgather: {group: ckpt, size: 16MiB, stream: ckpt_s, async: ag}
+    - allreduce: {group: ckpt, size: 4B, stream: ckpt_s, async: bar}
+    - sync: ckpt_s
+)Y";
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("SIGINT stops check after the execution under way: partial report, interrupted, exit 3") {
+  const std::string input = temp_file("long.yaml", long_search(false));
+  const std::string json = (test_dir() / "interrupted.json").string();
+  const std::string junit = (test_dir() / "interrupted.xml").string();
+  const Interrupted run = interrupted_run({"check", input, "--progress", "--json", json, "--junit", junit}, "executions,");
+  INFO(run.err);
+  CHECK(run.code == EXIT_INCONCLUSIVE);
+  REQUIRE(std::filesystem::exists(json));
+  std::ifstream in(json);
+  const nlohmann::json report = nlohmann::json::parse(in);
+  CHECK(report["verdict"] == "inconclusive");
+  CHECK(report["interrupted"] == true);
+  CHECK(report["exhaustive"] == false);
+  CHECK(report["stats"]["executions"].get<uint64_t>() > 0);
+  CHECK(std::filesystem::exists(junit));
+  for (const auto& entry : std::filesystem::directory_iterator(test_dir())) {
+    CHECK(entry.path().extension() != ".tmp");
+  }
+}
+
+TEST_CASE("SIGINT after a bug was found: the bug is reported, exit 1") {
+  const std::string input = temp_file("long-hang.yaml", long_search(true));
+  const std::string json = (test_dir() / "interrupted-hang.json").string();
+  const std::string cex = (test_dir() / "interrupted-cex").string();
+  const Interrupted run = interrupted_run({"check", input, "--progress", "--json", json, "--cex-dir", cex}, "executions,");
+  INFO(run.err);
+  CHECK(run.code == EXIT_BUG);
+  REQUIRE(std::filesystem::exists(json));
+  std::ifstream in(json);
+  const nlohmann::json report = nlohmann::json::parse(in);
+  CHECK(report["verdict"] != "inconclusive");  // the extra all-reduce hangs or deadlocks, by the order
+  CHECK(report["interrupted"] == true);
+  REQUIRE(report["bugs"].size() >= 1);
+  CHECK(std::filesystem::exists(report["bugs"][0]["counterexample"].get<std::string>()));
 }
 
 }  // namespace lockstep::cli

@@ -816,7 +816,11 @@ struct Engine::Impl : ExecState {
     }
     auto& ids = object_ids[static_cast<size_t>(kind)];
     const auto [it, added] = ids.try_emplace(key, 0);
-    if (added) it->second = (static_cast<uint32_t>(kind) << OBJECT_KIND_SHIFT) | static_cast<uint32_t>(ids.size() - 1);
+    if (added) {
+      const uint32_t index = options.ids != nullptr ? options.ids->object(static_cast<uint32_t>(kind), key)
+                                                    : static_cast<uint32_t>(ids.size() - 1);
+      it->second = (static_cast<uint32_t>(kind) << OBJECT_KIND_SHIFT) | index;
+    }
     return it->second;
   }
   static uint64_t pack(uint64_t a, uint64_t b) { return (a << 32) | b; }
@@ -874,13 +878,15 @@ struct Engine::Impl : ExecState {
   }
 
   uint32_t channel_actor(uint32_t group, uint32_t src, uint32_t dst) {
-    const auto [it, added] = channel_actors.try_emplace(p2p_key(group, src, dst), 0);
-    if (added) it->second = next_actor++;
+    const uint64_t key = p2p_key(group, src, dst);
+    const auto [it, added] = channel_actors.try_emplace(key, 0);
+    if (added) it->second = options.ids != nullptr ? options.ids->actor(0, key, static_cast<uint32_t>(threads.size())) : next_actor++;
     return it->second;
   }
   uint32_t kernel_actor(uint32_t k) {
-    const auto [it, added] = kernel_actors.try_emplace(kernel_name(k), 0);
-    if (added) it->second = next_actor++;
+    const uint64_t name = kernel_name(k);
+    const auto [it, added] = kernel_actors.try_emplace(name, 0);
+    if (added) it->second = options.ids != nullptr ? options.ids->actor(1, name, static_cast<uint32_t>(threads.size())) : next_actor++;
     return it->second;
   }
 
@@ -3245,6 +3251,29 @@ struct Engine::Impl : ExecState {
                      [&](const StuckOp& a, const StuckOp& b) { return key(a) < key(b); });
   }
 
+  // A queued kernel that waits for another thread's unfinished op through the current stream
+  // the two threads share: said in the explanation (StuckOp::queued_behind).
+  void queued_behind(uint32_t k, StuckOp& stuck) const {
+    const Kernel& kernel = kernels[k];
+    if (kernel.parent >= 0) return;  // an NCCL group's op: its composite holds the waits
+    const uint32_t current = thread_stream_names[kernel.thread];
+    for (uint32_t i = 0; i < kernel.dep_count; ++i) {
+      const uint32_t d = dep(kernel, i);
+      const Kernel& blocker = kernels[d];
+      if (blocker.state == KernelState::DONE || blocker.thread == kernel.thread) continue;
+      if (thread_stream_names[blocker.thread] != current || blocker.index == NO_INDEX) continue;
+      QueuedBehind out;
+      out.rank = static_cast<int32_t>(kernel.rank);
+      out.behind = record_of(d);
+      out.stream = names[current];
+      for (uint32_t t : ranks[kernel.rank].threads) {
+        if (thread_stream_names[t] == current) out.threads.push_back(thread_names[t]);
+      }
+      stuck.queued_behind.push_back(std::move(out));
+      return;
+    }
+  }
+
   // Whom a running, unfinished op waits for.
   void explain_wait(const Kernel& kernel, StuckOp& stuck) const {
     auto add = [&](int32_t r, bool never) {
@@ -3270,6 +3299,7 @@ struct Engine::Impl : ExecState {
           add(member, true);
         } else if (kernels[static_cast<size_t>(slot.kernels[i])].state != KernelState::RUNNING) {
           add(member, false);
+          queued_behind(static_cast<uint32_t>(slot.kernels[i]), stuck);
         }
       }
       return;
@@ -3278,6 +3308,7 @@ struct Engine::Impl : ExecState {
       const Kernel& peer = kernels[static_cast<size_t>(kernel.match)];
       if (peer.state == KernelState::RUNNING && !is_eager(kernel.op.kind == OpKind::SEND ? kernel : peer)) return;
       add(static_cast<int32_t>(peer.rank), false);
+      if (peer.state == KernelState::QUEUED) queued_behind(static_cast<uint32_t>(kernel.match), stuck);
       return;
     }
     if (kernel.op.peer >= 0) {
@@ -3304,6 +3335,19 @@ struct Engine::Impl : ExecState {
     }
   }
 };
+
+uint32_t FootprintIds::object(uint32_t kind, uint64_t key) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  auto& ids = objects_[kind];
+  return ids.try_emplace(key, static_cast<uint32_t>(ids.size())).first->second;
+}
+
+uint32_t FootprintIds::actor(uint32_t kind, uint64_t key, uint32_t first) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  const auto [it, added] = actors_[kind].try_emplace(key, 0);
+  if (added) it->second = first + next_actor_++;
+  return it->second;
+}
 
 Engine::Engine(const Scenario& scenario, EngineOptions options)
     : impl_(std::make_unique<Impl>(scenario, options)) {}

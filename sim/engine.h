@@ -7,10 +7,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/diagnostic.h"
@@ -61,6 +63,15 @@ struct OpRecord {
 enum class RankStatus : uint8_t { RUNNING, BLOCKED, FINISHED, EXITED, CRASHED, NOT_STARTED };
 std::string_view rank_status_name(RankStatus status);
 
+// A peer's op that never started because it waits for another thread's op on the stream the
+// two threads share as their current stream (docs/semantics.md, "Streams, kernels, host threads").
+struct QueuedBehind {
+  int32_t rank = -1;
+  OpRecord behind;                   // the other thread's op it waits for
+  std::string stream;                // the shared current stream
+  std::vector<std::string> threads;  // the rank's threads whose current stream it is
+};
+
 // An op that a rank is stuck in when the execution ends without finishing.
 struct StuckOp {
   int32_t rank = -1;
@@ -68,6 +79,7 @@ struct StuckOp {
   OpRecord op;
   std::vector<int32_t> waiting_for;   // ranks this op waits for, ascending
   std::vector<int32_t> never_issued;  // among waiting_for: ranks that never issued the matching op
+  std::vector<QueuedBehind> queued_behind;  // among the others: those held back so
 };
 
 // Two ranks' k-th operations on a communicator differ.
@@ -149,6 +161,25 @@ struct EngineLimits {
   size_t fiber_stack_bytes = 1 << 20;  // per host thread; guard-paged, touched pages only
 };
 
+// The ids of footprint objects and of actors (EngineOptions::footprints) that several engines of
+// one scenario share, so that what one engine's steps touched can be compared with another's
+// (check --jobs: a sleep set or a state cache filled on one thread, read on another). An engine
+// without one numbers them itself, in the order it meets them. Thread-safe; each engine keeps a
+// copy of the ids it looked up, so this is asked once per id and engine.
+class FootprintIds {
+ public:
+  uint32_t object(uint32_t kind, uint64_t key);
+  // An actor that is not a thread (those are numbered by the scenario): a receive queue, a
+  // kernel; `first`: the number of threads.
+  uint32_t actor(uint32_t kind, uint64_t key, uint32_t first);
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<uint64_t, uint32_t> objects_[32];
+  std::unordered_map<uint64_t, uint32_t> actors_[2];
+  uint32_t next_actor_ = 0;
+};
+
 struct EngineOptions {
   EngineLimits limits;
   bool record_ops = true;  // keep every rank's issued ops in the result (reports, timelines)
@@ -158,6 +189,7 @@ struct EngineOptions {
   // Report each step taken with its footprint and what it happened after (Strategy::taken,
   // sim::Step): what the checker's dpor computes races from.
   bool footprints = false;
+  FootprintIds* ids = nullptr;  // shared with other engines (null: its own)
   // Save the state at choice points the strategy will come back to (Strategy::revisits) and start
   // later executions from the deepest one their schedule shares (Strategy::resume_depth) instead of
   // replaying the prefix from the initial state. The checker's dfs and dpor turn it on; results are

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include <fmt/format.h>
@@ -27,8 +28,10 @@ enum class Shape { SMALL, THREE_THREADED, THREADS };
 
 // `stateful`: the oracle is dfs with the state cache (every interleaving, equal states merged),
 // for spaces too big for plain dfs; dpor's counts are then not compared with it.
+// Every `parallel_every`-th scenario compared is also checked with dpor on two threads (--jobs
+// 2: parts of the tree with one state cache between them): the same outcomes.
 void compare_dpor_with_dfs(int default_runs, uint64_t seed, Shape shape, uint64_t max_executions,
-                           int percent_compared, bool stateful = false) {
+                           int percent_compared, bool stateful, int parallel_every) {
   const char* runs_env = std::getenv("LOCKSTEP_PROPERTY_RUNS");
   const int runs = runs_env ? std::max(1, std::atoi(runs_env)) : default_runs;
   checker::Rng rng(seed);
@@ -39,6 +42,8 @@ void compare_dpor_with_dfs(int default_runs, uint64_t seed, Shape shape, uint64_
   uint64_t dpor_pruned = 0;
   uint64_t fixed_total = 0;
   uint64_t fixed_blocked = 0;
+  uint64_t parallel_total = 0;
+  int parallel = 0;
   for (int i = 0; i < runs; ++i) {
     const std::string text = shape == Shape::THREADS ? testing::generate_threaded_scenario(rng, true)
                                                      : testing::generate_scenario(rng, shape == Shape::THREE_THREADED);
@@ -78,11 +83,25 @@ void compare_dpor_with_dfs(int default_runs, uint64_t seed, Shape shape, uint64_
     dpor_pruned += dpor.pruned;
     fixed_total += fixed.executions;
     fixed_blocked += fixed.sleep_blocked;
+    if (compared % parallel_every == 0) {
+      options.jobs = 2;
+      options.jobs_after = 0;  // cut into parts however small
+      const checker::CheckResult two = checker::check_scenario(*loaded.scenario, options);
+      options.jobs = 1;
+      CHECK(two.exhaustive);
+      CHECK(two.terminal_states == dfs.terminal_states);
+      std::set<std::string> one_bugs, two_bugs;
+      for (const checker::Bug& bug : dpor.bugs) one_bugs.insert(bug.signature);
+      for (const checker::Bug& bug : two.bugs) two_bugs.insert(bug.signature);
+      CHECK(two_bugs == one_bugs);
+      parallel_total += two.executions;
+      ++parallel;
+    }
     ++compared;
   }
   MESSAGE("compared ", compared, " scenarios (", skipped, " too big for dfs): dfs ", dfs_total, " executions, dpor ",
           dpor_total, " of which ", dpor_pruned, " pruned (", fixed_total, " without the state cache, ", fixed_blocked,
-          " of them sleep-blocked)");
+          " of them sleep-blocked); ", parallel, " of them on two threads too: ", parallel_total, " executions");
   CHECK(compared >= runs * percent_compared / 100);
   // Without the cache, every pruned execution is sleep-blocked: options explored where another
   // that excludes them was (a choose's branches, a wildcard's senders, an exit's rank) whose
@@ -285,18 +304,17 @@ TEST_CASE(
 TEST_CASE(
     "property: dpor and dfs agree on verdicts and terminal states - dpor "
     "never explores more") {
-  compare_dpor_with_dfs(2250, 20261202, Shape::SMALL, 1'000,
-                        90);  // at least 2,000 compared
+  compare_dpor_with_dfs(2250, 20261202, Shape::SMALL, 1'000, 90, false, 4);  // at least 2,000 compared
 }
 
 TEST_CASE("property: the same with threads on shared and own streams, communicators and handles") {
   // Two or three ranks of two threads each: what per-object dependence must get right.
-  compare_dpor_with_dfs(800, 20261205, Shape::THREADS, 3'000, 90, true);
+  compare_dpor_with_dfs(800, 20261205, Shape::THREADS, 3'000, 90, true, 2);
 }
 
 TEST_CASE("property: the same with three ranks of two threads and host-blocking ops (a stateful oracle)") {
   // Spaces grow fast with three two-threaded ranks: the oracle merges equal states.
-  compare_dpor_with_dfs(200, 20261204, Shape::THREE_THREADED, 20'000, 60, true);
+  compare_dpor_with_dfs(200, 20261204, Shape::THREE_THREADED, 20'000, 60, true, 2);
 }
 
 }  // namespace lockstep

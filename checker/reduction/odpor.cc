@@ -2,17 +2,12 @@
 
 #include <algorithm>
 #include <cassert>
-#include <cstdio>
-#include <cstdlib>
 
 namespace lockstep::checker {
 
-static bool debug_on() {
-  static const bool on = std::getenv("LOCKSTEP_DEBUG_DPOR") != nullptr;
-  return on;
-}
-
-OdporSearch::OdporSearch(const SearchOptions& options) : options_(options) {}
+OdporSearch::OdporSearch(const SearchOptions& options)
+    : options_(options), own_cache_(options.shared_cache != nullptr ? 1024 : StateCache::DEFAULT_MAX_STATES),
+      cache_(options.shared_cache != nullptr ? *options.shared_cache : own_cache_) {}
 
 bool OdporSearch::asleep(const Node& node, uint64_t key) const {
   return std::any_of(node.sleep.begin(), node.sleep.end(), [&](const Sleeper& q) { return q.option.key() == key; });
@@ -99,11 +94,6 @@ size_t OdporSearch::arrive(std::span<const sim::Option> options, bool choice, ui
 
 size_t OdporSearch::pick(size_t d) {
   Node& n = nodes_[d];
-  if (debug_on()) {
-    std::fprintf(stderr, "  pick at node %zu (%s), options:", d, n.choice ? "choice" : "forced");
-    for (const sim::Option& o : n.options) std::fprintf(stderr, " %c%d.%d.%d%s", "TMBS"[static_cast<int>(o.kind)], o.rank, o.thread, o.detail, asleep(n, o.key()) ? "(asleep)" : "");
-    std::fprintf(stderr, "\n");
-  }
   while (!n.wut.empty()) {
     const WakeupTrees::NodeId root = n.wut.front();
     const uint64_t key = trees_.option(root).key();
@@ -172,6 +162,12 @@ void OdporSearch::taken(const sim::Step& step) {
   execution_.push(step);
   depth_ = d + 1;
   Node& n = nodes_[d];
+  if (n.frozen && n.choice && prefix_used_ == options_.prefix.size() && d + 1 == nodes_.size()) {
+    // The prefix's last choice (a part of the tree, --jobs): what an earlier part explored
+    // sleeps from here.
+    pending_sleep_.clear();
+    for (const SleepingOption& q : options_.sleep) pending_sleep_.push_back(Sleeper{q.option, q.footprint, q.universal});
+  }
   if (d < target_ || n.frozen) return;  // the last execution's path: known
   n.taken_footprint.assign(step.footprint.begin(), step.footprint.end());
   n.taken_universal = aborts_pending(step.footprint);
@@ -248,20 +244,7 @@ bool OdporSearch::needs_more(const Summary& future, size_t d) const {
 }
 
 bool OdporSearch::next(const sim::ExecutionResult& result) {
-  if (debug_on()) {
-    std::fprintf(stderr, "execution (end %d):", static_cast<int>(result.end));
-    for (size_t k = 0; k < execution_.size(); ++k) {
-      const sim::Option& o = execution_[k].option;
-      std::fprintf(stderr, " %c%d.%d.%d", "TMBS"[static_cast<int>(o.kind)], o.rank, o.thread, o.detail);
-      std::fprintf(stderr, "[");
-      for (const sim::Touch& t : execution_.footprint(k)) std::fprintf(stderr, "%d:%u/%d ", static_cast<int>(sim::object_kind(t.object)), t.object & 0xffff, static_cast<int>(t.access));
-      std::fprintf(stderr, "]");
-    }
-    std::fprintf(stderr, "\n");
-    for (size_t j = races_done_; j < execution_.size(); ++j) {
-      for (const uint32_t e : execution_.races(j)) std::fprintf(stderr, "  race %u ~ %zu\n", e, j);
-    }
-  }
+  (void)result;  // the execution's steps came through taken()
   trees_.release(pending_wut_);
   pending_sleep_.clear();
   for (size_t j = races_done_; j < execution_.size(); ++j) {
@@ -284,9 +267,6 @@ bool OdporSearch::next(const sim::ExecutionResult& result) {
       trees_.release(n.wut);
     }
     if (!n.wut.empty()) {
-      if (debug_on()) std::fprintf(stderr, "  next at node %zu: %zu branches, first %c%d.%d.%d\n", d, n.wut.size(),
-                                   "TMBS"[static_cast<int>(trees_.option(n.wut.front()).kind)], trees_.option(n.wut.front()).rank,
-                                   trees_.option(n.wut.front()).thread, trees_.option(n.wut.front()).detail);
       target_ = d;
       races_done_ = std::min(races_done_, d);
       return true;

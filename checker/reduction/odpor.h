@@ -90,7 +90,8 @@ class OdporSearch final : public Search {
   WakeupTrees trees_;
   WakeupTrees::Roots pending_wut_;  // the subtree below the branch just taken: the next node's
   std::vector<Sleeper> pending_sleep_;
-  StateCache cache_;
+  StateCache own_cache_;
+  StateCache& cache_;  // own_cache_, or SearchOptions::shared_cache
   size_t races_done_ = 0;  // events of the execution whose races were reversed already
   size_t prefix_used_ = 0;
   uint64_t pruned_ = 0;

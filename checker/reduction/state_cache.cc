@@ -39,7 +39,28 @@ bool Summary::conflicts(std::span<const sim::Touch> footprint, bool universal) c
   return false;
 }
 
-StateCache::StateCache(size_t max_states) : slots_(1024, 0), max_states_(max_states) {}
+StateCache::StateCache(size_t max_states, bool shared)
+    : shared_(shared), done_(shared ? 1024 : 0, false), slots_(1024, 0), max_states_(max_states) {}
+
+namespace {
+
+// Holds the cache's mutex when it is shared.
+std::optional<std::lock_guard<std::mutex>> lock_if(bool shared, std::mutex& mutex) {
+  if (!shared) return std::nullopt;
+  return std::optional<std::lock_guard<std::mutex>>(std::in_place, mutex);
+}
+
+}  // namespace
+
+size_t StateCache::size() const {
+  const auto lock = lock_if(shared_, mutex_);
+  return size_;
+}
+
+bool StateCache::full() const {
+  const auto lock = lock_if(shared_, mutex_);
+  return full_;
+}
 
 bool StateCache::insert(uint64_t state) {
   assert(state != 0);
@@ -59,15 +80,21 @@ bool StateCache::insert(uint64_t state) {
 }
 
 bool StateCache::visit(uint64_t state, std::span<const uint64_t> sleep) {
+  const auto lock = lock_if(shared_, mutex_);
   const size_t before = size_;
   if (insert(state)) {
     if (size_ > before && !sleep.empty()) sleep_.emplace(state, std::vector<uint64_t>(sleep.begin(), sleep.end()));
     return true;
   }
+  const bool over = !shared_ || done_[find(state)];
   const auto it = sleep_.find(state);
-  if (it == sleep_.end()) return false;  // explored with nothing asleep: every step was
+  if (it == sleep_.end()) {
+    if (over) return false;  // explored with nothing asleep: every step was
+    if (!sleep.empty()) sleep_.emplace(state, std::vector<uint64_t>(sleep.begin(), sleep.end()));
+    return true;
+  }
   std::vector<uint64_t>& stored = it->second;
-  if (std::includes(sleep.begin(), sleep.end(), stored.begin(), stored.end())) return false;
+  if (over && std::includes(sleep.begin(), sleep.end(), stored.begin(), stored.end())) return false;
   // Explored again under `sleep`: what neither visit explored stays asleep for later visits.
   std::vector<uint64_t> both;
   std::set_intersection(stored.begin(), stored.end(), sleep.begin(), sleep.end(), std::back_inserter(both));
@@ -85,14 +112,17 @@ size_t StateCache::find(uint64_t state) const {
 }
 
 void StateCache::add_future(uint64_t state, const Summary& future) {
-  if (future.empty()) return;
+  const auto lock = lock_if(shared_, mutex_);
   const size_t i = find(state);
   if (i == slots_.size()) return;  // not kept (the cache was full): never met again
+  if (shared_) done_[i] = true;
+  if (future.empty()) return;
   if (futures_.empty()) futures_.assign(slots_.size(), Summary{});
   futures_[i].merge(future);
 }
 
 Summary StateCache::future(uint64_t state) const {
+  const auto lock = lock_if(shared_, mutex_);
   if (futures_.empty()) return {};
   const size_t i = find(state);
   return i == slots_.size() ? Summary{} : futures_[i];
@@ -106,6 +136,11 @@ void StateCache::grow() {
     old_futures.assign(slots_.size(), Summary{});
     old_futures.swap(futures_);
   }
+  std::vector<bool> old_done;
+  if (shared_) {
+    old_done.assign(slots_.size(), false);
+    old_done.swap(done_);
+  }
   const size_t mask = slots_.size() - 1;
   for (size_t j = 0; j < old.size(); ++j) {
     const uint64_t state = old[j];
@@ -114,6 +149,7 @@ void StateCache::grow() {
     while (slots_[i] != 0) i = (i + 1) & mask;
     slots_[i] = state;
     if (!old_futures.empty()) futures_[i] = old_futures[j];
+    if (shared_) done_[i] = old_done[j];
   }
 }
 

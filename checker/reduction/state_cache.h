@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -33,20 +35,24 @@ struct Summary {
 
 class StateCache {
  public:
-  explicit StateCache(size_t max_states = DEFAULT_MAX_STATES);
+  // `shared`: searches on several threads use it at once (check --jobs); a state then covers a
+  // later visit only once its exploration is over (add_future), not while another thread is
+  // still in it. (One search meets a state again only after its future is explored: a state
+  // never repeats along one execution.)
+  explicit StateCache(size_t max_states = DEFAULT_MAX_STATES, bool shared = false);
 
   // A visit of `state` (never 0) under the sleep set `sleep` (Option keys, sorted): false when
   // a visit before covered this one (its sleep set was a subset of this one's: it explored
   // every step this one would); true when the state must be explored, and then it is
   // remembered with the keys neither visit explored.
   bool visit(uint64_t state, std::span<const uint64_t> sleep);
-  // What the explored future of a state touched, merged into what is kept for it (nothing when
-  // the state is not kept); and what a covered visit takes as its own future.
+  // The exploration of a state is over: what its future touched, merged into what is kept for
+  // it (nothing when the state is not kept); and what a covered visit takes as its own future.
   void add_future(uint64_t state, const Summary& future);
   Summary future(uint64_t state) const;
 
-  size_t size() const { return size_; }
-  bool full() const { return full_; }
+  size_t size() const;
+  bool full() const;
 
   static constexpr size_t DEFAULT_MAX_STATES = 8'000'000;  // 128 MiB of table, 256 MiB of futures at most
 
@@ -55,6 +61,9 @@ class StateCache {
   size_t find(uint64_t state) const;  // its slot, or slots_.size()
   void grow();
 
+  mutable std::mutex mutex_;  // held by every public call when shared_
+  bool shared_ = false;
+  std::vector<bool> done_;    // shared_: per slot, its state's exploration is over
   std::vector<uint64_t> slots_;
   size_t size_ = 0;
   size_t max_states_;
