@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <iterator>
+#include <mutex>
 
 namespace lockstep::checker {
 
@@ -40,57 +41,72 @@ bool Summary::conflicts(std::span<const sim::Touch> footprint, bool universal) c
 }
 
 StateCache::StateCache(size_t max_states, bool shared)
-    : shared_(shared), done_(shared ? 1024 : 0, false), slots_(1024, 0), max_states_(max_states) {}
+    : shared_(shared),
+      max_states_per_shard_(shared ? (max_states >> SHARD_BITS) + 1 : max_states),
+      shards_(shared ? size_t{1} << SHARD_BITS : 1) {
+  if (shared_) {
+    for (Shard& shard : shards_) shard.done.assign(shard.slots.size(), false);
+  }
+}
 
 namespace {
 
-// Holds the cache's mutex when it is shared.
-std::optional<std::lock_guard<std::mutex>> lock_if(bool shared, std::mutex& mutex) {
+// Holds a shard's lock when the cache is shared.
+template <typename Lock>
+std::optional<std::lock_guard<Lock>> lock_if(bool shared, Lock& lock) {
   if (!shared) return std::nullopt;
-  return std::optional<std::lock_guard<std::mutex>>(std::in_place, mutex);
+  return std::optional<std::lock_guard<Lock>>(std::in_place, lock);
 }
 
 }  // namespace
 
 size_t StateCache::size() const {
-  const auto lock = lock_if(shared_, mutex_);
-  return size_;
+  size_t total = 0;
+  for (const Shard& shard : shards_) {
+    const auto lock = lock_if(shared_, shard.lock);
+    total += shard.size;
+  }
+  return total;
 }
 
 bool StateCache::full() const {
-  const auto lock = lock_if(shared_, mutex_);
-  return full_;
+  for (const Shard& shard : shards_) {
+    const auto lock = lock_if(shared_, shard.lock);
+    if (shard.full) return true;
+  }
+  return false;
 }
 
-bool StateCache::insert(uint64_t state) {
+bool StateCache::Shard::insert(uint64_t state, size_t max_states) {
   assert(state != 0);
-  const size_t mask = slots_.size() - 1;
+  const size_t mask = slots.size() - 1;
   // The fingerprints are already well mixed: their low bits index the table.
   for (size_t i = static_cast<size_t>(state) & mask;; i = (i + 1) & mask) {
-    if (slots_[i] == state) return false;
-    if (slots_[i] == 0) {
-      if (full_) return true;
-      slots_[i] = state;
-      ++size_;
-      if (size_ >= max_states_) full_ = true;
-      else if (size_ * 2 > slots_.size()) grow();
+    if (slots[i] == state) return false;
+    if (slots[i] == 0) {
+      if (full) return true;
+      slots[i] = state;
+      ++size;
+      if (size >= max_states) full = true;
+      else if (size * 2 > slots.size()) grow();
       return true;
     }
   }
 }
 
 bool StateCache::visit(uint64_t state, std::span<const uint64_t> sleep) {
-  const auto lock = lock_if(shared_, mutex_);
-  const size_t before = size_;
-  if (insert(state)) {
-    if (size_ > before && !sleep.empty()) sleep_.emplace(state, std::vector<uint64_t>(sleep.begin(), sleep.end()));
+  Shard& shard = shard_of(state);
+  const auto lock = lock_if(shared_, shard.lock);
+  const size_t before = shard.size;
+  if (shard.insert(state, max_states_per_shard_)) {
+    if (shard.size > before && !sleep.empty()) shard.sleep.emplace(state, std::vector<uint64_t>(sleep.begin(), sleep.end()));
     return true;
   }
-  const bool over = !shared_ || done_[find(state)];
-  const auto it = sleep_.find(state);
-  if (it == sleep_.end()) {
+  const bool over = !shared_ || shard.done[shard.find(state)];
+  const auto it = shard.sleep.find(state);
+  if (it == shard.sleep.end()) {
     if (over) return false;  // explored with nothing asleep: every step was
-    if (!sleep.empty()) sleep_.emplace(state, std::vector<uint64_t>(sleep.begin(), sleep.end()));
+    if (!sleep.empty()) shard.sleep.emplace(state, std::vector<uint64_t>(sleep.begin(), sleep.end()));
     return true;
   }
   std::vector<uint64_t>& stored = it->second;
@@ -98,58 +114,61 @@ bool StateCache::visit(uint64_t state, std::span<const uint64_t> sleep) {
   // Explored again under `sleep`: what neither visit explored stays asleep for later visits.
   std::vector<uint64_t> both;
   std::set_intersection(stored.begin(), stored.end(), sleep.begin(), sleep.end(), std::back_inserter(both));
-  if (both.empty()) sleep_.erase(it);
+  if (both.empty()) shard.sleep.erase(it);
   else stored = std::move(both);
   return true;
 }
 
-size_t StateCache::find(uint64_t state) const {
-  const size_t mask = slots_.size() - 1;
+size_t StateCache::Shard::find(uint64_t state) const {
+  const size_t mask = slots.size() - 1;
   for (size_t i = static_cast<size_t>(state) & mask;; i = (i + 1) & mask) {
-    if (slots_[i] == state) return i;
-    if (slots_[i] == 0) return slots_.size();
+    if (slots[i] == state) return i;
+    if (slots[i] == 0) return slots.size();
   }
 }
 
 void StateCache::add_future(uint64_t state, const Summary& future) {
-  const auto lock = lock_if(shared_, mutex_);
-  const size_t i = find(state);
-  if (i == slots_.size()) return;  // not kept (the cache was full): never met again
-  if (shared_) done_[i] = true;
+  Shard& shard = shard_of(state);
+  const auto lock = lock_if(shared_, shard.lock);
+  const size_t i = shard.find(state);
+  if (i == shard.slots.size()) return;  // not kept (the cache was full): never met again
+  if (shared_) shard.done[i] = true;
   if (future.empty()) return;
-  if (futures_.empty()) futures_.assign(slots_.size(), Summary{});
-  futures_[i].merge(future);
+  if (shard.futures.empty()) shard.futures.assign(shard.slots.size(), Summary{});
+  shard.futures[i].merge(future);
 }
 
 Summary StateCache::future(uint64_t state) const {
-  const auto lock = lock_if(shared_, mutex_);
-  if (futures_.empty()) return {};
-  const size_t i = find(state);
-  return i == slots_.size() ? Summary{} : futures_[i];
+  const Shard& shard = shard_of(state);
+  const auto lock = lock_if(shared_, shard.lock);
+  if (shard.futures.empty()) return {};
+  const size_t i = shard.find(state);
+  return i == shard.slots.size() ? Summary{} : shard.futures[i];
 }
 
-void StateCache::grow() {
-  std::vector<uint64_t> old(slots_.size() * 2, 0);
-  old.swap(slots_);
+void StateCache::Shard::grow() {
+  std::vector<uint64_t> old(slots.size() * 2, 0);
+  old.swap(slots);
   std::vector<Summary> old_futures;
-  if (!futures_.empty()) {
-    old_futures.assign(slots_.size(), Summary{});
-    old_futures.swap(futures_);
+  if (!futures.empty()) {
+    old_futures.assign(slots.size(), Summary{});
+    old_futures.swap(futures);
   }
   std::vector<bool> old_done;
-  if (shared_) {
-    old_done.assign(slots_.size(), false);
-    old_done.swap(done_);
+  const bool shared = !done.empty();
+  if (shared) {
+    old_done.assign(slots.size(), false);
+    old_done.swap(done);
   }
-  const size_t mask = slots_.size() - 1;
+  const size_t mask = slots.size() - 1;
   for (size_t j = 0; j < old.size(); ++j) {
     const uint64_t state = old[j];
     if (state == 0) continue;
     size_t i = static_cast<size_t>(state) & mask;
-    while (slots_[i] != 0) i = (i + 1) & mask;
-    slots_[i] = state;
-    if (!old_futures.empty()) futures_[i] = old_futures[j];
-    if (shared_) done_[i] = old_done[j];
+    while (slots[i] != 0) i = (i + 1) & mask;
+    slots[i] = state;
+    if (!old_futures.empty()) futures[i] = old_futures[j];
+    if (shared) done[i] = old_done[j];
   }
 }
 

@@ -1,11 +1,11 @@
 // The states a search has explored the future of (docs/semantics.md, "State cache"): 64-bit
-// fingerprints in one flat open-addressed table, with each state's sleep set when it was not
+// fingerprints in flat open-addressed tables, with each state's sleep set when it was not
 // empty, and a summary of what the steps of its explored future touched.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
+#include <atomic>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -57,19 +57,48 @@ class StateCache {
   static constexpr size_t DEFAULT_MAX_STATES = 8'000'000;  // 128 MiB of table, 256 MiB of futures at most
 
  private:
-  bool insert(uint64_t state);
-  size_t find(uint64_t state) const;  // its slot, or slots_.size()
-  void grow();
+  // Held for a few hundred nanoseconds at a time: spinning costs less than a futex's sleep and
+  // wake-up, which two threads on one cache otherwise pay at nearly every contended visit.
+  class SpinLock {
+   public:
+    void lock() {
+      while (locked_.exchange(true, std::memory_order_acquire)) {
+        while (locked_.load(std::memory_order_relaxed)) pause();
+      }
+    }
+    void unlock() { locked_.store(false, std::memory_order_release); }
 
-  mutable std::mutex mutex_;  // held by every public call when shared_
+   private:
+    static void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    std::atomic<bool> locked_{false};
+  };
+
+  // A part of the table. Shared, the cache is 64 shards by a fingerprint's top bits, each with
+  // its own lock, so that threads seldom wait for each other; otherwise one shard, no lock.
+  struct Shard {
+    mutable SpinLock lock;
+    std::vector<bool> done;  // shared: per slot, its state's exploration is over
+    std::vector<uint64_t> slots = std::vector<uint64_t>(1024, 0);
+    size_t size = 0;
+    bool full = false;
+    std::unordered_map<uint64_t, std::vector<uint64_t>> sleep;  // states explored under a non-empty sleep set
+    std::vector<Summary> futures;  // empty, or one per slot (16 more bytes a slot, from the first)
+
+    bool insert(uint64_t state, size_t max_states);
+    size_t find(uint64_t state) const;  // its slot, or slots.size()
+    void grow();
+  };
+  static constexpr int SHARD_BITS = 6;
+
+  Shard& shard_of(uint64_t state) const { return shards_[shards_.size() == 1 ? 0 : state >> (64 - SHARD_BITS)]; }
+
   bool shared_ = false;
-  std::vector<bool> done_;    // shared_: per slot, its state's exploration is over
-  std::vector<uint64_t> slots_;
-  size_t size_ = 0;
-  size_t max_states_;
-  bool full_ = false;
-  std::unordered_map<uint64_t, std::vector<uint64_t>> sleep_;  // states explored under a non-empty sleep set
-  std::vector<Summary> futures_;  // empty, or one per slot (16 more bytes a slot, from the first)
+  size_t max_states_per_shard_;
+  mutable std::vector<Shard> shards_;
 };
 
 }  // namespace lockstep::checker
