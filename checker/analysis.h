@@ -1,5 +1,5 @@
 // From an execution that did not finish to a bug: the wait-for graph (Boost.Graph, used here
-// only), the verdict, and the explanation of SPEC §4 "Messages".
+// only), the verdict, and the explanation a report prints (docs/semantics.md).
 #pragma once
 
 #include <cstdint>

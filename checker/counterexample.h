@@ -1,4 +1,4 @@
-// Counterexample files (SPEC §5): the scenario inlined with its parameters, the semantics, the
+// Counterexample files (docs/counterexamples.md): the scenario inlined with its parameters, the semantics, the
 // schedule, the ops each rank is stuck in and, per rank, the flat op sequence up to the hang
 // trimmed to the causal past of the bug (docs/counterexamples.md).
 #pragma once

@@ -1,4 +1,4 @@
-// Reports of `lockstep check`: the JSON of SPEC §2 and the text a person reads.
+// Reports of `lockstep check`: the JSON of docs/report-format.md and the text a person reads.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +27,7 @@ struct InputReport {
   bool matches_expected() const;
 };
 
-// The SPEC §2 JSON: one object per input, an array when there are several. Ends with a newline.
+// The JSON report (docs/report-format.md): one object per input, an array when there are several. Ends with a newline.
 std::string report_json(const std::vector<InputReport>& reports, bool as_array);
 
 // The text of one input: a verdict line, then (unless quiet) the explanation of every bug.

@@ -94,7 +94,7 @@ constexpr const char* USAGE = R"(usage: lockstep VERB ...
 common options:
   -D name=value          override a scenario parameter (repeatable)
   --seed N               seed of randomised strategies (reported)
-  --json FILE|-          machine report (SPEC §2)
+  --json FILE|-          machine report (docs/report-format.md)
   --quiet                one line per input
   --max-world N          bound on ranks (default 1048576)
   --max-file-bytes N     bound on a scenario file's size (default 67108864)
@@ -143,9 +143,6 @@ replay options:
 
 exit codes: 0 no bug, 1 bug found, 2 bad input or usage, 3 inconclusive
 )";
-
-// Verbs of SPEC §2 that later work adds.
-const std::vector<std::string> LATER_VERBS = {};
 
 struct UsageError {
   std::string message;
@@ -814,9 +811,6 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (options.verb == "run") return cmd_run(options, out, err);
     if (options.verb == "replay") return cmd_replay(options, out, err);
     if (options.verb == "explain") return cmd_explain(options, out, err);
-    if (std::find(LATER_VERBS.begin(), LATER_VERBS.end(), options.verb) != LATER_VERBS.end()) {
-      throw UsageError{fmt::format("'{}' is not available in this version; verbs: check, explain, replay, run, validate", options.verb)};
-    }
     throw UsageError{fmt::format("unknown verb '{}'; verbs: check, explain, replay, run, validate", options.verb)};
   } catch (const UsageError& error) {
     err << "lockstep: error: " << error.message << "\n" << "run 'lockstep --help' for usage\n";

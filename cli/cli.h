@@ -7,7 +7,7 @@
 
 namespace lockstep::cli {
 
-// Exit codes, the same for every verb (SPEC §2).
+// Exit codes, the same for every verb (docs/cli.md).
 enum ExitCode : int { EXIT_NO_BUG = 0, EXIT_BUG = 1, EXIT_BAD_INPUT = 2, EXIT_INCONCLUSIVE = 3 };
 
 // Runs one command line (args without the program name). Writes to out/err; never exits.

@@ -65,7 +65,7 @@ TEST_CASE("check prints the verdict line and the explanation") {
         "issued it: it finished\n");
 }
 
-TEST_CASE("check --json - prints the SPEC report") {
+TEST_CASE("check --json - prints the JSON report") {
   const Run run = lockstep({"check", "scenarios/corpus/head-to-head-sends.yaml", "--json", "-"});
   REQUIRE(run.code == EXIT_BUG);
   const nlohmann::json report = nlohmann::json::parse(run.out);

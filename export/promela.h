@@ -1,5 +1,5 @@
 // `lockstep export promela`: a scenario as a Promela model for SPIN, an independent oracle for
-// lockstep's verdicts (docs/spin.md). The model follows lockstep's semantics (SPEC §4) for the
+// lockstep's verdicts (docs/spin.md). The model follows lockstep's semantics (docs/semantics.md) for the
 // subset SPIN expresses well; anything outside it is refused with a diagnostic naming it.
 #pragma once
 

@@ -2208,7 +2208,7 @@ struct Engine::Impl : ExecState {
     const OpInstance& b = kernels[recv].op;
     if (a.size_bytes != b.size_bytes) return "size";
     if (a.dtype != b.dtype) return "dtype";
-    // A tag is a logical identity (SPEC §3): a pair that carries different ones moved the wrong
+    // A tag is a logical identity (docs/scenario-language.md): a pair that carries different ones moved the wrong
     // tensor, however well the sizes agree (PyTorch p2p has no tag matching on NCCL).
     if ((a.stmt ? std::string_view(a.stmt->tag) : std::string_view()) !=
         (b.stmt ? std::string_view(b.stmt->tag) : std::string_view())) {

@@ -1,5 +1,5 @@
 // One execution of a scenario: every host thread of every rank runs as a Boost.Context fiber
-// that interprets its program; the engine applies the NCCL/PyTorch semantics of SPEC §4
+// that interprets its program; the engine applies the NCCL/PyTorch semantics of docs/semantics.md
 // (streams, kernels, per-communicator matching, rendezvous p2p) and asks a Strategy at every
 // choice point.
 #pragma once

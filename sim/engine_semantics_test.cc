@@ -1,4 +1,4 @@
-// The NCCL/PyTorch rules of SPEC §4, one by one: for each, a scenario that completes and one
+// The NCCL/PyTorch rules of docs/semantics.md, one by one: for each, a scenario that completes and one
 // that hangs (or is found to hang by exploring its choices).
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// The expression language of scenarios (SPEC §3 "Values"): parsing and evaluation.
+// The expression language of scenarios (docs/scenario-language.md): parsing and evaluation.
 #pragma once
 
 #include <cstdint>

@@ -78,7 +78,7 @@ int64_t value_of(const Expr& expr) {
   return expr.value;
 }
 
-constexpr std::string_view SPEC_EXAMPLE = R"y(scenario: uneven-batches
+constexpr std::string_view LANGUAGE_EXAMPLE = R"y(scenario: uneven-batches
 description: One rank gets one batch fewer; the rest wait in the last all-reduce.
 source: https://example.org/issue/1
 expect: deadlock
@@ -94,12 +94,12 @@ program:
   - barrier: evens
 )y";
 
-TEST_CASE("loader: the SPEC example loads into the model") {
-  const LoadResult result = load(SPEC_EXAMPLE);
+TEST_CASE("loader: the language reference's example loads into the model") {
+  const LoadResult result = load(LANGUAGE_EXAMPLE);
   const Scenario& s = loaded(result);
   CHECK(result.diagnostics.empty());
   CHECK(s.path == "s.yaml");
-  CHECK(s.text == SPEC_EXAMPLE);
+  CHECK(s.text == LANGUAGE_EXAMPLE);
   CHECK(result.text.empty());  // without diagnostics the text is the scenario's alone
   CHECK(s.name == "uneven-batches");
   CHECK(s.description == "One rank gets one batch fewer; the rest wait in the last all-reduce.");
@@ -628,11 +628,11 @@ TEST_CASE("loader: files that cannot be read or are too large") {
       (std::filesystem::temp_directory_path() / "lockstep_loader_test.yaml").string();
   {
     std::ofstream out(path, std::ios::binary);
-    out << SPEC_EXAMPLE;
+    out << LANGUAGE_EXAMPLE;
   }
   const LoadResult read = load_scenario_file(path, {});
   CHECK(read.ok());
-  CHECK(read.scenario->text == SPEC_EXAMPLE);  // the file mapped, kept by the scenario
+  CHECK(read.scenario->text == LANGUAGE_EXAMPLE);  // the file mapped, kept by the scenario
   CHECK(read.text.empty());
   LoadLimits tiny;
   tiny.max_file_bytes = 100;
@@ -643,14 +643,14 @@ TEST_CASE("loader: files that cannot be read or are too large") {
         path + ": error: file exceeds the limit of 100 bytes (raise it with --max-file-bytes)\n");
   std::remove(path.c_str());
 
-  CHECK(problems(SPEC_EXAMPLE, {}, tiny) ==
+  CHECK(problems(LANGUAGE_EXAMPLE, {}, tiny) ==
         std::vector<std::string>{
             "0:0: error: file exceeds the limit of 100 bytes (raise it with --max-file-bytes)"});
 }
 
 TEST_CASE("loader: never throws on mangled input") {
   // Deterministic mutations of a valid scenario: deleted, duplicated and replaced bytes.
-  const std::string base(SPEC_EXAMPLE);
+  const std::string base(LANGUAGE_EXAMPLE);
   const std::string alphabet = "{}[]:-,&*!|>'\"#?% \n\tab0";
   uint64_t state = 0x9E3779B97F4A7C15ULL;
   const auto next = [&state](uint64_t bound) {
@@ -1018,7 +1018,7 @@ TEST_CASE("loader: bounds name themselves and how to raise them") {
 
 TEST_CASE("loader: the fast yaml reader agrees with yaml-cpp or gives way to it") {
   std::vector<std::string> texts = {
-      std::string(SPEC_EXAMPLE),
+      std::string(LANGUAGE_EXAMPLE),
       "a: 1\nb:\n- x\n- y: 1\n  z: [1, {q: 'it''s'}]\nc:\n  d: ~\n  e:\n  f: \"s p\" # c\n",
       "scenario: t\nworld: 2\nranks:\n  0: [barrier]\n  \"1-1\":\n    - {allreduce: {size: 1}}\n",
       "- a\n-  b\n- - c\n", "a: [1,2]\n", "{a: 1}\n", "a: b: c\n", "a:\n  b\n  c\n",
@@ -1051,7 +1051,7 @@ TEST_CASE("loader: the fast yaml reader agrees with yaml-cpp or gives way to it"
     CHECK(tree == dump_yaml_tree(text, false));
   }
   CHECK(fast > 100);
-  CHECK_FALSE(dump_yaml_tree(SPEC_EXAMPLE, true).empty());
+  CHECK_FALSE(dump_yaml_tree(LANGUAGE_EXAMPLE, true).empty());
 }
 
 TEST_CASE("loader: every scenario and malformed input loads the same through both readers") {

@@ -241,14 +241,14 @@ struct Stmt {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Semantics settings (SPEC §4). Defaults follow PyTorch's ProcessGroupNCCL.
+// Semantics settings (docs/semantics.md). Defaults follow PyTorch's ProcessGroupNCCL.
 
 enum class P2pMode : uint8_t { RENDEZVOUS, EAGER };
 enum class P2pComm : uint8_t { GROUP, PAIR };
 
 enum class Algorithm : uint8_t { RING, TREE };
 
-// The alpha-beta model of a link (SPEC §4 "Time").
+// The alpha-beta model of a link (docs/semantics.md, "Time").
 struct Link {
   int64_t latency_ns = 5'000;            // alpha, per algorithm step
   double bandwidth_bytes_per_s = 100e9;  // per rank's link

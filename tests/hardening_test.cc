@@ -1,4 +1,4 @@
-// Hostile and extreme inputs end the way the SPEC says: a diagnostic and exit 2, a bounded file,
+// Hostile and extreme inputs end the way docs/outputs.md says: a diagnostic and exit 2, a bounded file,
 // a verdict that is right, never a crash or a file clobbered. Each case is a row of the hardening
 // table (docs/outputs.md, docs/scenario-language.md "Encoding"); the small inputs sit in
 // tests/hardening/, the big ones are generated here.
