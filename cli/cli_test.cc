@@ -562,3 +562,26 @@ TEST_CASE("SIGINT after a bug was found: the bug is reported, exit 1") {
 }
 
 }  // namespace lockstep::cli
+
+namespace lockstep::cli {
+
+TEST_CASE("--time-budget: a search past it, or one execution past it, is inconclusive naming the bound") {
+  const std::string search = temp_file("long-budget.yaml", long_search(false));
+  const Run many = lockstep({"check", search, "--time-budget", "0.5", "--json", "-"});
+  CHECK(many.code == EXIT_INCONCLUSIVE);
+  const nlohmann::json report = nlohmann::json::parse(many.out);
+  CHECK(report["verdict"] == "inconclusive");
+  CHECK(report["exhaustive"] == false);
+  CHECK(report["bound_hit"] == "--time-budget 0.5");
+  // One execution of 10^8 all-reduces: the bound holds inside it.
+  const std::string endless = temp_file(
+      "endless.yaml", "scenario: endless\nworld: 2\nprogram:\n  - repeat: 100000000\n    do: [{allreduce: {size: 4}}]\n");
+  const Run one = lockstep({"check", endless, "--time-budget", "0.3", "--max-ops", "1000000000000"});
+  CHECK(one.code == EXIT_INCONCLUSIVE);
+  CHECK(one.out.find("bound hit: the time budget ran out inside an execution") != std::string::npos);
+  // The default bound, in the help.
+  CHECK(lockstep({"--help"}).out.find("--time-budget S        bound on the search's wall time in seconds, per input (default 600") !=
+        std::string::npos);
+}
+
+}  // namespace lockstep::cli
