@@ -18,26 +18,18 @@
 #include "checker/replay.h"
 #include "checker/search.h"
 #include "checker/split.h"
+#include "sim/hash.h"
 
 namespace lockstep::checker {
 
 namespace {
 
-constexpr uint64_t FNV_OFFSET = 14695981039346656037ULL;
-constexpr uint64_t FNV_PRIME = 1099511628211ULL;
+constexpr uint64_t FNV_OFFSET = FNV1A_OFFSET;
 
-void fnv_mix(uint64_t& hash, uint64_t value) {
-  for (int i = 0; i < 8; ++i) {
-    hash ^= (value >> (8 * i)) & 0xff;
-    hash *= FNV_PRIME;
-  }
-}
+void fnv_mix(uint64_t& hash, uint64_t value) { hash = fnv1a_u64(value, hash); }
 
 void fnv_mix(uint64_t& hash, const std::string& text) {
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= FNV_PRIME;
-  }
+  hash = fnv1a(text, hash);
   fnv_mix(hash, text.size());
 }
 

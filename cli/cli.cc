@@ -29,6 +29,7 @@
 #include "export/promela.h"
 #include "gpu_validation/replay_session.h"
 #include "sim/engine.h"
+#include "sim/hash.h"
 #include "sim/loader.h"
 #include "sim/output_file.h"
 #include "sim/trace_format.h"
@@ -394,9 +395,7 @@ std::string file_stem(const std::string& name) {
   for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
   if (out.empty()) return "scenario";
   if (out.size() <= MAX_STEM_BYTES) return out;
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  for (char c : name) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
-  return fmt::format("{}-{:016x}", std::string_view(out).substr(0, MAX_STEM_BYTES - 17), hash);
+  return fmt::format("{}-{:016x}", std::string_view(out).substr(0, MAX_STEM_BYTES - 17), fnv1a(name));
 }
 
 // One counterexample file per bug: DIR/<scenario>-<n>.json; with --minimize also the minimized

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "sim/hash.h"
+
 namespace lockstep::gpu {
 
 namespace {
@@ -49,8 +51,8 @@ bool holds_slot(const std::vector<PlanOp>& ops, size_t i) {
 
 uint32_t tag_hash(std::string_view tag) {
   if (tag.empty()) return 0;
-  uint32_t h = 2166136261u;
-  for (const char c : tag) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+  const uint64_t wide = fnv1a(tag);
+  const auto h = static_cast<uint32_t>(wide ^ (wide >> 32));
   return h == 0 ? 1 : h;
 }
 

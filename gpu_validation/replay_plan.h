@@ -87,7 +87,7 @@ struct Plan {
 // collective or p2p op (not an eager send), and of an NCCL group only its first op.
 bool holds_slot(const std::vector<PlanOp>& ops, size_t i);
 
-// The FNV-1a hash of a tag (0 for none), as PlanOp::tag holds it.
+// A tag's FNV-1a hash folded to 32 bits (0 for none), as PlanOp::tag holds it.
 uint32_t tag_hash(std::string_view tag);
 
 // The seeded value of element `element` of rank `rank`'s contribution to an op (sequence number

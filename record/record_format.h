@@ -45,12 +45,4 @@ inline const char* call_name(Call call) {
   return static_cast<size_t>(call) < static_cast<size_t>(Call::COUNT_) ? NAMES[static_cast<size_t>(call)] : "?";
 }
 
-// 64-bit FNV-1a: the identity of an ncclUniqueId (its 128 bytes) across processes.
-inline uint64_t fnv1a(const void* data, size_t bytes) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
-  return h;
-}
-
 }  // namespace lockstep::record

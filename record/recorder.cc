@@ -34,6 +34,7 @@
 
 #include "record/nccl_api.h"
 #include "record/record_format.h"
+#include "sim/hash.h"
 
 #define LOCKSTEP_EXPORT __attribute__((visibility("default")))
 #define LOCKSTEP_TLS __attribute__((tls_model("initial-exec")))
@@ -706,7 +707,7 @@ void record_created(uint64_t of, int index, CommHandle comm, int fallback_device
 uint64_t record_init(Call call, const UniqueId& id, int nranks, int rank) {
   Rec r{};
   r.call = static_cast<uint16_t>(call);
-  r.id = record::fnv1a(id.internal, UNIQUE_ID_BYTES);
+  r.id = lockstep::fnv1a(id.internal, UNIQUE_ID_BYTES);
   r.i0 = nranks;
   r.i1 = rank;
   return append(r);
@@ -743,7 +744,7 @@ LOCKSTEP_EXPORT Result ncclGetUniqueId(UniqueId* id) {
   if (guard.outer && result == SUCCESS && id != nullptr && recording()) {
     Rec r{};
     r.call = static_cast<uint16_t>(Call::GET_UNIQUE_ID);
-    r.id = record::fnv1a(id->internal, UNIQUE_ID_BYTES);
+    r.id = lockstep::fnv1a(id->internal, UNIQUE_ID_BYTES);
     append(r);
   }
   return result;
