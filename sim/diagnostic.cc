@@ -91,6 +91,34 @@ std::string format_diagnostic(const Diagnostic& diagnostic, std::string_view sou
   return out;
 }
 
+// Built by appending: g++ 12 -O3 warns falsely on "'" + std::string(...).
+std::string quoted(std::string_view name) {
+  std::string out = "'";
+  out += name;
+  out += '\'';
+  return out;
+}
+
+std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates) {
+  const std::string hint = closest_name(name, candidates);
+  return hint.empty() ? std::string() : " (did you mean " + quoted(hint) + "?)";
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& name : names) {
+    if (!out.empty()) out += ", ";
+    out += name;
+  }
+  return out;
+}
+
+std::vector<std::string> sorted(std::vector<std::string> names) {
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
 std::string closest_name(std::string_view name, const std::vector<std::string>& candidates) {
   std::string best;
   size_t best_distance = std::max<size_t>(2, name.size() / 3) + 1;

@@ -34,6 +34,13 @@ std::string format_location(std::string_view file, SourceLoc loc);
 // The closest candidate by edit distance, or "" when none is close enough to suggest.
 std::string closest_name(std::string_view name, const std::vector<std::string>& candidates);
 
+// Pieces of messages: "'name'"; " (did you mean 'x'?)" or ""; "a, b, c" in the order given;
+// names sorted without repeats.
+std::string quoted(std::string_view name);
+std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates);
+std::string join(const std::vector<std::string>& names);
+std::vector<std::string> sorted(std::vector<std::string> names);
+
 // "0, 2, 4-7": ascending ranks, runs of three or more as ranges.
 std::string format_ranks(const std::vector<int32_t>& ranks);
 

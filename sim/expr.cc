@@ -169,30 +169,10 @@ std::string_view unit_kind(Unit unit) {
   return "plain number";
 }
 
-// "'name'" (built by appending: g++ 12 -O3 warns falsely on "'" + std::string(...)).
-std::string quoted(std::string_view name) {
-  std::string out = "'";
-  out += name;
-  out += '\'';
-  return out;
-}
-
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const std::string& name : names) {
-    if (!out.empty()) out += ", ";
-    out += name;
-  }
-  return out;
-}
-
 // "unknown THING 'x' (did you mean 'y'?)" without the list of valid names.
 std::string unknown_with_hint(std::string_view thing, std::string_view name,
                               const std::vector<std::string>& candidates) {
-  std::string message = "unknown " + std::string(thing) + " '" + std::string(name) + "'";
-  const std::string hint = closest_name(name, candidates);
-  if (!hint.empty()) message += " (did you mean '" + hint + "'?)";
-  return message;
+  return "unknown " + std::string(thing) + " " + quoted(name) + did_you_mean(name, candidates);
 }
 
 bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }

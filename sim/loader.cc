@@ -37,40 +37,11 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Generic helpers.
 
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const std::string& name : names) {
-    if (!out.empty()) out += ", ";
-    out += name;
-  }
-  return out;
-}
-
-std::vector<std::string> sorted(std::vector<std::string> names) {
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  return names;
-}
-
-// "'name'" (built by appending: g++ 12 -O3 warns falsely on "'" + std::string(...)).
-std::string quoted(std::string_view name) {
-  std::string out = "'";
-  out += name;
-  out += '\'';
-  return out;
-}
-
-// " (did you mean 'x'?)" or "".
-std::string hint_for(std::string_view name, const std::vector<std::string>& candidates) {
-  const std::string hint = closest_name(name, candidates);
-  return hint.empty() ? std::string() : " (did you mean " + quoted(hint) + "?)";
-}
-
 // "unknown THING 'name'WHERE (did you mean 'x'?); valid THINGs: a, b, c" (the list sorted).
 std::string unknown_message(std::string_view thing, std::string_view name, std::string_view where,
                             const std::vector<std::string>& valid) {
   return "unknown " + std::string(thing) + " " + quoted(name) + std::string(where) +
-         hint_for(name, valid) + "; valid " + std::string(thing) + "s: " + join(sorted(valid));
+         did_you_mean(name, valid) + "; valid " + std::string(thing) + "s: " + join(sorted(valid));
 }
 
 
@@ -1175,7 +1146,7 @@ class Loader {
 
   static std::string invalid_value_message(std::string_view value, std::string_view key,
                                            const std::vector<std::string>& valid) {
-    return "invalid value " + quoted(value) + " for " + quoted(key) + hint_for(value, valid) +
+    return "invalid value " + quoted(value) + " for " + quoted(key) + did_you_mean(value, valid) +
            "; valid values: " + join(sorted(valid));
   }
 
@@ -1381,7 +1352,7 @@ class Loader {
       std::vector<std::string> names;
       for (const Param& p : scenario_.params) names.push_back(p.name);
       std::string message =
-          "unknown parameter " + quoted(override_.name) + " in " + flag + hint_for(override_.name, names);
+          "unknown parameter " + quoted(override_.name) + " in " + flag + did_you_mean(override_.name, names);
       message +=
           names.empty() ? "; the scenario has no parameters" : "; parameters: " + join(names);
       error({}, message);
@@ -1486,7 +1457,7 @@ class Loader {
     }
     std::vector<std::string> names;
     for (const GroupDef& group : scenario_.groups) names.push_back(group.name);
-    error(value.loc, "unknown group " + quoted(value.value) + hint_for(value.value, names) +
+    error(value.loc, "unknown group " + quoted(value.value) + did_you_mean(value.value, names) +
                          "; groups: " + join(names));
     return std::nullopt;
   }
@@ -1744,7 +1715,7 @@ class Loader {
     }
     const size_t colon = value->find("://");
     const std::string scheme = colon == std::string::npos ? *value : value->substr(0, colon + 3);
-    error(node.loc, "invalid init method " + quoted(*value) + hint_for(scheme, schemes) +
+    error(node.loc, "invalid init method " + quoted(*value) + did_you_mean(scheme, schemes) +
                         "; valid init methods: env://, tcp://HOST:PORT, file://PATH");
     return std::nullopt;
   }
@@ -1869,7 +1840,7 @@ class Loader {
       }
       units.emplace_back(candidate.suffix);
     }
-    error(node.loc, "unknown bandwidth unit " + quoted(unit) + hint_for(unit, units) +
+    error(node.loc, "unknown bandwidth unit " + quoted(unit) + did_you_mean(unit, units) +
                         "; bandwidth units: " + join(units));
     return std::nullopt;
   }
@@ -2387,7 +2358,7 @@ class Loader {
     const auto found = std::find(names.begin(), names.end(), name);
     if (found == names.end()) {
       error(head.value->loc,
-            "unknown define " + quoted(name) + hint_for(name, names) +
+            "unknown define " + quoted(name) + did_you_mean(name, names) +
                 (names.empty() ? "; the scenario has no 'define'" : "; defines: " + join(names)));
       return false;
     }
@@ -2405,7 +2376,7 @@ class Loader {
           if (param == def.params.end()) {
             error(arg.key_node->loc,
                   "unknown argument " + quoted(arg.key) + " for " + quoted(def.name) +
-                      hint_for(arg.key, def.params) +
+                      did_you_mean(arg.key, def.params) +
                       (def.params.empty() ? "; " + quoted(def.name) + " takes no arguments"
                                           : "; parameters: " + join(def.params)));
             ok = false;
@@ -2594,7 +2565,7 @@ class Loader {
     }
     const std::vector<std::string> valid = valid_args(spec);
     error(entry.key_node->loc, "unknown argument " + quoted(entry.key) + " for " +
-                                   quoted(spec.name) + hint_for(entry.key, valid) +
+                                   quoted(spec.name) + did_you_mean(entry.key, valid) +
                                    "; valid arguments: " + join(valid));
     return std::nullopt;
   }
@@ -2695,7 +2666,7 @@ class Loader {
         if (owner == use.owner || owner == -1 || use.owner == -1) names.emplace_back(name);
       }
       names = sorted(names);
-      error(use.loc, "unknown handle " + quoted(use.name) + hint_for(use.name, names) +
+      error(use.loc, "unknown handle " + quoted(use.name) + did_you_mean(use.name, names) +
                          (names.empty() ? "; no operation has 'async'" : "; handles: " + join(names)));
     }
   }

@@ -34,41 +34,19 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Helpers for messages.
 
-std::string quoted(std::string_view name) {
-  std::string out = "'";
-  out += name;
-  out += '\'';
-  return out;
-}
-
-std::string join(std::vector<std::string> names, bool sort_names = true) {
-  if (sort_names) std::sort(names.begin(), names.end());
-  std::string out;
-  for (const std::string& name : names) {
-    if (!out.empty()) out += ", ";
-    out += name;
-  }
-  return out;
-}
-
-std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates) {
-  const std::string hint = closest_name(name, candidates);
-  return hint.empty() ? std::string() : " (did you mean " + quoted(hint) + "?)";
-}
-
 // "unknown THING 'name'WHERE (did you mean 'x'?); valid THINGs: a, b, c"
 std::string unknown_message(std::string_view thing, std::string_view name, std::string_view where,
                             const std::vector<std::string>& known,
                             const std::vector<std::string>& valid) {
   std::string message = "unknown " + std::string(thing) + " " + quoted(name) + std::string(where);
   message += did_you_mean(name, known);
-  return message + "; valid " + std::string(thing) + "s: " + join(valid);
+  return message + "; valid " + std::string(thing) + "s: " + join(sorted(valid));
 }
 
 std::string invalid_value_message(std::string_view value, std::string_view key,
                                   const std::vector<std::string>& valid) {
   return "invalid value " + quoted(value) + " for " + quoted(key) + did_you_mean(value, valid) +
-         "; valid values: " + join(valid);
+         "; valid values: " + join(sorted(valid));
 }
 
 
@@ -1761,7 +1739,7 @@ class TraceLoader {
     bool ok = true;
     const auto valid = [&] {
       const std::vector<std::string> names = arg_names(spec.args);
-      return names.empty() ? std::string("none") : join(names);
+      return names.empty() ? std::string("none") : join(sorted(names));
     };
     for (size_t i = static_cast<size_t>(Key::GROUP); i < KEY_COUNT; ++i) {
       const JsonMember* member = keys.member[i];
@@ -2171,7 +2149,7 @@ class TraceLoader {
       std::vector<std::string> names;
       for (const GroupDef& group : scenario_.groups) names.push_back(group.name);
       error(use.loc, "unknown group " + quoted(use.name) + did_you_mean(use.name, names) +
-                         "; groups: " + join(names, false));
+                         "; groups: " + join(names));
       return;
     }
     stmt.group = found->second;
