@@ -475,10 +475,11 @@ int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
       report.scenario = scenarios.back().get();
       checker::CheckOptions check = options.check;
       check.stop = &stop_requested;
+      // The progress line's state lives as long as the search that calls it.
       bool progressed = false;
+      double printed = 0;
       const bool terminal = ::isatty(STDERR_FILENO) && &err == &std::cerr;
       if (!options.quiet && (terminal || options.progress)) {
-        double printed = 0;
         check.progress = [&, terminal](const checker::Progress& p) {
           // Off a terminal (--progress): a line every 5 s, for logs.
           if (!terminal && printed > 0 && p.elapsed_s - printed < 5) return;
