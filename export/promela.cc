@@ -442,7 +442,7 @@ class Exporter {
       }
       const int k = send_key(comm, w.rank, static_cast<int32_t>(*peer));
       bump(w.path.sends, w.max.sends, k);
-      const bool eager = sc_.semantics.p2p == sim::P2pMode::EAGER && *size <= sc_.semantics.eager_limit_bytes;
+      const bool eager = sc_.semantics.sends_eagerly(*size);
       code += fmt::format("/* send {}B to {} on {} ({}) */ ", *size, *peer, group.name, where);
       code += fmt::format("sl = {0}SB{1} + {0}ns[{1}]; {0}ns[{1}] = {0}ns[{1}] + 1; {0}ssig[sl] = {2}; {3}!{4},sl,{5}; "
                           "{0}match{6}(); ",

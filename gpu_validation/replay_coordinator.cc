@@ -105,7 +105,7 @@ std::vector<PlanOp> plan_rank(const std::vector<sim::OpRecord>& records, const s
     if (stmt != nullptr) op.tag = tag_hash(stmt->tag.str());
     if (in.kind == OpKind::RECV && in.peer < 0) op.match = rec.matched_peer;
     op.stream = rec.stream.empty() ? "main" : rec.stream;
-    op.eager = in.kind == OpKind::SEND && sem.p2p == sim::P2pMode::EAGER && in.size_bytes <= sem.eager_limit_bytes;
+    op.eager = in.kind == OpKind::SEND && sem.sends_eagerly(in.size_bytes);
     // Threads of a rank share its streams; each blocks only itself (barrier, sync, new_group).
     std::vector<uint32_t>& host = host_of[rec.thread];
     op.gates = host;  // what the host waits for before it issues this op

@@ -2731,7 +2731,7 @@ struct Engine::Impl : ExecState {
   }
 
   bool is_eager(const Kernel& send) const {
-    return sc.semantics.p2p == P2pMode::EAGER && send.op.size_bytes <= sc.semantics.eager_limit_bytes;
+    return sc.semantics.sends_eagerly(send.op.size_bytes);
   }
 
   // exit / crash: the process is gone. Its threads stop; its unfinished kernels never finish,

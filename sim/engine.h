@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sim/diagnostic.h"
+#include "sim/engine_limits.h"
 #include "sim/scenario.h"
 #include "sim/strategy.h"
 
@@ -152,13 +153,6 @@ class EventLog {
   bool all_ = true;
   std::vector<bool> ranks_;
   std::string buffer_;
-};
-
-struct EngineLimits {
-  uint64_t max_ops = 50'000'000;     // operations issued in one execution, all ranks
-  int64_t max_repeat = 100'000'000;  // iterations of one repeat
-  int32_t max_call_depth = 128;      // nested calls of defines
-  size_t fiber_stack_bytes = 1 << 20;  // per host thread; guard-paged, touched pages only
 };
 
 // The ids of footprint objects and of actors (EngineOptions::footprints) that several engines of

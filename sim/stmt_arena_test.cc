@@ -1,4 +1,4 @@
-#include "sim/scenario.h"
+#include "sim/stmt_arena.h"
 
 #include <doctest/doctest.h>
 
@@ -12,6 +12,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "sim/scenario.h"  // StmtList
 
 namespace lockstep::sim {
 namespace {
