@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/describe.h"
 #include "sim/engine.h"
 #include "sim/scenario.h"
 
@@ -35,9 +36,6 @@ std::vector<int32_t> find_wait_cycle(int32_t world, const std::vector<sim::Stuck
 
 // The rank wait-for graph of a bug in Graphviz: an edge per wait, labelled with the op.
 std::string wait_for_dot(const sim::Scenario& scenario, const Bug& bug);
-
-// "allreduce #3 on world", "send to rank 1 #2 on pp", "recv from any on world".
-std::string describe_op(const sim::Scenario& scenario, const sim::OpRecord& op);
 
 // "10min", "1.500s", "20.000ms", "5.000us", "12ns".
 std::string format_duration(int64_t ns);

@@ -569,7 +569,7 @@ void print_critical_path(const sim::Scenario& scenario, const sim::ExecutionResu
       i = path.size() - SHOWN;
     }
     const sim::OpRecord& rec = result.ops[static_cast<size_t>(path[i].rank)][path[i].index];
-    out << fmt::format("  rank {} {} ({}) {} - {}\n", path[i].rank, checker::describe_op(scenario, rec),
+    out << fmt::format("  rank {} {} ({}) {} - {}\n", path[i].rank, sim::describe_op(scenario, rec),
                        rec.op.stmt ? scenario.location(rec.op.stmt->loc) : scenario.path, format_ms(rec.start_ns),
                        format_ms(rec.end_ns));
   }
@@ -723,11 +723,17 @@ int cmd_replay_hardware(const Options& options, std::ostream& out, std::ostream&
   }
   replay.quiet = options.quiet;
   replay.order = options.replay_free_order ? gpu::IssueOrder::FREE : gpu::IssueOrder::GRANTED;
-  const gpu::ReplayReport report =
-      gpu::replay_on_hardware(*scenario, result, choices, options.check.engine,
-                              options.backend == "nccl" ? gpu::nccl_backend() : gpu::mpi_backend(), replay);
-  (report.exit_code == EXIT_BAD_INPUT ? err : out) << report.text;
-  return report.exit_code;
+  const gpu::ReplayReport report = gpu::replay_on_hardware(
+      *scenario, result, choices, options.check.engine, checker::analyze(*scenario, result),
+      options.backend == "nccl" ? gpu::nccl_backend() : gpu::mpi_backend(), replay);
+  (report.failed ? err : out) << report.text;
+  if (report.failed) return EXIT_BAD_INPUT;
+  switch (report.verdict) {
+    case gpu::ReplayVerdict::CONFIRMED: return EXIT_BUG;
+    case gpu::ReplayVerdict::NOT_REPRODUCED: return EXIT_NO_BUG;
+    case gpu::ReplayVerdict::UNDECIDED: break;
+  }
+  return EXIT_INCONCLUSIVE;
 }
 
 int cmd_replay(const Options& options, std::ostream& out, std::ostream& err) {
@@ -779,7 +785,7 @@ int cmd_explain(const Options& options, std::ostream& out, std::ostream& err) {
     for (const sim::StuckOp& s : bug.stuck) {
       for (int32_t w : s.waiting_for) {
         const bool never = std::find(s.never_issued.begin(), s.never_issued.end(), w) != s.never_issued.end();
-        out << fmt::format("  rank {} -> rank {}: {} ({}){}\n", s.rank, w, checker::describe_op(scenario, s.op),
+        out << fmt::format("  rank {} -> rank {}: {} ({}){}\n", s.rank, w, sim::describe_op(scenario, s.op),
                            s.op.op.stmt ? scenario.location(s.op.op.stmt->loc) : scenario.path,
                            never ? ", never issued" : "");
       }

@@ -588,11 +588,11 @@ Prediction predict(const sim::Scenario& scenario, const std::optional<checker::B
   if (!bug) return p;
   p.kind = bug->kind;
   p.summary = bug->summary;
-  for (const sim::StuckOp& s : bug->stuck) p.stuck.push_back({s.rank, s.op.index, checker::describe_op(scenario, s.op)});
+  for (const sim::StuckOp& s : bug->stuck) p.stuck.push_back({s.rank, s.op.index, sim::describe_op(scenario, s.op)});
   if (bug->mismatch) {
     const sim::MismatchInfo& m = *bug->mismatch;
-    p.mismatched.push_back({m.rank_a, m.op_a.index, checker::describe_op(scenario, m.op_a)});
-    p.mismatched.push_back({m.rank_b, m.op_b.index, checker::describe_op(scenario, m.op_b)});
+    p.mismatched.push_back({m.rank_a, m.op_a.index, sim::describe_op(scenario, m.op_a)});
+    p.mismatched.push_back({m.rank_b, m.op_b.index, sim::describe_op(scenario, m.op_b)});
     p.mismatch_group = scenario.groups[m.group].name;
     p.mismatch_seq = m.seq;
     p.mismatch_collective = sim::is_collective(m.op_a.op.kind);
@@ -639,7 +639,7 @@ void note_queued(Prediction& p, const sim::Scenario& scenario, const sim::Execut
   for (size_t r = 0; r < result.ops.size(); ++r) {
     for (const sim::OpRecord& rec : result.ops[r]) {
       if ((sim::is_collective(rec.op.kind) || sim::is_p2p(rec.op.kind)) && rec.state == sim::KernelState::QUEUED) {
-        p.queued.push_back({static_cast<int32_t>(r), rec.index, checker::describe_op(scenario, rec)});
+        p.queued.push_back({static_cast<int32_t>(r), rec.index, sim::describe_op(scenario, rec)});
       }
     }
   }

@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include "checker/analysis.h"
 
 namespace lockstep::gpu {
 
@@ -87,16 +86,15 @@ Backend nccl_backend() {
 
 ReplayReport replay_on_hardware(const sim::Scenario& scenario, const sim::ExecutionResult& result,
                                 const std::vector<sim::Option>& choices, const sim::EngineOptions& engine,
-                                const Backend& backend, const ReplayOptions& options) {
+                                const std::optional<checker::Bug>& bug, const Backend& backend,
+                                const ReplayOptions& options) {
   ReplayReport report;
   std::string& out = report.text;
   auto undecided = [&](const std::string& why) {
     out += fmt::format("UNDECIDED ({}): {}\n", backend.name, why);
     report.verdict = ReplayVerdict::UNDECIDED;
-    report.exit_code = 3;
     return report;
   };
-  const std::optional<checker::Bug> bug = checker::analyze(scenario, result);
   Prediction prediction = predict(scenario, bug);
   out += fmt::format("predicted: {}\n", bug ? fmt::format("{}: {}", sim::verdict_name(bug->kind), bug->summary)
                                              : std::string("every rank completes"));
@@ -124,7 +122,7 @@ ReplayReport replay_on_hardware(const sim::Scenario& scenario, const sim::Execut
   std::string dir = (fs::temp_directory_path() / fmt::format("lockstep-{}-XXXXXX", backend.name)).string();
   if (::mkdtemp(dir.data()) == nullptr) {
     out += fmt::format("error: cannot create a temporary folder {}: {}\n", dir, std::strerror(errno));
-    report.exit_code = 2;
+    report.failed = true;
     return report;
   }
   std::error_code ec;
@@ -135,7 +133,7 @@ ReplayReport replay_on_hardware(const sim::Scenario& scenario, const sim::Execut
     if (!file) {
       fs::remove_all(dir, ec);
       out += fmt::format("error: cannot write {}\n", plan_path);
-      report.exit_code = 2;
+      report.failed = true;
       return report;
     }
   }
@@ -192,11 +190,6 @@ ReplayReport replay_on_hardware(const sim::Scenario& scenario, const sim::Execut
     fs::remove_all(dir, ec);
   }
   report.verdict = outcome.verdict;
-  switch (outcome.verdict) {
-    case ReplayVerdict::CONFIRMED: report.exit_code = 1; break;
-    case ReplayVerdict::NOT_REPRODUCED: report.exit_code = 0; break;
-    case ReplayVerdict::UNDECIDED: report.exit_code = 3; break;
-  }
   return report;
 }
 

@@ -46,14 +46,16 @@ struct ReplayOptions {
 
 struct ReplayReport {
   ReplayVerdict verdict = ReplayVerdict::UNDECIDED;
-  int exit_code = 3;  // 1 CONFIRMED, 0 NOT REPRODUCED, 3 UNDECIDED, 2 an operating error (`text` says which)
-  std::string text;   // "predicted: ..." then the verdict line and its details
+  bool failed = false;  // an operating error (`text` says which): no verdict
+  std::string text;     // "predicted: ..." then the verdict line and its details
 };
 
 // Replays `result` (recorded with record_ops; `choices`: the choices that led to it) of
-// `scenario` on `backend`.
+// `scenario` on `backend`; `bug`: the model's bug in it (checker::analyze), none when every
+// rank completes.
 ReplayReport replay_on_hardware(const sim::Scenario& scenario, const sim::ExecutionResult& result,
                                 const std::vector<sim::Option>& choices, const sim::EngineOptions& engine,
-                                const Backend& backend, const ReplayOptions& options);
+                                const std::optional<checker::Bug>& bug, const Backend& backend,
+                                const ReplayOptions& options);
 
 }  // namespace lockstep::gpu

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <string>
 
+#include "checker/analysis.h"
 #include "gpu_validation/replay_session.h"
 #include "sim/engine.h"
 #include "sim/loader.h"
@@ -179,9 +180,8 @@ TEST_CASE("replay session against a fake worker: a hang at the predicted ops is 
   {
     const Fake fake("if [ \"$RANK\" = 3 ]; then frontier completed 4 4; exit 0; fi\n"
                     "frontier stuck 5 6 'op 5 allreduce world 3 -1'\nexec sleep 1000");
-    const ReplayReport r = replay_on_hardware(t.scenario, t.result, {}, {}, fake_backend(fake, 0.5), options);
+    const ReplayReport r = replay_on_hardware(t.scenario, t.result, {}, {}, checker::analyze(t.scenario, t.result), fake_backend(fake, 0.5), options);
     INFO(r.text);
-    CHECK(r.exit_code == 1);
     CHECK(r.verdict == ReplayVerdict::CONFIRMED);
     CHECK(r.text.find("CONFIRMED (fake): hang: rank 0 allreduce #3 on world (op 5); rank 1 allreduce #3 on world (op 5); "
                       "rank 2 allreduce #3 on world (op 5) hung, matches prediction\n") != std::string::npos);
@@ -191,9 +191,9 @@ TEST_CASE("replay session against a fake worker: a hang at the predicted ops is 
     const Fake fake("if [ \"$RANK\" = 3 ]; then frontier completed 4 4; exit 0; fi\n"
                     "if [ \"$RANK\" = 1 ]; then frontier stuck 3 6 'op 3 allreduce world 2 -1'; exec sleep 1000; fi\n"
                     "frontier stuck 5 6 'op 5 allreduce world 3 -1'\nexec sleep 1000");
-    const ReplayReport r = replay_on_hardware(t.scenario, t.result, {}, {}, fake_backend(fake, 0.5), options);
+    const ReplayReport r = replay_on_hardware(t.scenario, t.result, {}, {}, checker::analyze(t.scenario, t.result), fake_backend(fake, 0.5), options);
     INFO(r.text);
-    CHECK(r.exit_code == 3);
+    CHECK(r.verdict == ReplayVerdict::UNDECIDED);
     CHECK(r.text.find("  predicted, not observed: rank 1 allreduce #3 on world (op 5)\n") != std::string::npos);
     CHECK(r.text.find("  observed, not predicted: rank 1 allreduce #2 on world (op 3)\n") != std::string::npos);
   }
@@ -210,25 +210,25 @@ TEST_CASE("replay session against a fake worker: a mismatch, a completed fix, a 
                     "  1) frontier stuck 2 3 'op 2 allreduce pp 1 -1'; exec sleep 1000;;\n"
                     "  *) frontier completed 3 3; exit 0;;\n"
                     "esac");
-    const ReplayReport r = replay_on_hardware(mismatch.scenario, mismatch.result, {}, {}, fake_backend(fake, 0.5), options);
+    const ReplayReport r = replay_on_hardware(mismatch.scenario, mismatch.result, {}, {}, checker::analyze(mismatch.scenario, mismatch.result), fake_backend(fake, 0.5), options);
     INFO(r.text);
-    CHECK(r.exit_code == 1);
+    CHECK(r.verdict == ReplayVerdict::CONFIRMED);
     CHECK(r.text.find("CONFIRMED (fake): mismatch: rank 0 allreduce #1 on pp (op 2) failed (NCCL error: invalid usage) at "
                       "the predicted op, as predicted") != std::string::npos);
   }
   const Timed fixed = timed_run("scenarios/corpus/uneven-batches-join.yaml");
   {
     const Fake fake("frontier completed 6 6\nexit 0");
-    const ReplayReport r = replay_on_hardware(fixed.scenario, fixed.result, {}, {}, fake_backend(fake, 0.5), options);
-    CHECK(r.exit_code == 0);
+    const ReplayReport r = replay_on_hardware(fixed.scenario, fixed.result, {}, {}, checker::analyze(fixed.scenario, fixed.result), fake_backend(fake, 0.5), options);
+    CHECK(r.verdict == ReplayVerdict::NOT_REPRODUCED);
     CHECK(r.text == "predicted: every rank completes\nNOT REPRODUCED (fake): every rank completed, data correct\n"
                     "  completed: ranks 0,1,2,3\n");
   }
   {
     ::setenv("LOCKSTEP_NCCL_WORKER", "/nonexistent/lockstep-nccl-replay", 1);
-    const ReplayReport r = replay_on_hardware(fixed.scenario, fixed.result, {}, {}, nccl_backend(), options);
+    const ReplayReport r = replay_on_hardware(fixed.scenario, fixed.result, {}, {}, checker::analyze(fixed.scenario, fixed.result), nccl_backend(), options);
     ::unsetenv("LOCKSTEP_NCCL_WORKER");
-    CHECK(r.exit_code == 3);
+    CHECK(r.verdict == ReplayVerdict::UNDECIDED);
     CHECK(r.text.find("UNDECIDED (nccl): the NCCL worker /nonexistent/lockstep-nccl-replay is missing") != std::string::npos);
   }
 }
@@ -241,10 +241,10 @@ TEST_CASE("replay session: --nccl runs its worker once per rank on this machine,
   const Timed fixed = timed_run("scenarios/corpus/uneven-batches-join.yaml");
   ReplayOptions options;
   options.quiet = true;
-  const ReplayReport r = replay_on_hardware(fixed.scenario, fixed.result, {}, {}, nccl_backend(), options);
+  const ReplayReport r = replay_on_hardware(fixed.scenario, fixed.result, {}, {}, checker::analyze(fixed.scenario, fixed.result), nccl_backend(), options);
   ::unsetenv("LOCKSTEP_NCCL_WORKER");
   INFO(r.text);
-  CHECK(r.exit_code == 0);
+  CHECK(r.verdict == ReplayVerdict::NOT_REPRODUCED);
   CHECK(r.text.find("NOT REPRODUCED (nccl): every rank completed, data correct\n") != std::string::npos);
 }
 
@@ -292,20 +292,20 @@ TEST_CASE("replay session, granted order: fake workers issue every step as grant
   options.stall_s = 1;
   const Fake fake(GRANTED_FAKE, "/bin/bash");
   {
-    const ReplayReport r = replay_on_hardware(fixed.scenario, fixed.result, {}, {}, fake_backend(fake, 0.5), options);
+    const ReplayReport r = replay_on_hardware(fixed.scenario, fixed.result, {}, {}, checker::analyze(fixed.scenario, fixed.result), fake_backend(fake, 0.5), options);
     INFO(r.text);
-    CHECK(r.exit_code == 0);
+    CHECK(r.verdict == ReplayVerdict::NOT_REPRODUCED);
     CHECK(r.text.find("NOT REPRODUCED (fake): every rank completed, data correct\n") != std::string::npos);
     CHECK(r.text.find(", issue order granted: 23 of 23 steps in ") != std::string::npos);
   }
   {
     ::setenv("STOP_RANK", "1", 1);
     ::setenv("STOP_AT", "2", 1);
-    const ReplayReport r = replay_on_hardware(fixed.scenario, fixed.result, {}, {}, fake_backend(fake, 0.5), options);
+    const ReplayReport r = replay_on_hardware(fixed.scenario, fixed.result, {}, {}, checker::analyze(fixed.scenario, fixed.result), fake_backend(fake, 0.5), options);
     ::unsetenv("STOP_RANK");
     ::unsetenv("STOP_AT");
     INFO(r.text);
-    CHECK(r.exit_code == 3);
+    CHECK(r.verdict == ReplayVerdict::UNDECIDED);
     CHECK(r.text.find("UNDECIDED (fake): hung elsewhere: rank 1 allreduce #1 on world (op 1); the issue order stopped at "
                       "step 8 of 23: rank 1, stuck in allreduce #1 on world (op 1), never issued op 2 (compute on world); "
                       "rank 2 waits for its grant of op 0 (allreduce #2 on world)") != std::string::npos);
@@ -324,9 +324,9 @@ TEST_CASE("replay session in free order: the plan says so and no grant server is
   ReplayOptions options;
   options.stall_s = 1;
   options.order = IssueOrder::FREE;
-  const ReplayReport r = replay_on_hardware(fixed.scenario, fixed.result, {}, {}, fake_backend(fake, 0.5), options);
+  const ReplayReport r = replay_on_hardware(fixed.scenario, fixed.result, {}, {}, checker::analyze(fixed.scenario, fixed.result), fake_backend(fake, 0.5), options);
   INFO(r.text);
-  CHECK(r.exit_code == 0);
+  CHECK(r.verdict == ReplayVerdict::NOT_REPRODUCED);
   CHECK(r.text.find(", issue order free\n") != std::string::npos);
 }
 
