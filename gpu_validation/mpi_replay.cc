@@ -491,12 +491,7 @@ class Worker {
   void report(FrontierStatus status, const std::vector<FrontierOp>& ops = {}) {
     frontier_.status = status;
     frontier_.ops = ops;
-    const std::string path = dir_ + "/frontier." + std::to_string(rank_);
-    {
-      std::ofstream out(path + ".tmp", std::ios::trunc);
-      out << format_frontier(frontier_);
-    }
-    std::rename((path + ".tmp").c_str(), path.c_str());
+    write_frontier(dir_, frontier_);
   }
 
   // After exit or crash: the process is gone for its peers; it stops calling MPI and waits to
@@ -537,16 +532,9 @@ class Worker {
 
 int main(int argc, char** argv) {
   using namespace lockstep::gpu;
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: lockstep-mpi-replay PLAN OUTDIR STALL_SECONDS (started by lockstep replay --mpi)\n");
-    return 2;
-  }
+  const std::optional<Plan> plan = worker_plan(argc, argv, "lockstep-mpi-replay", "lockstep replay --mpi");
+  if (!plan) return 2;
   std::string error;
-  const std::optional<Plan> plan = read_plan_file(argv[1], error);
-  if (!plan) {
-    std::fprintf(stderr, "lockstep-mpi-replay: %s: %s\n", argv[1], error.c_str());
-    return 2;
-  }
   MPI_Init(&argc, &argv);
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -564,9 +552,7 @@ int main(int argc, char** argv) {
     f.pid = static_cast<int64_t>(::getpid());
     f.status = FrontierStatus::FAILED;
     f.ops.push_back(FrontierOp{0, "setup", "world", 0, -1, "issue grants: " + error});
-    const std::string path = std::string(argv[2]) + "/frontier." + std::to_string(rank);
-    std::ofstream(path + ".tmp") << format_frontier(f);
-    std::rename((path + ".tmp").c_str(), path.c_str());
+    write_frontier(argv[2], f);
     MPI_Finalize();
     return 1;
   }

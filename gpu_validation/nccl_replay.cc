@@ -640,12 +640,7 @@ class NcclWorker {
       frontier_.next = std::move(next);
       f = frontier_;
     }
-    const std::string path = dir_ + "/frontier." + std::to_string(rank_);
-    {
-      std::ofstream out(path + ".tmp", std::ios::trunc);
-      out << format_frontier(f);
-    }
-    std::rename((path + ".tmp").c_str(), path.c_str());
+    write_frontier(dir_, f);
   }
 
   // The watchdog thread: should the poll loop itself be held inside a CUDA or NCCL call for
@@ -725,16 +720,8 @@ class NcclWorker {
 
 int main(int argc, char** argv) {
   using namespace lockstep::gpu;
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: lockstep-nccl-replay PLAN OUTDIR STALL_SECONDS (started by lockstep replay --nccl)\n");
-    return 2;
-  }
-  std::string error;
-  const std::optional<Plan> plan = read_plan_file(argv[1], error);
-  if (!plan) {
-    std::fprintf(stderr, "lockstep-nccl-replay: %s: %s\n", argv[1], error.c_str());
-    return 2;
-  }
+  const std::optional<Plan> plan = worker_plan(argc, argv, "lockstep-nccl-replay", "lockstep replay --nccl");
+  if (!plan) return 2;
   int rank = env_int({"LOCKSTEP_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}, -1);
   int world = env_int({"LOCKSTEP_WORLD", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, -1);
   const IdExchange exchange = id_exchange_method([](const char* name) { return std::getenv(name); });

@@ -1,6 +1,7 @@
 #include "gpu_validation/replay_plan.h"
 
 #include <array>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -300,6 +301,26 @@ std::optional<Frontier> parse_frontier(const std::string& text) {
   }
   if (f.rank < 0) return std::nullopt;
   return f;
+}
+
+void write_frontier(const std::string& dir, const Frontier& frontier) {
+  const std::string path = dir + "/frontier." + std::to_string(frontier.rank);
+  {
+    std::ofstream out(path + ".tmp", std::ios::trunc);
+    out << format_frontier(frontier);
+  }
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
+std::optional<Plan> worker_plan(int argc, char** argv, const char* worker, const char* verb) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s PLAN OUTDIR STALL_SECONDS (started by %s)\n", worker, verb);
+    return std::nullopt;
+  }
+  std::string error;
+  std::optional<Plan> plan = read_plan_file(argv[1], error);
+  if (!plan) std::fprintf(stderr, "%s: %s: %s\n", worker, argv[1], error.c_str());
+  return plan;
 }
 
 }  // namespace lockstep::gpu

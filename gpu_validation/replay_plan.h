@@ -146,4 +146,12 @@ struct Frontier {
 std::string format_frontier(const Frontier& frontier);
 std::optional<Frontier> parse_frontier(const std::string& text);
 
+// Writes `frontier` as DIR/frontier.RANK, whole or not at all (a temporary renamed over it), so
+// that the coordinator never reads half of one.
+void write_frontier(const std::string& dir, const Frontier& frontier);
+
+// A worker's command line, `WORKER PLAN OUTDIR STALL_SECONDS`: the plan, or nullopt after a
+// usage or plan error on stderr (the worker then exits 2).
+std::optional<Plan> worker_plan(int argc, char** argv, const char* worker, const char* verb);
+
 }  // namespace lockstep::gpu
