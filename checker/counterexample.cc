@@ -14,6 +14,7 @@
 
 #include "checker/replay.h"
 #include "checker/report.h"
+#include "sim/semantics_table.h"
 
 namespace lockstep::checker {
 
@@ -200,13 +201,19 @@ std::string counterexample_json(const sim::Scenario& scenario, const Bug& bug, c
   sc["text"] = std::string(scenario.text);
   out["scenario"] = std::move(sc);
   const sim::Semantics& sem = scenario.semantics;
-  out["semantics"] = Json{{"p2p", sem.p2p == sim::P2pMode::EAGER ? "eager" : "rendezvous"},
-                          {"eager_limit", sem.eager_limit_bytes},
-                          {"p2p_comm", sem.p2p_comm == sim::P2pComm::PAIR ? "pair" : "group"},
-                          {"comm_concurrency", sem.comm_concurrency},
-                          {"launch_order_implicit", sem.launch_order_implicit},
-                          {"timeout_ns", sem.timeout_ns},
-                          {"algorithm", sem.allreduce_algorithm == sim::Algorithm::TREE ? "tree" : "ring"}};
+  Json semantics = Json::object();
+  for (const sim::SemanticsSetting& setting : sim::semantics_settings()) {
+    const int64_t value = setting.get(sem);
+    const std::string key(setting.trace_key);
+    switch (setting.kind) {
+      case sim::SettingKind::CHOICE: semantics[key] = setting.choices[static_cast<size_t>(value)]; break;
+      case sim::SettingKind::FLAG: semantics[key] = value != 0; break;
+      case sim::SettingKind::BYTES:
+      case sim::SettingKind::COUNT:
+      case sim::SettingKind::DURATION: semantics[key] = value; break;
+    }
+  }
+  out["semantics"] = std::move(semantics);
   out["strategy"] = strategy;
   out["seed"] = seed;
   out["schedule"] = schedule_string(bug.choices);

@@ -28,6 +28,7 @@
 
 #include "sim/expr.h"
 #include "sim/input_file.h"
+#include "sim/semantics_table.h"
 #include "sim/utf8.h"
 
 namespace lockstep::sim {
@@ -1849,45 +1850,29 @@ class Loader {
 
   void load_semantics(const Entry& entry) {
     if (!expect_kind(*entry.value, NodeKind::MAP, "a map of semantics settings")) return;
-    const std::vector<std::string> keys = {"p2p",       "eager_limit",           "p2p_comm",
-                                           "comm_concurrency", "launch_order_implicit", "timeout",
-                                           "algorithm"};
-    Semantics& semantics = scenario_.semantics;
-    for (const Entry& setting : entries_of(*entry.value)) {
-      const Node& value = *setting.value;
-      if (setting.key == "link") {
-        error(setting.key_node->loc, "'link' is a top-level key, not a semantics setting");
-      } else if (std::find(keys.begin(), keys.end(), setting.key) == keys.end()) {
-        error(setting.key_node->loc, unknown_message("key", setting.key, " in semantics", keys));
-      } else if (setting.key == "p2p") {
-        if (auto mode = choice_of(value, "p2p", {"rendezvous", "eager"})) {
-          semantics.p2p = *mode == 0 ? P2pMode::RENDEZVOUS : P2pMode::EAGER;
-        }
-      } else if (setting.key == "p2p_comm") {
-        if (auto mode = choice_of(value, "p2p_comm", {"group", "pair"})) {
-          semantics.p2p_comm = *mode == 0 ? P2pComm::GROUP : P2pComm::PAIR;
-        }
-      } else if (setting.key == "eager_limit") {
-        if (auto bytes = constant_of(value, Unit::BYTES, "a size", "eager_limit", 0)) {
-          semantics.eager_limit_bytes = *bytes;
-        }
-      } else if (setting.key == "comm_concurrency") {
-        if (auto count = constant_of(value, Unit::NONE, "an integer", "comm_concurrency", 0)) {
-          semantics.comm_concurrency = *count;
-        }
-      } else if (setting.key == "launch_order_implicit") {
-        if (auto flag = choice_of(value, "launch_order_implicit", {"false", "true"})) {
-          semantics.launch_order_implicit = *flag == 1;
-        }
-      } else if (setting.key == "timeout") {
-        if (auto ns = constant_of(value, Unit::NANOSECONDS, "a duration", "timeout", 1)) {
-          semantics.timeout_ns = *ns;
-        }
-      } else if (setting.key == "algorithm") {
-        if (auto algorithm = choice_of(value, "algorithm", {"ring", "tree"})) {
-          semantics.allreduce_algorithm = *algorithm == 0 ? Algorithm::RING : Algorithm::TREE;
-        }
+    for (const Entry& item : entries_of(*entry.value)) {
+      const Node& value = *item.value;
+      const SemanticsSetting* setting = find_setting(item.key, true);
+      if (item.key == "link") {
+        error(item.key_node->loc, "'link' is a top-level key, not a semantics setting");
+        continue;
       }
+      if (setting == nullptr) {
+        error(item.key_node->loc, unknown_message("key", item.key, " in semantics", setting_keys(true)));
+        continue;
+      }
+      const std::string_view key = setting->yaml_key;
+      std::optional<int64_t> got;
+      switch (setting->kind) {
+        case SettingKind::CHOICE:
+        case SettingKind::FLAG:
+          if (auto index = choice_of(value, key, setting->choices)) got = static_cast<int64_t>(*index);
+          break;
+        case SettingKind::BYTES: got = constant_of(value, Unit::BYTES, "a size", key, setting->minimum); break;
+        case SettingKind::COUNT: got = constant_of(value, Unit::NONE, "an integer", key, setting->minimum); break;
+        case SettingKind::DURATION: got = constant_of(value, Unit::NANOSECONDS, "a duration", key, setting->minimum); break;
+      }
+      if (got) setting->set(scenario_.semantics, *got);
     }
   }
 

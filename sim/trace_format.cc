@@ -26,6 +26,7 @@
 #endif
 
 #include "sim/input_file.h"
+#include "sim/semantics_table.h"
 
 namespace lockstep::sim {
 
@@ -991,52 +992,37 @@ class TraceLoader {
 
   void load_semantics(const JsonValue& value) {
     if (!expect_kind(value, JsonKind::OBJECT, "an object of semantics settings")) return;
-    static const std::vector<std::string> keys = {
-        "p2p",          "eager_limit", "p2p_comm", "comm_concurrency", "launch_order_implicit",
-        "timeout_ns", "algorithm",   "link"};
+    std::vector<std::string> keys = setting_keys(false);
+    keys.emplace_back("link");
     std::map<std::string_view, uint32_t> seen;
     for (const JsonMember& member : value.members) {
       if (const auto [it, inserted] = seen.emplace(member.key, member.col); !inserted) {
         report_duplicate(member, it->second);
-      } else if (std::find(keys.begin(), keys.end(), member.key) == keys.end()) {
-        error(at(member), unknown_message("key", member.key, " in semantics", keys, keys));
+      } else if (member.key == "link") {
+        load_link(member.value);
+      } else if (const SemanticsSetting* setting = find_setting(member.key, false)) {
+        load_setting(*setting, member.value);
       } else {
-        load_setting(member.key, member.value);
+        error(at(member), unknown_message("key", member.key, " in semantics", keys, keys));
       }
     }
   }
 
-  void load_setting(std::string_view key, const JsonValue& value) {
-    Semantics& semantics = scenario_.semantics;
-    if (key == "p2p") {
-      if (auto mode = choice_of(value, key, {"rendezvous", "eager"})) {
-        semantics.p2p = *mode == 0 ? P2pMode::RENDEZVOUS : P2pMode::EAGER;
-      }
-    } else if (key == "p2p_comm") {
-      if (auto mode = choice_of(value, key, {"group", "pair"})) {
-        semantics.p2p_comm = *mode == 0 ? P2pComm::GROUP : P2pComm::PAIR;
-      }
-    } else if (key == "algorithm") {
-      if (auto algorithm = choice_of(value, key, {"ring", "tree"})) {
-        semantics.allreduce_algorithm = *algorithm == 0 ? Algorithm::RING : Algorithm::TREE;
-      }
-    } else if (key == "eager_limit") {
-      if (auto bytes = integer_of(value, "a size in bytes", key, 0)) {
-        semantics.eager_limit_bytes = *bytes;
-      }
-    } else if (key == "comm_concurrency") {
-      if (auto count = integer_of(value, "an integer", key, 0)) semantics.comm_concurrency = *count;
-    } else if (key == "timeout_ns") {
-      if (auto ns = integer_of(value, "a duration in nanoseconds", key, 1)) {
-        semantics.timeout_ns = *ns;
-      }
-    } else if (key == "launch_order_implicit") {
-      if (expect_kind(value, JsonKind::BOOL, "true or false")) {
-        semantics.launch_order_implicit = value.boolean;
-      }
-    } else if (key == "link") {
-      load_link(value);
+  void load_setting(const SemanticsSetting& setting, const JsonValue& value) {
+    const std::string_view key = setting.trace_key;
+    std::optional<int64_t> got;
+    switch (setting.kind) {
+      case SettingKind::CHOICE:
+        if (auto index = choice_of(value, key, setting.choices)) got = static_cast<int64_t>(*index);
+        break;
+      case SettingKind::FLAG:
+        if (expect_kind(value, JsonKind::BOOL, "true or false")) got = value.boolean ? 1 : 0;
+        break;
+      case SettingKind::BYTES: got = integer_of(value, "a size in bytes", key, setting.minimum); break;
+      case SettingKind::COUNT: got = integer_of(value, "an integer", key, setting.minimum); break;
+      case SettingKind::DURATION: got = integer_of(value, "a duration in nanoseconds", key, setting.minimum); break;
     }
+    if (got) setting.set(scenario_.semantics, *got);
   }
 
   void load_link(const JsonValue& value) {
@@ -2445,33 +2431,17 @@ void write_semantics(const Scenario& s, std::string& out) {
   const Link default_link;
   std::string body;
   bool first = true;
-  if (sem.p2p != defaults.p2p) {
-    write_key("p2p", first, body);
-    append_json_string(sem.p2p == P2pMode::EAGER ? "eager" : "rendezvous", body);
-  }
-  if (sem.eager_limit_bytes != defaults.eager_limit_bytes) {
-    write_key("eager_limit", first, body);
-    write_integer(sem.eager_limit_bytes, body);
-  }
-  if (sem.p2p_comm != defaults.p2p_comm) {
-    write_key("p2p_comm", first, body);
-    append_json_string(sem.p2p_comm == P2pComm::PAIR ? "pair" : "group", body);
-  }
-  if (sem.comm_concurrency != defaults.comm_concurrency) {
-    write_key("comm_concurrency", first, body);
-    write_integer(sem.comm_concurrency, body);
-  }
-  if (sem.launch_order_implicit != defaults.launch_order_implicit) {
-    write_key("launch_order_implicit", first, body);
-    body += sem.launch_order_implicit ? "true" : "false";
-  }
-  if (sem.timeout_ns != defaults.timeout_ns) {
-    write_key("timeout_ns", first, body);
-    write_integer(sem.timeout_ns, body);
-  }
-  if (sem.allreduce_algorithm != defaults.allreduce_algorithm) {
-    write_key("algorithm", first, body);
-    append_json_string(sem.allreduce_algorithm == Algorithm::TREE ? "tree" : "ring", body);
+  for (const SemanticsSetting& setting : semantics_settings()) {
+    const int64_t value = setting.get(sem);
+    if (value == setting.get(defaults)) continue;
+    write_key(setting.trace_key, first, body);
+    switch (setting.kind) {
+      case SettingKind::CHOICE: append_json_string(setting.choices[static_cast<size_t>(value)], body); break;
+      case SettingKind::FLAG: body += value != 0 ? "true" : "false"; break;
+      case SettingKind::BYTES:
+      case SettingKind::COUNT:
+      case SettingKind::DURATION: write_integer(value, body); break;
+    }
   }
   if (s.link.latency_ns != default_link.latency_ns ||
       s.link.bandwidth_bytes_per_s != default_link.bandwidth_bytes_per_s) {
