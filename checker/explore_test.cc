@@ -281,6 +281,9 @@ threads:
       INFO(scenario.name << " " << strategy);
       const bool cached = std::string(strategy) == "dpor";
       CHECK(a.exhaustive == b.exhaustive);
+      // What the report then lists as depending on the threads' timing (stats.timing_dependent).
+      CHECK_FALSE(a.timing_dependent);
+      CHECK(b.timing_dependent == (cached && b.parts > 0));
       if (!cached) {
         CHECK(a.verdict == b.verdict);
         CHECK(a.executions == b.executions);
