@@ -60,22 +60,9 @@ std::optional<std::lock_guard<Lock>> lock_if(bool shared, Lock& lock) {
 
 }  // namespace
 
-size_t StateCache::size() const {
-  size_t total = 0;
-  for (const Shard& shard : shards_) {
-    const auto lock = lock_if(shared_, shard.lock);
-    total += shard.size;
-  }
-  return total;
-}
+size_t StateCache::size() const { return states_.load(std::memory_order_relaxed); }
 
-bool StateCache::full() const {
-  for (const Shard& shard : shards_) {
-    const auto lock = lock_if(shared_, shard.lock);
-    if (shard.full) return true;
-  }
-  return false;
-}
+bool StateCache::full() const { return full_.load(std::memory_order_relaxed); }
 
 bool StateCache::Shard::insert(uint64_t state, size_t max_states) {
   assert(state != 0);
@@ -99,7 +86,11 @@ bool StateCache::visit(uint64_t state, std::span<const uint64_t> sleep) {
   const auto lock = lock_if(shared_, shard.lock);
   const size_t before = shard.size;
   if (shard.insert(state, max_states_per_shard_)) {
-    if (shard.size > before && !sleep.empty()) shard.sleep.emplace(state, std::vector<uint64_t>(sleep.begin(), sleep.end()));
+    if (shard.size > before) {
+      states_.fetch_add(1, std::memory_order_relaxed);
+      if (shard.full) full_.store(true, std::memory_order_relaxed);
+      if (!sleep.empty()) shard.sleep.emplace(state, std::vector<uint64_t>(sleep.begin(), sleep.end()));
+    }
     return true;
   }
   const bool over = !shared_ || shard.done[shard.find(state)];

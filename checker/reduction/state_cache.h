@@ -98,6 +98,10 @@ class StateCache {
 
   bool shared_ = false;
   size_t max_states_per_shard_;
+  // Every shard's states, and whether one is full: read after every execution (the search's
+  // stats), kept here so that a read does not take every shard's lock.
+  std::atomic<size_t> states_{0};
+  std::atomic<bool> full_{false};
   mutable std::vector<Shard> shards_;
 };
 
