@@ -12,8 +12,8 @@ namespace lockstep::sim {
 // Memory for the statements of a large recorded scenario: one mapping, marked for transparent
 // huge pages, handed out front to back and given back whole when its last user goes. A
 // recorded op is a 200-byte Stmt, and backing a million of them by 4 KiB pages (allocating,
-// charging and zeroing each page, then freeing it) was most of a trace's load time; by 2 MiB
-// pages it is a small part (docs/trace-format.md, "Loading speed").
+// charging and zeroing each page, then freeing it) would be most of a trace's load time; by 2 MiB
+// pages it is a small part (docs/trace-format.md, "How a trace is read, and how fast").
 class StmtArena {
  public:
   explicit StmtArena(size_t bytes);  // maps `bytes` rounded up to 2 MiB (no page backed yet)
