@@ -153,18 +153,21 @@ printf '%-24s 100,000 executions in %.3f s CPU, one in %.3f s: %.0f executions p
 
 # ---------------------------------------------------------------------------------------------
 # Host threads: each row beside its goal.
+main_thread() {  # the training loop every rank's main thread runs: `steps` of compute + all-reduce
+  echo "threads:"
+  echo "  main:"
+  echo "    - repeat: steps"
+  echo "      do:"
+  echo "        - compute: 20ms"
+  echo "        - allreduce: {size: 128MiB}"
+}
 ckpt() {  # name, steps, thread header (the ckpt thread's first lines)
   {
     echo "scenario: $1"
     echo "world: 4"
     echo "params: {steps: $2}"
     echo "groups: {ckpt: [0, 1, 2, 3]}"
-    echo "threads:"
-    echo "  main:"
-    echo "    - repeat: steps"
-    echo "      do:"
-    echo "        - compute: 20ms"
-    echo "        - allreduce: {size: 128MiB}"
+    main_thread
     echo "  ckpt:"
     if [ "$3" = shared ]; then
       # Per-op streams: the kernels go to ckpt_s, but the thread's current stream is the rank's
@@ -191,12 +194,7 @@ loader() {  # ranks, steps
     echo "world: $1"
     echo "params: {steps: $2}"
     echo "groups: {loader: [$(seq -s ', ' 0 $(($1 - 1)))]}"
-    echo "threads:"
-    echo "  main:"
-    echo "    - repeat: steps"
-    echo "      do:"
-    echo "        - compute: 20ms"
-    echo "        - allreduce: {size: 128MiB}"
+    main_thread
     echo "  loader:"
     echo "    stream: loader_s"
     echo "    do:"
