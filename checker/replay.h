@@ -28,6 +28,7 @@ class RecordingStrategy final : public sim::Strategy {
   void taken(const sim::Step& step) override { inner_.taken(step); }
   uint64_t resume_depth() const override { return inner_.resume_depth(); }
   bool revisits(uint64_t index) const override { return inner_.revisits(index); }
+  bool wants_state() const override { return inner_.wants_state(); }
   // The choices are kept from one execution to the next up to the point it starts at (one per
   // choice point; 0: none).
   void resumed(uint64_t index, uint64_t steps) override {

@@ -702,6 +702,7 @@ struct Engine::Impl : ExecState {
   std::vector<std::unique_ptr<ProgramFiber>> fibers;  // by thread
   std::vector<std::string> thread_names;               // by thread
   std::vector<uint32_t> thread_stream_names;           // by thread: its current stream's name
+  std::vector<uint32_t> footprint_names;               // by name id: footprint_name's, NO_NAME: not asked yet
   // Rank::running_comm is read only under comm_concurrency and by state fingerprints: kept only
   // then, so that completing a collective's kernels does not read every member's Rank.
   const bool count_comm;
@@ -835,9 +836,17 @@ struct Engine::Impl : ExecState {
   void touch_always(ObjectKind kind, uint64_t key, Access access, uint32_t cause) {
     if (options.footprints && step_pending) touches.push_back(Touch{object(kind, key), access, cause});
   }
+  // A name's id in footprint keys: the engine's own (names are interned in the order the engine
+  // meets them), or with shared EngineOptions::ids, the one every engine sharing them uses.
+  uint32_t footprint_name(uint32_t id) {
+    if (options.ids == nullptr) return id;
+    if (id >= footprint_names.size()) footprint_names.resize(id + 1, NO_NAME);
+    if (footprint_names[id] == NO_NAME) footprint_names[id] = options.ids->name(names[id]);
+    return footprint_names[id];
+  }
   void touch_stream(uint32_t r, uint32_t s, Access access) {
     if (!direct) return;
-    touch(ObjectKind::STREAM, pack(r, ranks[r].streams[s].name), access);
+    touch(ObjectKind::STREAM, pack(r, footprint_name(ranks[r].streams[s].name)), access);
     if (access != Access::READ) touch(ObjectKind::STREAMS, r, Access::ADD);
   }
   // What an exit or crash aborts, and what a step that joins, pairs, starts or completes a
@@ -1344,7 +1353,7 @@ struct Engine::Impl : ExecState {
     if (!std::is_sorted(options_buf.begin(), options_buf.end(), before)) {
       std::sort(options_buf.begin(), options_buf.end(), before);
     }
-    return decide(options.track_state && options_buf.size() > 1 ? state_fingerprint() : 0);
+    return decide(options.track_state && options_buf.size() > 1 && strategy->wants_state() ? state_fingerprint() : 0);
   }
 
   // Asks the strategy at the quiescent point whose options are options_buf, and applies its pick:
@@ -1538,7 +1547,7 @@ struct Engine::Impl : ExecState {
       for (uint32_t s = 0; s < rank.streams.size(); ++s) {
         const Stream& stream = rank.streams[s];
         Hasher one;
-        one.add(stream.name);
+        one.add(footprint_name(stream.name));  // the same on every engine of a search
         one.add(stream.last == NO_INDEX ? 0 : kernel_ref(stream.last));
         for (uint32_t k = rank.head(s).head; k != NO_INDEX; k = kernels[k].next) one.add(kernel_ref(k));
         for (uint32_t k : stream.pending_waits) one.add(kernel_ref(k));
@@ -1552,7 +1561,7 @@ struct Engine::Impl : ExecState {
       for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].agreed_seq);
       for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].created ? 1 : 2);
       uint64_t handles_sum = 0;
-      for (const auto& [name, k] : rank.handles) handles_sum += mix(mix(name) + kernel_ref(k));
+      for (const auto& [name, k] : rank.handles) handles_sum += mix(mix(footprint_name(name)) + kernel_ref(k));
       h.add(handles_sum);
       for (uint32_t k : rank.launch_order) h.add(kernel_ref(k));
       h.add(0xcafe);
@@ -1869,13 +1878,13 @@ struct Engine::Impl : ExecState {
       case OpKind::WAIT: {
         const uint32_t* handle = find_named(rank.handles, find_name(op.stmt->handle));
         if (handle == nullptr) {
-          touch(ObjectKind::HANDLE, pack(thread.rank, intern(op.stmt->handle)), Access::READ);
+          touch(ObjectKind::HANDLE, pack(thread.rank, footprint_name(intern(op.stmt->handle))), Access::READ);
           runtime_error(op, fmt::format("rank {} waits for handle '{}' before any op set it", thread.rank, op.stmt->handle));
           return;
         }
         // work.wait(): the thread's current stream waits for the op; the host does not.
         const uint32_t c = current_stream(t);
-        touch(ObjectKind::HANDLE, pack(thread.rank, intern(op.stmt->handle)), Access::READ);
+        touch(ObjectKind::HANDLE, pack(thread.rank, footprint_name(intern(op.stmt->handle))), Access::READ);
         touch_stream(thread.rank, c, Access::WRITE);
         add_wait(rank.streams[c].pending_waits, *handle);
         finish_host_op(new_kernel(t, op), thread.clock_ns);
@@ -1884,7 +1893,7 @@ struct Engine::Impl : ExecState {
       case OpKind::SYNC: {
         uint32_t only = NO_STREAM;
         if (op.stmt->stream.empty()) touch(ObjectKind::STREAMS, thread.rank, Access::READ);
-        else touch(ObjectKind::STREAM, pack(thread.rank, intern(op.stmt->stream)), Access::READ);
+        else touch(ObjectKind::STREAM, pack(thread.rank, footprint_name(intern(op.stmt->stream))), Access::READ);
         if (!op.stmt->stream.empty()) {
           const uint32_t* named = find_stream(rank, find_name(op.stmt->stream));
           if (named == nullptr) {  // a stream never used: nothing to wait for
@@ -1927,7 +1936,7 @@ struct Engine::Impl : ExecState {
     link_synchronous(thread.rank, s, current_stream(t), k, async);
     if (async) {
       const uint32_t name = intern(op.stmt->handle);
-      touch(ObjectKind::HANDLE, pack(thread.rank, name), Access::WRITE);
+      touch(ObjectKind::HANDLE, pack(thread.rank, footprint_name(name)), Access::WRITE);
       if (uint32_t* handle = find_named(rank.handles, name)) *handle = k;
       else rank.handles.emplace_back(name, k);
     }
@@ -3340,6 +3349,11 @@ uint32_t FootprintIds::object(uint32_t kind, uint64_t key) {
   const std::lock_guard<std::mutex> lock(mutex_);
   auto& ids = objects_[kind];
   return ids.try_emplace(key, static_cast<uint32_t>(ids.size())).first->second;
+}
+
+uint32_t FootprintIds::name(std::string_view name) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return names_.try_emplace(std::string(name), static_cast<uint32_t>(names_.size())).first->second;
 }
 
 uint32_t FootprintIds::actor(uint32_t kind, uint64_t key, uint32_t first) {

@@ -163,6 +163,9 @@ class EventLog {
 class FootprintIds {
  public:
   uint32_t object(uint32_t kind, uint64_t key);
+  // A stream's or handle's name, as the objects' keys hold it: each engine interns names in the
+  // order it meets them, so keys carry this id instead.
+  uint32_t name(std::string_view name);
   // An actor that is not a thread (those are numbered by the scenario): a receive queue, a
   // kernel; `first`: the number of threads.
   uint32_t actor(uint32_t kind, uint64_t key, uint32_t first);
@@ -171,6 +174,7 @@ class FootprintIds {
   std::mutex mutex_;
   std::unordered_map<uint64_t, uint32_t> objects_[32];
   std::unordered_map<uint64_t, uint32_t> actors_[2];
+  std::unordered_map<std::string, uint32_t> names_;
   uint32_t next_actor_ = 0;
 };
 

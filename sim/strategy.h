@@ -161,6 +161,10 @@ class Strategy {
     (void)index;
     (void)steps;
   }
+  // EngineOptions::track_state: whether the next choice points need the state's fingerprint
+  // (ChoicePoint::state; 0 when not). A strategy whose state cache has stopped remembering
+  // says no, and the engine skips the hashing.
+  virtual bool wants_state() const { return true; }
 
   static constexpr size_t PRUNE = SIZE_MAX;
 };
