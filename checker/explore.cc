@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <tuple>
@@ -14,10 +15,12 @@
 
 #include <fmt/format.h>
 
+#include "checker/reduction/odpor.h"
 #include "checker/reduction/state_cache.h"
 #include "checker/replay.h"
 #include "checker/search.h"
 #include "checker/split.h"
+#include "checker/work_pool.h"
 #include "sim/hash.h"
 
 namespace lockstep::checker {
@@ -103,15 +106,21 @@ struct Exploration {
   mutable std::atomic<uint64_t> executions_so_far{0};
   mutable std::atomic<uint64_t> bugs_so_far{0};
   mutable double last_progress = 0;  // read and written by the calling thread only
+  // --jobs with branches given to idle threads (StrategyInfo::make_branch): every search counts
+  // against one execution budget and one list of bugs.
+  bool shared_budget = false;
+  mutable std::mutex bugs_mutex{};
+  mutable std::set<std::string> bugs_found{};  // every search's
+  mutable std::atomic<bool> enough_bugs{false};
+  mutable std::atomic<bool> failed{false};  // an execution ended in an error or a limit
 
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - started).count(); }
 
-  SearchOptions search_options(std::vector<uint32_t> prefix = {}, std::vector<SleepingOption> sleep = {}) const {
+  SearchOptions search_options(std::vector<uint32_t> prefix = {}) const {
     SearchOptions out;
     out.seed = options.seed;
     out.pct_depth = options.pct_depth;
     out.prefix = std::move(prefix);
-    out.sleep = std::move(sleep);
     out.shared_cache = shared_cache;
     out.sleep_sets = options.sleep_sets;
     out.state_cache = options.state_cache;
@@ -152,6 +161,19 @@ struct Exploration {
         out.interrupted = true;
         break;
       }
+      if (shared_budget) {
+        if (failed.load(std::memory_order_relaxed)) break;  // what stopped it is that search's to report
+        if (enough_bugs.load(std::memory_order_relaxed)) {
+          out.bound_hit = fmt::format("--max-bugs {}", options.max_bugs);
+          break;
+        }
+        // This execution's place in the budget, taken before it runs.
+        if (executions_so_far.fetch_add(1, std::memory_order_relaxed) >= budget) {
+          executions_so_far.fetch_sub(1, std::memory_order_relaxed);
+          out.bound_hit = fmt::format("--max-executions {}", budget);
+          break;
+        }
+      }
       if (report_progress && options.progress && (out.executions & 63) == 0) {
         const double now = elapsed();
         if (now >= 1.0 && now - last_progress >= 0.5) {
@@ -164,7 +186,7 @@ struct Exploration {
       search.begin(out.executions);
       sim::ExecutionResult result = engine.run(recorder);  // tells the recorder where it starts
       ++out.executions;
-      executions_so_far.fetch_add(1, std::memory_order_relaxed);
+      if (!shared_budget) executions_so_far.fetch_add(1, std::memory_order_relaxed);
       out.events += result.events;
       longest = std::max<uint64_t>(longest, result.choice_points);
       uint64_t hash = FNV_OFFSET;
@@ -184,6 +206,7 @@ struct Exploration {
       if (result.end == sim::ExecutionEnd::ERROR || result.end == sim::ExecutionEnd::LIMIT) {
         if (result.end == sim::ExecutionEnd::LIMIT) out.bound_hit = result.error->message;
         else out.error = result.error;
+        if (shared_budget) failed = true;
         record(hash);
         break;
       }
@@ -194,7 +217,13 @@ struct Exploration {
       if (bug) {
         fnv_mix(hash, bug->signature);
         if (seen.insert(bug->signature).second) {
-          bugs_so_far.fetch_add(1, std::memory_order_relaxed);
+          if (shared_budget) {
+            const std::lock_guard<std::mutex> lock(bugs_mutex);
+            if (bugs_found.insert(bug->signature).second) bugs_so_far.fetch_add(1, std::memory_order_relaxed);
+            if (options.max_bugs > 0 && bugs_found.size() >= options.max_bugs) enough_bugs = true;
+          } else {
+            bugs_so_far.fetch_add(1, std::memory_order_relaxed);
+          }
           bug->schedule = search.schedule();
           bug->choices = recorder.choices();
           bug->execution = out.executions;
@@ -216,6 +245,89 @@ struct Exploration {
     out.states = stats.states;
     out.cache_full = stats.state_cache_full;
     return out;
+  }
+
+  // --jobs N with a strategy that gives branches away: one search on this thread, whose
+  // branches idle threads explore (and theirs, in turn), sharing one state cache. What every
+  // search found, as one slice (root first, then the branches as they ended).
+  Slice explore_giving(unsigned jobs, uint64_t& donations) {
+    // The engines number objects and actors alike, so that what one search posts to another
+    // (steps, footprints) and the state cache mean the same on every thread.
+    sim::FootprintIds ids;
+    engine_options.ids = &ids;
+    std::optional<StateCache> cache;
+    if (options.state_cache) shared_cache = &cache.emplace(StateCache::DEFAULT_MAX_STATES, true);
+    shared_budget = true;
+    const std::thread::id calling = std::this_thread::get_id();
+    std::mutex mutex;  // what follows
+    std::vector<Slice> branches;
+    std::map<std::thread::id, std::vector<std::unique_ptr<sim::Engine>>> engines;  // by level
+    auto engine_at = [&](int level) -> sim::Engine& {
+      const std::lock_guard<std::mutex> lock(mutex);
+      std::vector<std::unique_ptr<sim::Engine>>& mine = engines[std::this_thread::get_id()];
+      if (mine.size() <= static_cast<size_t>(level)) mine.resize(static_cast<size_t>(level) + 1);
+      if (!mine[static_cast<size_t>(level)]) mine[static_cast<size_t>(level)] = std::make_unique<sim::Engine>(scenario, engine_options);
+      return *mine[static_cast<size_t>(level)];
+    };
+    WorkPool* pool_of_branches = nullptr;
+    auto explore = [&](std::unique_ptr<Search> search, int level) {
+      Slice slice = run(engine_at(level), *search, std::this_thread::get_id() == calling, budget);
+      search->finish();
+      const std::lock_guard<std::mutex> lock(mutex);
+      donations += search->donations();
+      return slice;
+    };
+    WorkPool pool(
+        [&](std::unique_ptr<Donation> donation, int level) {
+          SearchOptions branch_options = search_options();
+          branch_options.pool = pool_of_branches;
+          branch_options.level = level;
+          Slice slice = explore(info.make_branch(branch_options, *donation), level);
+          const std::lock_guard<std::mutex> lock(mutex);
+          branches.push_back(std::move(slice));
+        },
+        // Not before the search has run jobs_after executions (one that ends sooner is what
+        // --jobs 1 reports), nor before the cache knows whether it is useful (unless
+        // jobs_after is 0: at once).
+        [&] {
+          return options.jobs_after == 0 || (executions_so_far.load(std::memory_order_relaxed) >= options.jobs_after &&
+                                             (!cache || cache->decided()));
+        });
+    pool_of_branches = &pool;
+    std::vector<std::thread> threads;
+    for (unsigned j = 1; j < jobs; ++j) threads.emplace_back([&] { pool.serve(); });
+    SearchOptions root_options = search_options();
+    root_options.pool = &pool;
+    Slice all = explore(info.make(root_options), 0);
+    pool.finish();
+    for (std::thread& t : threads) t.join();
+    for (Slice& b : branches) {
+      for (Bug& bug : b.bugs) {
+        bug.execution += all.executions;
+        all.bugs.push_back(std::move(bug));
+      }
+      for (size_t i = 0; i < b.hashes.size(); ++i) {
+        all.hashes.push_back(b.hashes[i]);
+        all.events_after.push_back(all.events + b.events_after[i]);
+        all.pruned_after.push_back(all.pruned + b.pruned_after[i]);
+        all.blocked_after.push_back(all.sleep_blocked + b.blocked_after[i]);
+      }
+      all.executions += b.executions;
+      all.pruned += b.pruned;
+      all.sleep_blocked += b.sleep_blocked;
+      all.events += b.events;
+      all.cache_full = all.cache_full || b.cache_full;
+      all.terminal_states.insert(b.terminal_states.begin(), b.terminal_states.end());
+      if (b.error && !all.error) all.error = b.error;
+      if (all.bound_hit.empty()) all.bound_hit = b.bound_hit;
+      all.interrupted = all.interrupted || b.interrupted;
+      all.complete = all.complete && b.complete;
+    }
+    all.states = cache ? cache->size() : 0;
+    engines.clear();
+    engine_options.ids = nullptr;
+    shared_cache = nullptr;
+    return all;
   }
 };
 
@@ -240,7 +352,12 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
   const unsigned jobs = std::max(1u, options.jobs);
   bool timing_dependent = false;  // which part finds a bug first depends on the threads' timing
   bool split = info->splits && jobs > 1;
-  if (split && options.jobs_after > 0) {
+  uint64_t donations = 0;
+  if (info->make_branch != nullptr && jobs > 1) {
+    slices.push_back(search.explore_giving(jobs, donations));
+    out.parts = donations;
+    timing_dependent = donations > 0;
+  } else if (split && options.jobs_after > 0) {
     // Small enough for one thread?
     sim::Engine engine(scenario, search.engine_options);
     const std::unique_ptr<Search> one = info->make(search.search_options());
@@ -259,18 +376,10 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
     slices.push_back(search.run(engine, *one, true, search.budget));
   }
   if (split) {
-    // With footprints (dpor) the engines number objects and actors alike, so that a part's
-    // sleep set and the state cache (shared by the parts) mean the same on every thread.
-    sim::FootprintIds ids;
-    std::optional<StateCache> cache;
-    if (search.engine_options.footprints) {
-      search.engine_options.ids = &ids;
-      if (options.state_cache) search.shared_cache = &cache.emplace(StateCache::DEFAULT_MAX_STATES, true);
-    }
     std::vector<Part> parts;
     {
       sim::Engine engine(scenario, search.engine_options);
-      parts = split_tree(engine, PARTS, search.engine_options.footprints && options.sleep_sets);
+      parts = split_tree(engine, PARTS);
     }
     slices.resize(parts.size());
     out.parts = parts.size();
@@ -290,7 +399,7 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
           }
         }
         if (budget == 0) continue;  // the merge stops before this part
-        const std::unique_ptr<Search> part = info->make(search.search_options(std::move(parts[i].prefix), std::move(parts[i].sleep)));
+        const std::unique_ptr<Search> part = info->make(search.search_options(std::move(parts[i].prefix)));
         slices[i] = search.run(engine, *part, calling_thread, budget);
         const std::lock_guard<std::mutex> lock(done_mutex);
         done[i] = slices[i].executions;
@@ -300,13 +409,6 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
     for (unsigned j = 1; j < jobs; ++j) threads.emplace_back(worker, false);
     worker(true);
     for (std::thread& t : threads) t.join();
-    if (search.shared_cache != nullptr) {
-      timing_dependent = true;
-      for (Slice& slice : slices) slice.states = 0;
-      if (!slices.empty()) slices.front().states = search.shared_cache->size();
-    }
-    search.engine_options.ids = nullptr;
-    search.shared_cache = nullptr;
   }
 
   // Merge in DFS order, cutting at the execution budget exactly where one thread would stop.

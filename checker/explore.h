@@ -37,7 +37,8 @@ struct CheckOptions {
   uint32_t pct_depth = 3;       // PCT's d: d-1 priority change points
   unsigned jobs = 1;            // threads for dfs/dpor (sampling strategies run on one)
   // --jobs > 1: a search is first run on one thread for up to this many executions; only one
-  // that needs more is cut into parts (so a small search reports exactly what --jobs 1 does).
+  // that needs more is cut into parts or gives work to other threads (so a small search
+  // reports exactly what --jobs 1 does). 0: from the start (tests).
   uint64_t jobs_after = 1'000;
   bool collect_terminal_states = false;  // fill CheckResult::terminal_states (property tests)
   bool checkpoints = true;               // dfs, dpor: sim::EngineOptions::checkpoints (off to compare)

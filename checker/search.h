@@ -15,6 +15,8 @@
 namespace lockstep::checker {
 
 class StateCache;
+class WorkPool;
+struct Donation;
 
 struct SearchStats {
   uint64_t pruned = 0;         // executions ended at a state whose future was explored
@@ -34,10 +36,14 @@ class Search : public sim::Strategy {
   // The choices of the execution that just ran, one index per choice point.
   virtual std::vector<uint32_t> schedule() const = 0;
   virtual SearchStats stats() const { return {}; }
+  // --jobs with a search that gives branches away (StrategyInfo::make_branch): waits for the
+  // branches it gave to be explored; called once it has ended. And how many it gave.
+  virtual void finish() {}
+  virtual uint64_t donations() const { return 0; }
 };
 
-// An option asleep where a part of the tree starts (--jobs): its future from there was explored
-// by an earlier part. Its footprint is the one it had when that part took it.
+// An option asleep where a branch given to another thread starts (--jobs): its future from
+// there is explored elsewhere. Its footprint is the one it had when it was taken.
 struct SleepingOption {
   sim::Option option;
   std::vector<sim::Touch> footprint;
@@ -48,9 +54,10 @@ struct SleepingOption {
 struct SearchOptions {
   uint64_t seed = 0;
   uint32_t pct_depth = 3;
-  std::vector<uint32_t> prefix;  // exhaustive: explore only the executions whose schedule starts so
-  std::vector<SleepingOption> sleep;  // dpor: asleep right after the prefix's last choice
+  std::vector<uint32_t> prefix;  // dfs: explore only the executions whose schedule starts so
   StateCache* shared_cache = nullptr;  // dpor: one cache for every part (--jobs; StateCache(.., true))
+  WorkPool* pool = nullptr;  // dpor, --jobs: where branches are given to idle threads
+  int level = 0;             // dpor, --jobs: searches the thread is inside of (WorkPool::Runner)
   bool sleep_sets = true;        // dpor: off only to measure what they save
   bool state_cache = true;       // dpor: off only to measure what it saves
   bool dfs_state_cache = false;  // dfs: a stateful oracle (tests; needs the engine's fingerprints)
@@ -60,10 +67,13 @@ struct StrategyInfo {
   std::string_view name;
   std::string_view summary;  // one line for --help
   bool exhaustive = true;    // covers the space; else samples
-  bool splits = false;       // --jobs: subtrees under schedule prefixes explored apart (SearchOptions::prefix)
+  bool splits = false;       // --jobs: subtrees under schedule prefixes explored apart (SearchOptions::prefix; dfs)
   // What it needs of the engine (footprints, state fingerprints).
   void (*configure)(sim::EngineOptions& engine) = nullptr;
   std::unique_ptr<Search> (*make)(const SearchOptions& options) = nullptr;
+  // --jobs: the search of a branch another search gave to an idle thread (checker/work_pool.h);
+  // null when the strategy does not give branches.
+  std::unique_ptr<Search> (*make_branch)(const SearchOptions& options, const Donation& donation) = nullptr;
 };
 
 // Every strategy `check --strategy` accepts, by name.

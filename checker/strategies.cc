@@ -25,9 +25,10 @@ const std::vector<StrategyInfo>& strategies() {
          dfs->use_state_cache(o.dfs_state_cache);
          return dfs;
        }},
-      {"dpor", "Optimal-DPOR over footprints, sleep sets and a state cache (the default)", true, true,
+      {"dpor", "Optimal-DPOR over footprints, sleep sets and a state cache (the default)", true, false,
        footprints_and_states,
-       [](const SearchOptions& o) -> std::unique_ptr<Search> { return std::make_unique<OdporSearch>(o); }},
+       [](const SearchOptions& o) -> std::unique_ptr<Search> { return std::make_unique<OdporSearch>(o); },
+       [](const SearchOptions& o, const Donation& d) -> std::unique_ptr<Search> { return std::make_unique<OdporSearch>(o, d); }},
       {"pct", "sampled: random priorities with --pct-depth - 1 change points", false, false, nullptr,
        [](const SearchOptions& o) -> std::unique_ptr<Search> { return std::make_unique<PctStrategy>(o.seed, o.pct_depth); }},
       {"random", "sampled: uniformly random choices", false, false, nullptr,

@@ -29,7 +29,8 @@ enum class Shape { SMALL, THREE_THREADED, THREADS };
 // `stateful`: the oracle is dfs with the state cache (every interleaving, equal states merged),
 // for spaces too big for plain dfs; dpor's counts are then not compared with it.
 // Every `parallel_every`-th scenario compared is also checked with dpor on two threads (--jobs
-// 2: parts of the tree with one state cache between them): the same outcomes.
+// 2: branches given to the second thread as the search finds them, one state cache between
+// them): the same outcomes.
 void compare_dpor_with_dfs(int default_runs, uint64_t seed, Shape shape, uint64_t max_executions,
                            int percent_compared, bool stateful, int parallel_every) {
   const char* runs_env = std::getenv("LOCKSTEP_PROPERTY_RUNS");
@@ -43,6 +44,7 @@ void compare_dpor_with_dfs(int default_runs, uint64_t seed, Shape shape, uint64_
   uint64_t fixed_total = 0;
   uint64_t fixed_blocked = 0;
   uint64_t parallel_total = 0;
+  uint64_t parallel_parts = 0;
   int parallel = 0;
   for (int i = 0; i < runs; ++i) {
     const std::string text = shape == Shape::THREADS ? testing::generate_threaded_scenario(rng, true)
@@ -95,14 +97,17 @@ void compare_dpor_with_dfs(int default_runs, uint64_t seed, Shape shape, uint64_
       for (const checker::Bug& bug : two.bugs) two_bugs.insert(bug.signature);
       CHECK(two_bugs == one_bugs);
       parallel_total += two.executions;
+      parallel_parts += two.parts;
       ++parallel;
     }
     ++compared;
   }
   MESSAGE("compared ", compared, " scenarios (", skipped, " too big for dfs): dfs ", dfs_total, " executions, dpor ",
           dpor_total, " of which ", dpor_pruned, " pruned (", fixed_total, " without the state cache, ", fixed_blocked,
-          " of them sleep-blocked); ", parallel, " of them on two threads too: ", parallel_total, " executions");
+          " of them sleep-blocked); ", parallel, " of them on two threads too: ", parallel_total, " executions, ",
+          parallel_parts, " branches given to the second thread");
   CHECK(compared >= runs * percent_compared / 100);
+  CHECK(parallel_parts > 0);  // the second thread had work to do
   // Without the cache, every pruned execution is sleep-blocked: options explored where another
   // that excludes them was (a choose's branches, a wildcard's senders, an exit's rank) whose
   // executions turn out to be covered already. A few, not a share that grows.

@@ -3,11 +3,24 @@
 #include <algorithm>
 #include <cassert>
 
+#include "checker/work_pool.h"
+
 namespace lockstep::checker {
 
 OdporSearch::OdporSearch(const SearchOptions& options)
     : options_(options), own_cache_(options.shared_cache != nullptr ? 1024 : StateCache::DEFAULT_MAX_STATES),
-      cache_(options.shared_cache != nullptr ? *options.shared_cache : own_cache_) {}
+      cache_(options.shared_cache != nullptr ? *options.shared_cache : own_cache_), pool_(options.pool),
+      level_(options.level) {}
+
+OdporSearch::OdporSearch(const SearchOptions& options, const Donation& donation) : OdporSearch(options) {
+  options_.prefix = donation.prefix;
+  owner_ = donation.owner;
+  boundary_ = donation.node;
+  start_branch_ = donation.branch;
+  for (const SleepingOption& q : donation.sleep) start_sleep_.push_back(Sleeper{q.option, q.footprint, q.universal});
+}
+
+OdporSearch::~OdporSearch() = default;
 
 bool OdporSearch::asleep(const Node& node, uint64_t key) const {
   return std::any_of(node.sleep.begin(), node.sleep.end(), [&](const Sleeper& q) { return q.option.key() == key; });
@@ -56,8 +69,8 @@ size_t OdporSearch::arrive(std::span<const sim::Option> options, bool choice, ui
   pending_sleep_.clear();
   n.wut.swap(pending_wut_);
   trees_.release(pending_wut_);
-  if (prefix_used_ < options_.prefix.size()) {
-    // Part of the prefix: another search explores the other options here.
+  if (boundary_ != SIZE_MAX && d < boundary_) {
+    // Above the branch this search was given: the search that gave it explores the rest here.
     n.frozen = true;
     trees_.release(n.wut);
     n.sleep.clear();
@@ -68,7 +81,19 @@ size_t OdporSearch::arrive(std::span<const sim::Option> options, bool choice, ui
     n.taken_index = static_cast<uint32_t>(i);
     return i;
   }
-  if (options_.state_cache && state != 0) {
+  if (d == boundary_) {
+    // Where the branch starts: its steps, under what was asleep here when it was given.
+    trees_.release(n.wut);
+    n.sleep = start_sleep_;
+    const auto add = [&](auto&& self, WakeupTrees::NodeId parent, const Donation::Branch& b) -> void {
+      const StepRef step{b.option, b.footprint, b.universal};
+      const WakeupTrees::NodeId id = parent == WakeupTrees::NONE ? trees_.add_root(n.wut, step) : trees_.add_child(parent, step);
+      for (const Donation::Branch& child : b.children) self(self, id, child);
+    };
+    add(add, WakeupTrees::NONE, start_branch_);
+    return pick(d);
+  }
+  if (state != 0 && cache_.useful()) {
     std::vector<uint64_t> keys;
     keys.reserve(n.sleep.size());
     for (const Sleeper& q : n.sleep) keys.push_back(q.option.key());
@@ -162,12 +187,6 @@ void OdporSearch::taken(const sim::Step& step) {
   execution_.push(step);
   depth_ = d + 1;
   Node& n = nodes_[d];
-  if (n.frozen && n.choice && prefix_used_ == options_.prefix.size() && d + 1 == nodes_.size()) {
-    // The prefix's last choice (a part of the tree, --jobs): what an earlier part explored
-    // sleeps from here.
-    pending_sleep_.clear();
-    for (const SleepingOption& q : options_.sleep) pending_sleep_.push_back(Sleeper{q.option, q.footprint, q.universal});
-  }
   if (d < target_ || n.frozen) return;  // the last execution's path: known
   n.taken_footprint.assign(step.footprint.begin(), step.footprint.end());
   n.taken_universal = aborts_pending(step.footprint);
@@ -205,16 +224,14 @@ uint64_t OdporSearch::resume_depth() const { return target_ < nodes_.size() ? no
 
 bool OdporSearch::revisits(uint64_t index) const {
   if (index >= choice_nodes_.size()) return false;
+  if (!owns(choice_nodes_[index])) return false;
   const Node& n = nodes_[choice_nodes_[index]];
-  if (n.frozen) return false;
   if (!n.wut.empty()) return true;
   return std::any_of(n.options.begin(), n.options.end(),
                      [&](const sim::Option& o) { return o.key() != n.taken.key() && !asleep(n, o.key()); });
 }
 
 void OdporSearch::reverse(size_t e, size_t j) {
-  Node& n = nodes_[e];
-  if (n.frozen) return;
   auto step_of = [&](size_t k) {
     return SequenceStep{StepRef{execution_[k].option, execution_.footprint(k), execution_[k].aborts_pending},
                         static_cast<uint32_t>(k), execution_.after(k)};
@@ -225,16 +242,40 @@ void OdporSearch::reverse(size_t e, size_t j) {
     if (k != j && !execution_.happens_before(e, k)) v.push_back(step_of(k));
   }
   v.push_back(step_of(j));
+  if (!owns(e)) {
+    // Above the branch: the search that gave it inserts it.
+    Mail mail{Mail::Kind::RACE, e, {}, {}};
+    for (const SequenceStep& s : v) {
+      mail.sequence.push_back(Mail::Step{s.step.option, {s.step.footprint.begin(), s.step.footprint.end()}, s.step.universal,
+                                         s.index, {s.after.begin(), s.after.end()}});
+    }
+    owner_->post(std::move(mail));
+    return;
+  }
+  insert_race(e, std::move(v));
+}
+
+void OdporSearch::insert_race(size_t e, std::vector<SequenceStep> v) {
+  Node& n = nodes_[e];
   for (const Sleeper& q : n.sleep) {
     if (weak_initial(q.ref(), v)) return;  // explored from here already, up to equivalence
   }
   trees_.insert(n.wut, std::move(v));
 }
 
-bool OdporSearch::needs_more(const Summary& future, size_t d) const {
+bool OdporSearch::needs_more(const Summary& future, size_t d) {
   for (size_t e = 0; e < d && e < execution_.size(); ++e) {
-    const Node& n = nodes_[e];
-    if (n.frozen || !future.conflicts(execution_.footprint(e), execution_[e].aborts_pending)) continue;
+    Node& n = nodes_[e];
+    if (!future.conflicts(execution_.footprint(e), execution_[e].aborts_pending)) continue;
+    if (!owns(e)) {
+      // Above the branch: the search that gave it explores every option there instead (what
+      // the race with this future needs is among them).
+      if (n.choice && !n.expansion_posted) {
+        for (const sim::Option& o : n.options) owner_->post(Mail{Mail::Kind::OPTION, e, o, {}});
+        n.expansion_posted = true;
+      }
+      continue;
+    }
     for (const sim::Option& o : n.options) {
       const uint64_t key = o.key();
       if (key != n.taken.key() && !asleep(n, key) && !in_tree(n, key)) return true;
@@ -251,6 +292,7 @@ bool OdporSearch::next(const sim::ExecutionResult& result) {
     for (const uint32_t e : execution_.races(j)) reverse(e, j);
   }
   races_done_ = execution_.size();
+  read_mail();
   // Back up to the deepest node with something left to explore.
   while (!nodes_.empty()) {
     const size_t d = nodes_.size() - 1;
@@ -259,6 +301,20 @@ bool OdporSearch::next(const sim::ExecutionResult& result) {
     if (n.has_taken) {
       n.sleep.push_back(Sleeper{n.taken, n.taken_footprint, n.taken_universal});
       n.has_taken = false;
+    }
+    if (n.given > 0) {
+      // Branches given here are explored first: what they find may add to the tree here.
+      wait_for_given([&] {
+        read_mail();
+        return nodes_[d].given == 0;
+      });
+    }
+    if (d == boundary_) {
+      // The other branches here are the giving search's: what this one found to explore here
+      // goes to it.
+      for (const WakeupTrees::NodeId root : n.wut) owner_->post(Mail{Mail::Kind::OPTION, d, trees_.option(root), {}});
+      trees_.release(n.wut);
+      break;
     }
     if (!n.wut.empty() && !n.choice) {
       // A race reversed at a step that was the only option: its sequence cannot start here
@@ -269,6 +325,7 @@ bool OdporSearch::next(const sim::ExecutionResult& result) {
     if (!n.wut.empty()) {
       target_ = d;
       races_done_ = std::min(races_done_, d);
+      if (pool_ != nullptr && pool_->wants_work()) give_branch();
       return true;
     }
     if (n.cached) cache_.add_future(n.state, n.future);
@@ -277,6 +334,98 @@ bool OdporSearch::next(const sim::ExecutionResult& result) {
   }
   nodes_.clear();
   return false;
+}
+
+void OdporSearch::give_branch() {
+  // The shallowest node of the path with a branch left, the most work in one piece; its next
+  // branch, explored as if right after the one this search is in there: that one sleeps in it,
+  // and it sleeps in the branches after it here.
+  for (size_t d = boundary_ == SIZE_MAX ? 0 : boundary_ + 1; d < target_ && d < nodes_.size(); ++d) {
+    Node& n = nodes_[d];
+    if (!n.choice || n.wut.empty() || !n.has_taken) continue;
+    const WakeupTrees::NodeId root = n.wut.front();
+    // Not one whose footprint is not known yet (an option added to be explored, not a race's
+    // step): asleep with no footprint, it would wake at once in the branches after it here,
+    // which would explore its executions again.
+    if (trees_.step(root).universal) continue;
+    auto donation = std::make_unique<Donation>();
+    for (size_t k = 0; k < d; ++k) {
+      if (nodes_[k].choice) donation->prefix.push_back(nodes_[k].taken_index);
+    }
+    donation->node = d;
+    const auto copy = [&](auto&& self, WakeupTrees::NodeId id, Donation::Branch& out) -> void {
+      const StepRef step = trees_.step(id);
+      out.option = step.option;
+      out.footprint.assign(step.footprint.begin(), step.footprint.end());
+      out.universal = step.universal;
+      out.children.resize(trees_.children(id).size());
+      for (size_t c = 0; c < out.children.size(); ++c) self(self, trees_.children(id)[c], out.children[c]);
+    };
+    copy(copy, root, donation->branch);
+    for (const Sleeper& q : n.sleep) donation->sleep.push_back(SleepingOption{q.option, q.footprint, q.universal});
+    donation->sleep.push_back(SleepingOption{n.taken, n.taken_footprint, n.taken_universal});
+    donation->owner = this;
+    // Its future is explored elsewhere: asleep here for the branches after it.
+    n.sleep.push_back(Sleeper{donation->branch.option, donation->branch.footprint, donation->branch.universal});
+    WakeupTrees::Roots below;
+    trees_.take(n.wut, root, below);
+    trees_.release(below);
+    ++n.given;
+    ++given_;
+    ++donations_;
+    pool_->give(std::move(donation));
+    return;
+  }
+}
+
+void OdporSearch::post(Mail mail) {
+  {
+    const std::lock_guard<std::mutex> lock(mail_mutex_);
+    mail_.push_back(std::move(mail));
+    has_mail_.store(true, std::memory_order_release);
+  }
+  pool_->notify();
+}
+
+void OdporSearch::read_mail() {
+  if (!has_mail_.load(std::memory_order_acquire)) return;
+  std::vector<Mail> mail;
+  {
+    const std::lock_guard<std::mutex> lock(mail_mutex_);
+    mail.swap(mail_);
+    has_mail_.store(false, std::memory_order_relaxed);
+  }
+  for (Mail& m : mail) {
+    if (m.kind == Mail::Kind::DONE) {
+      --nodes_[m.node].given;
+      --given_;
+      continue;
+    }
+    if (!owns(m.node)) {
+      owner_->post(std::move(m));  // above this search's branch too
+      continue;
+    }
+    if (m.node >= nodes_.size()) continue;  // the search has ended (stopped early)
+    if (m.kind == Mail::Kind::OPTION) {
+      add_alternative(m.node, m.option);
+      continue;
+    }
+    std::vector<SequenceStep> v;
+    for (const Mail::Step& step : m.sequence) v.push_back(SequenceStep{StepRef{step.option, step.footprint, step.universal}, step.index, step.after});
+    insert_race(m.node, std::move(v));
+  }
+}
+
+void OdporSearch::wait_for_given(const std::function<bool()>& done) { pool_->wait_until(done, level_); }
+
+void OdporSearch::finish() {
+  if (given_ > 0) {
+    wait_for_given([&] {
+      read_mail();
+      return given_ == 0;
+    });
+  }
+  if (owner_ != nullptr) owner_->post(Mail{Mail::Kind::DONE, boundary_, {}, {}});
 }
 
 std::vector<uint32_t> OdporSearch::schedule() const {

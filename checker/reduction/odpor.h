@@ -14,8 +14,12 @@
 // race with that future (a summary the cache keeps) has its every option explored already.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "checker/reduction/execution.h"
@@ -25,14 +29,40 @@
 
 namespace lockstep::checker {
 
+class OdporSearch;
+class WorkPool;
+
+// A branch of one search's wakeup tree handed to another thread (check --jobs): the executions
+// below one node that start with the branch's steps. The search that explores it owns only the
+// nodes below that node; what it finds about the nodes above (races to reverse there, options
+// to explore there) it posts to the search that gave it, which waits for it before it leaves
+// the node.
+struct Donation {
+  struct Branch {
+    sim::Option option;
+    std::vector<sim::Touch> footprint;
+    bool universal = false;
+    std::vector<Branch> children;
+  };
+  std::vector<uint32_t> prefix;        // the choices down to the node
+  size_t node = 0;                     // the node's step index
+  Branch branch;                       // the branch's steps (a wakeup tree with one root)
+  std::vector<SleepingOption> sleep;   // asleep at the node
+  OdporSearch* owner = nullptr;
+};
+
 class OdporSearch final : public Search {
  public:
   explicit OdporSearch(const SearchOptions& options);
+  // The search of a branch another search gave (check --jobs); `pool` as that search's.
+  OdporSearch(const SearchOptions& options, const Donation& donation);
+  ~OdporSearch() override;
 
   size_t choose(const sim::ChoicePoint& point) override;
   bool forced(const sim::Option& option) override;
   void taken(const sim::Step& step) override;
   uint64_t resume_depth() const override;
+  bool wants_state() const override { return options_.state_cache && cache_.useful(); }
   bool revisits(uint64_t index) const override;
   void resumed(uint64_t index, uint64_t steps) override;
   bool next(const sim::ExecutionResult& result) override;
@@ -43,6 +73,13 @@ class OdporSearch final : public Search {
   // missed an edge); each makes the search explore every option there. 0 unless the engine's
   // clocks outgrow their bound.
   uint64_t wakeup_misses() const { return misses_; }
+
+  // check --jobs: the branches this search gave away (parts of its work others explored).
+  uint64_t donations() const override { return donations_; }
+  // Waits for every branch this search gave to be explored; then, for a search of a branch,
+  // tells the search that gave it that it is done. Called once the search has ended, whether
+  // it ran to its end or was stopped.
+  void finish() override;
 
  private:
   struct Sleeper {
@@ -66,7 +103,33 @@ class OdporSearch final : public Search {
     std::vector<sim::Touch> taken_footprint;
     bool taken_universal = false;
     Summary future;             // what the steps from here on touched, in every execution so far
+    uint32_t given = 0;         // branches given to other threads and not yet explored
+    bool expansion_posted = false;  // a node of the search above: its every option was asked for
   };
+
+  // A message to this search from the search of a branch it gave (check --jobs).
+  struct Mail {
+    enum class Kind : uint8_t { RACE, OPTION, DONE };
+    Kind kind = Kind::DONE;
+    size_t node = 0;
+    sim::Option option;  // OPTION: to explore at the node
+    // RACE: the sequence to insert at the node, owned (SequenceStep's spans point into these).
+    struct Step {
+      sim::Option option;
+      std::vector<sim::Touch> footprint;
+      bool universal = false;
+      uint32_t index = 0;
+      std::vector<uint32_t> after;
+    };
+    std::vector<Step> sequence;
+  };
+  // Whether node d is this search's to explore (not above the branch it was given).
+  bool owns(size_t d) const { return boundary_ == SIZE_MAX || d > boundary_; }
+  void post(Mail mail);
+  void read_mail();
+  void insert_race(size_t e, std::vector<SequenceStep> v);
+  void give_branch();
+  void wait_for_given(const std::function<bool()>& done);
 
   size_t arrive(std::span<const sim::Option> options, bool choice, uint64_t choice_index, uint64_t state);
   size_t pick(size_t d);
@@ -79,7 +142,7 @@ class OdporSearch final : public Search {
   // Whether a step before node d may race with `future` (a summary of what the steps of a
   // state's explored future touched) at a point where some option is neither asleep nor in the
   // wakeup tree: what pruning at the state would leave unexplored.
-  bool needs_more(const Summary& future, size_t d) const;
+  bool needs_more(const Summary& future, size_t d);
 
   SearchOptions options_;
   std::vector<Node> nodes_;
@@ -97,6 +160,19 @@ class OdporSearch final : public Search {
   uint64_t pruned_ = 0;
   uint64_t sleep_blocked_ = 0;
   uint64_t misses_ = 0;
+
+  // check --jobs
+  WorkPool* pool_ = nullptr;
+  int level_ = 0;                 // searches this thread is inside of (WorkPool::Runner)
+  OdporSearch* owner_ = nullptr;  // the search that gave this one its branch
+  size_t boundary_ = SIZE_MAX;    // the node the branch starts at (SIZE_MAX: every node is ours)
+  Donation::Branch start_branch_;
+  std::vector<Sleeper> start_sleep_;
+  uint64_t donations_ = 0;
+  uint64_t given_ = 0;            // branches given and not yet explored, over every node
+  std::mutex mail_mutex_;
+  std::vector<Mail> mail_;
+  std::atomic<bool> has_mail_{false};
 };
 
 }  // namespace lockstep::checker

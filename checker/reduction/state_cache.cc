@@ -82,12 +82,15 @@ bool StateCache::Shard::insert(uint64_t state, size_t max_states) {
 }
 
 bool StateCache::visit(uint64_t state, std::span<const uint64_t> sleep) {
+  if (retired_.load(std::memory_order_relaxed)) return true;
   Shard& shard = shard_of(state);
   const auto lock = lock_if(shared_, shard.lock);
   const size_t before = shard.size;
   if (shard.insert(state, max_states_per_shard_)) {
     if (shard.size > before) {
-      states_.fetch_add(1, std::memory_order_relaxed);
+      if (states_.fetch_add(1, std::memory_order_relaxed) + 1 == USELESS_AFTER && covered_.load(std::memory_order_relaxed) == 0) {
+        retired_.store(true, std::memory_order_relaxed);
+      }
       if (shard.full) full_.store(true, std::memory_order_relaxed);
       if (!sleep.empty()) shard.sleep.emplace(state, std::vector<uint64_t>(sleep.begin(), sleep.end()));
     }
@@ -96,12 +99,18 @@ bool StateCache::visit(uint64_t state, std::span<const uint64_t> sleep) {
   const bool over = !shared_ || shard.done[shard.find(state)];
   const auto it = shard.sleep.find(state);
   if (it == shard.sleep.end()) {
-    if (over) return false;  // explored with nothing asleep: every step was
+    if (over) {  // explored with nothing asleep: every step was
+      covered_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
     if (!sleep.empty()) shard.sleep.emplace(state, std::vector<uint64_t>(sleep.begin(), sleep.end()));
     return true;
   }
   std::vector<uint64_t>& stored = it->second;
-  if (over && std::includes(sleep.begin(), sleep.end(), stored.begin(), stored.end())) return false;
+  if (over && std::includes(sleep.begin(), sleep.end(), stored.begin(), stored.end())) {
+    covered_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   // Explored again under `sleep`: what neither visit explored stays asleep for later visits.
   std::vector<uint64_t> both;
   std::set_intersection(stored.begin(), stored.end(), sleep.begin(), sleep.end(), std::back_inserter(both));

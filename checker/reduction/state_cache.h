@@ -53,8 +53,21 @@ class StateCache {
 
   size_t size() const;
   bool full() const;
+  // Whether remembering more states may still pay: false from the moment USELESS_AFTER states
+  // are kept with no visit covered yet. A search meets its repeated states early if it has any
+  // (depth first, its first executions run to the end of the program, where they are), so one
+  // that has met none in that many is one whose schedules all reach different states
+  // (interleavings of host threads, say): the cache, and the engine's hashing of states, would
+  // only cost time. The cache then stops: no visit is remembered or covered.
+  bool useful() const { return !retired_.load(std::memory_order_relaxed); }
+  // Whether useful() can still change (check --jobs gives work away only once it cannot, so
+  // that the threads' timing does not decide it).
+  bool decided() const {
+    return retired_.load(std::memory_order_relaxed) || covered_.load(std::memory_order_relaxed) > 0;
+  }
 
   static constexpr size_t DEFAULT_MAX_STATES = 8'000'000;  // 128 MiB of table, 256 MiB of futures at most
+  static constexpr size_t USELESS_AFTER = size_t{1} << 16;
 
  private:
   // Held for a few hundred nanoseconds at a time: spinning costs less than a futex's sleep and
@@ -102,6 +115,8 @@ class StateCache {
   // stats), kept here so that a read does not take every shard's lock.
   std::atomic<size_t> states_{0};
   std::atomic<bool> full_{false};
+  std::atomic<uint64_t> covered_{0};  // visits a visit before covered
+  std::atomic<bool> retired_{false};  // see useful()
   mutable std::vector<Shard> shards_;
 };
 

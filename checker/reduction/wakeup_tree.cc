@@ -78,6 +78,12 @@ WakeupTrees::NodeId WakeupTrees::add_root(Roots& roots, const StepRef& step) {
   return id;
 }
 
+WakeupTrees::NodeId WakeupTrees::add_child(NodeId parent, const StepRef& step) {
+  const NodeId id = make(step);  // before the push: make() may move every node's children
+  nodes_[parent].children.push_back(id);
+  return id;
+}
+
 void WakeupTrees::append_chain(Roots& roots, NodeId parent, std::span<const SequenceStep> w) {
   if (w.empty()) return;
   // Made first, linked after: make() may grow nodes_, which moves every node's children.

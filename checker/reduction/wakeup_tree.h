@@ -52,6 +52,8 @@ class WakeupTrees {
 
   // A new root (a branch of one step) at the end of `roots`.
   NodeId add_root(Roots& roots, const StepRef& step);
+  // A new child of `parent`, after its others.
+  NodeId add_child(NodeId parent, const StepRef& step);
   // Inserts `w` below `roots` (ODPOR's insert): leaves the tree as it is when a branch already
   // leads to an execution equivalent to w or extending it.
   void insert(Roots& roots, std::vector<SequenceStep> w);
