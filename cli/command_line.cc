@@ -21,13 +21,16 @@ namespace {
 constexpr int EXIT_USAGE = 2;
 constexpr double DEFAULT_TIME_BUDGET_S = 600;  // check: per input (docs/semantics.md)
 
-// A usage error found in a value or in how options combine: its whole message.
+// A usage error found in a value or in how options combine: its whole message. Thrown from
+// the option callbacks below, it passes through CLI11's parse (which catches only its own
+// errors) to parse_verb.
 struct UsageError {
   std::string message;
 };
 
 // ---- values ----------------------------------------------------------------------------------
 
+// A count: decimal digits only, at most 2^64-1.
 uint64_t parse_count(const std::string& option, const std::string& text) {
   uint64_t value = 0;
   const char* end = text.data() + text.size();
@@ -43,6 +46,7 @@ T capped(uint64_t value, T most) {
   return static_cast<T>(std::min<uint64_t>(value, static_cast<uint64_t>(most)));
 }
 
+// Seconds: a number above 0 (3, 0.5, 1e2).
 double parse_seconds(const std::string& option, const std::string& text) {
   std::istringstream in(text);
   double value = 0;
@@ -243,21 +247,21 @@ void define_check(CLI::App& app, CommandLine& line) {
             });
   add_flag(app, "--check-expect", o.check_expect, group, "exit 0 iff every verdict matches its scenario's expect:");
   add_path(app, "--cex-dir", o.cex_dir, "DIR", group, "write one counterexample file per bug into DIR");
-  add_flag(app, "--minimize", o.minimize, group,
+  CLI::Option* minimize = add_flag(app, "--minimize", o.minimize, group,
            "with --cex-dir, for a recorded schedule: remove ranks and ops while\n"
            "the same bug stays (delta debugging); writes DIR/NAME-N.min.jsonl");
   add_count(app, "--minimize-budget", "N", group, "bound on the re-checks of --minimize, per bug (default 500)",
             [&o](uint64_t n) {
               if (n == 0) throw UsageError{"--minimize-budget must be at least 1"};
               o.minimize_budget = n;
-            });
+            })
+      ->needs(minimize);
   add_path(app, "--junit", o.junit_path, "FILE", group,
            "JUnit XML, one testcase per input (GITHUB_ACTIONS=true also prints\n"
            "::error annotations at the YAML line of each stuck op)");
   app.final_callback([&o] {
     if (o.inputs.empty()) throw UsageError{"check needs at least one scenario or folder"};
     if (o.minimize && !o.cex_dir) throw UsageError{"--minimize needs --cex-dir DIR (the minimized trace goes there)"};
-    if (o.minimize_budget && !o.minimize) throw UsageError{"--minimize-budget needs --minimize"};
   });
 }
 
@@ -396,11 +400,16 @@ void define_record(CLI::App& app, CommandLine& line) {
               "stop the command after S seconds (SIGTERM to its process group,\n"
               "SIGKILL 10 s later); --torch: default 300",
               [&o](double s) { o.timeout_s = s; });
-  add_value(app, "--lib", "PATH", group, "the recorder library (default: $LOCKSTEP_RECORD_LIB, else\nlib/liblockstep_record.so beside the binary's bin/)",
+  add_value(app, "--lib", "PATH", group,
+            "the recorder library (default: $LOCKSTEP_RECORD_LIB, else\n"
+            "lib/liblockstep_record.so beside the binary's bin/)",
             [&o](const std::string& text) { o.lib = text; });
   add_flag(app, "--merge-only", o.merge_only, group, "run nothing; merge the recordings in DIR/raw");
   add_flag(app, "--quiet", o.quiet, group, "no per-process summary");
-  add_flag(app, "--torch", o.torch, group, "run a PyTorch script's ranks on CPU and record torch.distributed");
+  CLI::Option* torch =
+      add_flag(app, "--torch", o.torch, group, "run a PyTorch script's ranks on CPU and record torch.distributed");
+  add_flag(app, "--fake", o.fake, group, "--torch: no communication; every rank runs its whole program")->needs(torch);
+  add_flag(app, "--check", o.check, group, "--torch: check the trace once it is written")->needs(torch);
   add_value(app, "--nproc", "N", group, "--torch: the number of ranks to start (1 to 1024)", [&o](const std::string& text) {
     int32_t n = 0;
     const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
@@ -408,9 +417,7 @@ void define_record(CLI::App& app, CommandLine& line) {
       throw UsageError{fmt::format("--nproc expects a number of ranks from 1 to {}, got '{}'", record::MAX_TORCH_RANKS, text)};
     }
     o.nproc = n;
-  });
-  add_flag(app, "--fake", o.fake, group, "--torch: no communication; every rank runs its whole program");
-  add_flag(app, "--check", o.check, group, "--torch: check the trace once it is written");
+  })->needs(torch);
 }
 
 // record: what CLI11 left over, in order, is "--" and the command after it; anything before
@@ -428,9 +435,6 @@ void take_command(const std::vector<std::string>& left, record::RecordOptions& o
     throw UsageError{"record needs a command after '--' (lockstep record -o DIR -- CMD ARGS...)"};
   }
   if (o.merge_only && o.timeout_s) throw UsageError{"--timeout needs a command"};
-  if (!o.torch && (o.fake || o.check || o.nproc > 0)) {
-    throw UsageError{fmt::format("{} needs --torch", o.fake ? "--fake" : o.check ? "--check" : "--nproc")};
-  }
   if (o.torch && !o.lib.empty()) throw UsageError{"--lib is the NCCL recorder's; --torch records through Python"};
   if (o.torch && !o.merge_only && o.nproc == 0) {
     throw UsageError{"record --torch needs --nproc N (the number of ranks to start)"};
@@ -541,6 +545,11 @@ std::string describe(const CLI::ParseError& error, const std::vector<std::string
     return option == "-D" ? "-D needs name=value" : fmt::format("{} needs a value", option);
   }
   std::string message = error.what();
+  if (dynamic_cast<const CLI::RequiresError*>(&error) != nullptr) {
+    // "--fake requires --torch"
+    if (const size_t at = message.find(" requires "); at != std::string::npos) message.replace(at, 10, " needs ");
+    return message;
+  }
   if (!message.empty()) message[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(message[0])));
   return message;
 }

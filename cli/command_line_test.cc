@@ -163,6 +163,9 @@ TEST_CASE("cli errors: inputs, and options that need or exclude others, exit 2 w
        usage_error("record", "unexpected 'true': the command to record goes after '--' (lockstep record -o DIR -- CMD ARGS...)")},
       {{"record", "-o", "d", "--merge-only", "--timeout", "3"}, usage_error("record", "--timeout needs a command")},
       {{"record", "-o", "d", "--nproc", "2", "--", "true"}, usage_error("record", "--nproc needs --torch")},
+      {{"record", "-o", "d", "--fake", "--check", "--", "true"}, usage_error("record", "--fake needs --torch")},
+      {{"record", "-o", "d", "--torch", "--lib", "x.so", "--nproc", "1", "--", "true"},
+       usage_error("record", "--lib is the NCCL recorder's; --torch records through Python")},
   };
   for (const auto& [args, message] : cases) {
     INFO(args.back());
