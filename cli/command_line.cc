@@ -625,8 +625,8 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
   if (verb == nullptr) {
     std::vector<std::string> names;
     for (const Verb& known : verbs()) names.push_back(known.name);
-    return usage_error("", fmt::format("unknown verb '{}'{}; verbs: check, explain, replay, run, validate", words.front(),
-                                       sim::did_you_mean(words.front(), names)));
+    return usage_error("", fmt::format("unknown verb '{}'{}; verbs: {}", words.front(),
+                                       sim::did_you_mean(words.front(), names), sim::join(sim::sorted(names))));
   }
   return parse_verb(*verb, rest);
 }

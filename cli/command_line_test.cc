@@ -112,7 +112,8 @@ TEST_CASE("cli errors: unknown options and verbs exit 2 naming the verb, with a 
   const CliRun verb = run_lockstep({"chekc", input});
   CHECK(verb.code == 2);
   CHECK(verb.out == "");
-  CHECK(verb.err == usage_error("", "unknown verb 'chekc' (did you mean 'check'?); verbs: check, explain, replay, run, validate"));
+  CHECK(verb.err == usage_error("", "unknown verb 'chekc' (did you mean 'check'?); verbs: check, explain, export, "
+                                        "import, record, replay, run, validate"));
   CHECK(run_lockstep({}).err == usage_error("", "missing verb"));
 }
 
