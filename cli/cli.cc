@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
-#include <charconv>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -13,13 +12,13 @@
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "checker/analysis.h"
+#include "cli/command_line.h"
 #include "import/import_cli.h"
 #include "checker/counterexample.h"
 #include "checker/minimize.h"
@@ -41,8 +40,6 @@ namespace lockstep::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr double DEFAULT_TIME_BUDGET_S = 600;  // check: per input (docs/semantics.md)
 
 // SIGINT/SIGTERM during check: the search stops after the execution under way and what was
 // found is written. The handlers reset themselves, so a second signal ends the process at once.
@@ -70,258 +67,6 @@ struct StopOnSignal {
   StopOnSignal(const StopOnSignal&) = delete;
   StopOnSignal& operator=(const StopOnSignal&) = delete;
 };
-
-constexpr const char* USAGE = R"(usage: lockstep VERB ...
-
-  lockstep check    SCENARIO_OR_DIR... [options]   explore every schedule; a verdict per input
-  lockstep run      SCENARIO [--timeline FILE]     one timed, deterministic simulation
-  lockstep validate SCENARIO_OR_DIR...             parse and static checks only
-  lockstep replay   COUNTEREXAMPLE|SCENARIO --sim|--mpi|--nccl [--timeout S]
-                                                   replay a counterexample (or a scenario's timed
-                                                   run) in the simulator, on MPI ranks or on GPUs
-  lockstep explain  COUNTEREXAMPLE [--dot FILE]    explanation and wait-for graph
-  lockstep export   promela SCENARIO -o FILE       a Promela model for SPIN (docs/spin.md)
-  lockstep import   FORMAT INPUT... -o OUT.jsonl   Flight Recorder dumps, NCCL logs or a pipeline
-                                                   CSV -> a trace (docs/import.md; import --help)
-  lockstep record   -o DIR [--name N] [--timeout S] -- CMD ARGS...
-                                                   run CMD with the NCCL recorder preloaded and
-                                                   merge what it called into DIR/trace.jsonl
-                                                   (docs/record.md; --merge-only: DIR/raw only)
-  lockstep record   --torch -o DIR --nproc N [--timeout S] [--fake] [--check] -- python3 SCRIPT ARGS...
-                                                   run a PyTorch script's N ranks on CPU (gloo, or
-                                                   no communication with --fake) and record every
-                                                   torch.distributed call into DIR/trace.jsonl
-
-common options:
-  -D name=value          override a scenario parameter (repeatable)
-  --seed N               seed of randomised strategies (reported)
-  --json FILE|-          machine report (docs/report-format.md)
-  --quiet                one line per input
-  --max-world N          bound on ranks (default 1048576)
-  --max-file-bytes N     bound on a scenario file's size (default 67108864)
-  --max-nesting N        bound on nested blocks (default 64)
-  --max-ops N            bound on operations in one execution (default 50000000)
-  --max-repeat N         bound on one repeat's iterations (default 100000000)
-  --max-call-depth N     bound on nested calls (default 128)
-
-check options:
-  --strategy S           dpor (default) or dfs cover every schedule; random and pct
-                         sample --max-executions runs seeded by --seed
-  --max-executions N     bound on executions (default 1000000; 1000 for random and pct)
-  --pct-depth D          PCT's depth: D-1 priority change points (default 3)
-  --jobs N               explore on N threads (dfs, dpor) a search of over 1000 executions:
-                         dfs reports the same bytes; dpor the same verdicts and bugs, listed
-                         by kind, but counts and schedules that vary from run to run
-  --time-budget S        bound on the search's wall time in seconds, per input (default 600;
-                         0: none)
-  --progress             a status line on stderr even when it is not a terminal (one line
-                         every few seconds); --quiet: none. SIGINT/SIGTERM stop the search
-                         after the execution under way and write what was found (exit 3, or
-                         1 with bugs)
-  --max-bugs N           stop after N distinct bugs (default: list every bug); the verdict is
-                         the first bug's, the report not exhaustive
-  --max-memory MIB       bound on the process's resident memory (default 8192; 0: none)
-  --check-expect         exit 0 iff every verdict matches its scenario's expect:
-  --cex-dir DIR          write one counterexample file per bug into DIR
-  --minimize             with --cex-dir, for a recorded schedule: remove ranks and ops while
-                         the same bug stays (delta debugging); writes DIR/NAME-N.min.jsonl
-  --minimize-budget N    bound on the re-checks of --minimize, per bug (default 500)
-  --junit FILE           JUnit XML, one testcase per input (GITHUB_ACTIONS=true also prints
-                         ::error annotations at the YAML line of each stuck op)
-
-run and replay --sim options (docs/logging.md):
-  --log-level L          per-rank event log: error, warn, info (every synchronisation point)
-                         or debug (every op's issue, start, match, completion); default: none,
-                         or $LOCKSTEP_LOG_LEVEL
-  --log-ranks R,R,...    log only these ranks (default: all)
-  --log FILE             write the log to FILE (default: stderr)
-
-replay options:
-  --timeout S            --mpi, --nccl: a rank with ops outstanding and no progress for S
-                         seconds is stuck (default 10); see docs/replay.md
-  --order granted|free   --mpi, --nccl: issue the ops in the execution's global order, each
-                         step granted by lockstep (default), or each rank on its own
-
-exit codes: 0 no bug, 1 bug found, 2 bad input or usage, 3 inconclusive
-)";
-
-struct UsageError {
-  std::string message;
-};
-
-struct Options {
-  std::string verb;
-  std::vector<std::string> inputs;
-  std::vector<sim::ParamOverride> overrides;
-  uint64_t seed = 0;
-  std::optional<std::string> json_path;
-  std::optional<std::string> timeline_path;
-  std::optional<std::string> cex_dir;
-  std::optional<std::string> junit_path;
-  std::optional<std::string> dot_path;
-  std::string backend = "sim";  // replay: sim, nccl, mpi
-  double replay_timeout_s = 10;  // replay --mpi: the workers' watchdog
-  bool replay_free_order = false;  // replay --mpi|--nccl --order free
-  bool quiet = false;
-  bool progress = false;  // --progress: a status line even when stderr is not a terminal
-  bool check_expect = false;
-  bool minimize = false;
-  std::optional<uint64_t> minimize_budget;
-  sim::LoadLimits load_limits;
-  checker::CheckOptions check;  // its engine limits apply to `run` too
-  std::optional<sim::LogLevel> log_level;  // run, replay --sim: the event log
-  std::vector<int32_t> log_ranks;
-  std::optional<std::string> log_path;
-};
-
-uint64_t parse_count(const std::string& option, const std::string& text) {
-  uint64_t value = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc() || ptr != end || text.empty()) {
-    throw UsageError{fmt::format("{} expects a non-negative integer, got '{}'", option, text)};
-  }
-  return value;
-}
-
-double parse_seconds(const std::string& option, const std::string& text) {
-  std::istringstream in(text);
-  double value = 0;
-  in >> value;
-  if (!in || !in.eof() || value <= 0) {
-    throw UsageError{fmt::format("{} expects a positive number of seconds, got '{}'", option, text)};
-  }
-  return value;
-}
-
-Options parse_args(const std::vector<std::string>& args) {
-  Options options;
-  if (args.empty()) throw UsageError{"missing verb"};
-  options.verb = args[0];
-  size_t i = 1;
-  auto value_of = [&](const std::string& arg, const std::string& name) -> std::optional<std::string> {
-    if (arg == name) {
-      if (i + 1 >= args.size()) throw UsageError{fmt::format("{} needs a value", name)};
-      return args[++i];
-    }
-    if (arg.rfind(name + "=", 0) == 0) return arg.substr(name.size() + 1);
-    return std::nullopt;
-  };
-  const bool is_check = options.verb == "check";
-  const bool logs = options.verb == "run" || options.verb == "replay";  // the event log
-  if (is_check) options.check.time_budget_s = DEFAULT_TIME_BUDGET_S;
-  for (; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "-D" || (arg.rfind("-D", 0) == 0 && arg.size() > 2)) {
-      std::string assignment = arg.size() > 2 ? arg.substr(2) : "";
-      if (arg == "-D") {
-        if (i + 1 >= args.size()) throw UsageError{"-D needs name=value"};
-        assignment = args[++i];
-      }
-      const size_t eq = assignment.find('=');
-      if (eq == std::string::npos || eq == 0) throw UsageError{fmt::format("-D expects name=value, got '{}'", assignment)};
-      options.overrides.push_back({assignment.substr(0, eq), assignment.substr(eq + 1)});
-    } else if (auto seed = value_of(arg, "--seed")) {
-      options.seed = parse_count("--seed", *seed);
-    } else if (auto world = value_of(arg, "--max-world")) {
-      options.load_limits.max_world = static_cast<int32_t>(std::min<uint64_t>(parse_count("--max-world", *world), INT32_MAX));
-    } else if (auto file_bytes = value_of(arg, "--max-file-bytes")) {
-      options.load_limits.max_file_bytes = static_cast<int64_t>(std::min<uint64_t>(parse_count("--max-file-bytes", *file_bytes), INT64_MAX));
-    } else if (auto nesting = value_of(arg, "--max-nesting")) {
-      options.load_limits.max_nesting = static_cast<int32_t>(std::min<uint64_t>(parse_count("--max-nesting", *nesting), INT32_MAX));
-    } else if (auto ops = value_of(arg, "--max-ops")) {
-      options.check.engine.limits.max_ops = parse_count("--max-ops", *ops);
-      options.load_limits.max_ops = static_cast<int64_t>(std::min<uint64_t>(options.check.engine.limits.max_ops, INT64_MAX));
-    } else if (auto repeat = value_of(arg, "--max-repeat")) {
-      options.check.engine.limits.max_repeat = static_cast<int64_t>(std::min<uint64_t>(parse_count("--max-repeat", *repeat), INT64_MAX));
-    } else if (auto call_depth = value_of(arg, "--max-call-depth")) {
-      options.check.engine.limits.max_call_depth = static_cast<int32_t>(std::min<uint64_t>(parse_count("--max-call-depth", *call_depth), 100'000));
-    } else if (auto json = value_of(arg, "--json")) {
-      options.json_path = *json;
-    } else if (arg == "--quiet") {
-      options.quiet = true;
-    } else if (is_check && arg == "--progress") {
-      options.progress = true;
-    } else if (auto timeline = options.verb == "run" ? value_of(arg, "--timeline") : std::nullopt) {
-      options.timeline_path = *timeline;
-    } else if (auto strategy = is_check ? value_of(arg, "--strategy") : std::nullopt) {
-      const auto& names = checker::strategy_names();
-      if (std::find(names.begin(), names.end(), *strategy) == names.end()) {
-        throw UsageError{fmt::format("unknown strategy '{}'; strategies: dfs, dpor, pct, random", *strategy)};
-      }
-      options.check.strategy = *strategy;
-    } else if (auto max = is_check ? value_of(arg, "--max-executions") : std::nullopt) {
-      options.check.max_executions = parse_count("--max-executions", *max);
-      if (options.check.max_executions == 0) throw UsageError{"--max-executions must be at least 1"};
-    } else if (auto bugs = is_check ? value_of(arg, "--max-bugs") : std::nullopt) {
-      options.check.max_bugs = parse_count("--max-bugs", *bugs);
-      if (options.check.max_bugs == 0) throw UsageError{"--max-bugs must be at least 1"};
-    } else if (auto budget = is_check ? value_of(arg, "--time-budget") : std::nullopt) {
-      options.check.time_budget_s = *budget == "0" ? 0 : parse_seconds("--time-budget", *budget);
-    } else if (auto memory = is_check ? value_of(arg, "--max-memory") : std::nullopt) {
-      const uint64_t mib = parse_count("--max-memory", *memory);
-      if (mib > (uint64_t{1} << 40)) throw UsageError{"--max-memory is in MiB; at most 2^40"};
-      options.check.max_memory_bytes = mib << 20;  // 0: no bound
-    } else if (auto junit = is_check ? value_of(arg, "--junit") : std::nullopt) {
-      options.junit_path = *junit;
-    } else if (auto dir = is_check ? value_of(arg, "--cex-dir") : std::nullopt) {
-      options.cex_dir = *dir;
-    } else if (auto dot = options.verb == "explain" ? value_of(arg, "--dot") : std::nullopt) {
-      options.dot_path = *dot;
-    } else if (options.verb == "replay" && (arg == "--sim" || arg == "--nccl" || arg == "--mpi")) {
-      options.backend = arg.substr(2);
-    } else if (auto timeout = options.verb == "replay" ? value_of(arg, "--timeout") : std::nullopt) {
-      options.replay_timeout_s = parse_seconds("--timeout", *timeout);
-    } else if (auto order = options.verb == "replay" ? value_of(arg, "--order") : std::nullopt) {
-      if (*order != "granted" && *order != "free") throw UsageError{"--order is granted or free, not '" + *order + "'"};
-      options.replay_free_order = *order == "free";
-    } else if (auto jobs = is_check ? value_of(arg, "--jobs") : std::nullopt) {
-      const uint64_t n = parse_count("--jobs", *jobs);
-      if (n == 0 || n > 256) throw UsageError{"--jobs must be between 1 and 256"};
-      options.check.jobs = static_cast<unsigned>(n);
-    } else if (auto depth = is_check ? value_of(arg, "--pct-depth") : std::nullopt) {
-      const uint64_t d = parse_count("--pct-depth", *depth);
-      if (d == 0 || d > 1000) throw UsageError{"--pct-depth must be between 1 and 1000"};
-      options.check.pct_depth = static_cast<uint32_t>(d);
-    } else if (is_check && arg == "--check-expect") {
-      options.check_expect = true;
-    } else if (is_check && arg == "--minimize") {
-      options.minimize = true;
-    } else if (auto rechecks = is_check ? value_of(arg, "--minimize-budget") : std::nullopt) {
-      options.minimize_budget = parse_count("--minimize-budget", *rechecks);
-      if (*options.minimize_budget == 0) throw UsageError{"--minimize-budget must be at least 1"};
-    } else if (auto level = logs ? value_of(arg, "--log-level") : std::nullopt) {
-      options.log_level = sim::parse_log_level(*level);
-      if (!options.log_level) throw UsageError{fmt::format("--log-level expects error, warn, info or debug, got '{}'", *level)};
-    } else if (auto log_ranks = logs ? value_of(arg, "--log-ranks") : std::nullopt) {
-      options.log_ranks.clear();
-      for (size_t start = 0; start <= log_ranks->size();) {
-        const size_t comma = std::min(log_ranks->find(',', start), log_ranks->size());
-        options.log_ranks.push_back(static_cast<int32_t>(
-            std::min<uint64_t>(parse_count("--log-ranks", log_ranks->substr(start, comma - start)), INT32_MAX)));
-        start = comma + 1;
-      }
-    } else if (auto log_path = logs ? value_of(arg, "--log") : std::nullopt) {
-      options.log_path = *log_path;
-    } else if (arg.size() > 1 && arg[0] == '-') {
-      throw UsageError{fmt::format("unknown option '{}' for '{}'", arg, options.verb)};
-    } else {
-      options.inputs.push_back(arg);
-    }
-  }
-  options.check.seed = options.seed;
-  if (logs && !options.log_level) {
-    if (const char* env = std::getenv("LOCKSTEP_LOG_LEVEL"); env != nullptr && *env != 0) {
-      options.log_level = sim::parse_log_level(env);
-      if (!options.log_level) throw UsageError{fmt::format("LOCKSTEP_LOG_LEVEL expects error, warn, info or debug, got '{}'", env)};
-    } else if (!options.log_ranks.empty() || options.log_path) {
-      options.log_level = sim::LogLevel::INFO;
-    }
-  }
-  if (options.minimize && !options.cex_dir) throw UsageError{"--minimize needs --cex-dir DIR (the minimized trace goes there)"};
-  if (options.minimize_budget && !options.minimize) throw UsageError{"--minimize-budget needs --minimize"};
-  return options;
-}
 
 // Files stay as given; folders contribute every .yaml and .jsonl below them, in sorted order.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, std::ostream& err, bool& bad) {
@@ -455,7 +200,6 @@ bool write_counterexamples(const Options& options, checker::InputReport& report,
 }
 
 int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
-  if (options.inputs.empty()) throw UsageError{"check needs at least one scenario or folder"};
   const StopOnSignal stop_on_signal;
   bool bad = false;
   const std::vector<std::string> inputs = expand_inputs(options.inputs, err, bad);
@@ -538,7 +282,6 @@ int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
 }
 
 int cmd_validate(const Options& options, std::ostream& out, std::ostream& err) {
-  if (options.inputs.empty()) throw UsageError{"validate needs at least one scenario or folder"};
   bool bad = false;
   const std::vector<std::string> inputs = expand_inputs(options.inputs, err, bad);
   for (const std::string& input : inputs) {
@@ -598,7 +341,6 @@ bool open_log(const Options& options, std::ostream& err, LogSink& sink) {
 }
 
 int cmd_run(const Options& options, std::ostream& out, std::ostream& err) {
-  if (options.inputs.size() != 1) throw UsageError{"run needs exactly one scenario"};
   const std::string& input = options.inputs.front();
   std::vector<std::string> errors;
   std::optional<sim::Scenario> scenario = load(input, options, errors, err);
@@ -737,7 +479,6 @@ int cmd_replay_hardware(const Options& options, std::ostream& out, std::ostream&
 }
 
 int cmd_replay(const Options& options, std::ostream& out, std::ostream& err) {
-  if (options.inputs.size() != 1) throw UsageError{"replay needs exactly one counterexample or scenario"};
   if (options.backend == "mpi" || options.backend == "nccl") return cmd_replay_hardware(options, out, err);
   const std::string& input = options.inputs.front();
   if (fs::path(input).extension() == ".yaml" || fs::path(input).extension() == ".jsonl") {
@@ -768,7 +509,6 @@ int cmd_replay(const Options& options, std::ostream& out, std::ostream& err) {
 }
 
 int cmd_explain(const Options& options, std::ostream& out, std::ostream& err) {
-  if (options.inputs.size() != 1) throw UsageError{"explain needs exactly one counterexample"};
   std::optional<Replayed> replayed = replay_counterexample(options.inputs.front(), options, err);
   if (!replayed) return EXIT_BAD_INPUT;
   if (!replayed->bug) {
@@ -799,29 +539,21 @@ int cmd_explain(const Options& options, std::ostream& out, std::ostream& err) {
 }  // namespace
 
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  try {
-    if (!args.empty() && (args[0] == "--help" || args[0] == "-h" || args[0] == "help")) {
-      out << USAGE;
-      return EXIT_NO_BUG;
-    }
-    if (!args.empty() && args[0] == "--version") {
-      out << "lockstep " << checker::lockstep_version() << "\n";
-      return EXIT_NO_BUG;
-    }
-    if (!args.empty() && args[0] == "record") return record::run_record({args.begin() + 1, args.end()}, out, err);
-    if (!args.empty() && args[0] == "import") return import::run_import(args, out, err);
-    if (!args.empty() && args[0] == "export") return exporter::export_command({args.begin() + 1, args.end()}, out, err);
-    const Options options = parse_args(args);
-    if (options.verb == "check") return cmd_check(options, out, err);
-    if (options.verb == "validate") return cmd_validate(options, out, err);
-    if (options.verb == "run") return cmd_run(options, out, err);
-    if (options.verb == "replay") return cmd_replay(options, out, err);
-    if (options.verb == "explain") return cmd_explain(options, out, err);
-    throw UsageError{fmt::format("unknown verb '{}'; verbs: check, explain, replay, run, validate", options.verb)};
-  } catch (const UsageError& error) {
-    err << "lockstep: error: " << error.message << "\n" << "run 'lockstep --help' for usage\n";
-    return EXIT_BAD_INPUT;
+  const CommandLine line = parse_command_line(args);
+  if (line.verb.empty()) {
+    out << line.out;
+    err << line.err;
+    return line.code;
   }
+  const Options& options = line.options;
+  if (line.verb == "check") return cmd_check(options, out, err);
+  if (line.verb == "validate") return cmd_validate(options, out, err);
+  if (line.verb == "run") return cmd_run(options, out, err);
+  if (line.verb == "replay") return cmd_replay(options, out, err);
+  if (line.verb == "explain") return cmd_explain(options, out, err);
+  if (line.verb == "record") return record::run_record(line.record_options, out, err);
+  if (line.verb == "import") return import::run_import(line.import_options, out, err);
+  return exporter::export_command(line.export_options, out, err);
 }
 
 }  // namespace lockstep::cli

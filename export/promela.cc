@@ -880,63 +880,10 @@ std::string promela_batch(const std::vector<PromelaModel>& models) {
   return out;
 }
 
-int export_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  constexpr const char* usage = "usage: lockstep export promela SCENARIO -o FILE [-D name=value]...\n";
-  std::string format;
-  std::string input;
-  std::string output;
-  std::vector<sim::ParamOverride> overrides;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "--help" || arg == "-h") {
-      out << usage;
-      return 0;
-    }
-    if (arg == "-o" || arg == "-D") {
-      if (i + 1 >= args.size()) {
-        err << fmt::format("lockstep: error: {} needs a value\n{}", arg, usage);
-        return 2;
-      }
-      const std::string& value = args[++i];
-      if (arg == "-o") {
-        output = value;
-        continue;
-      }
-      const size_t eq = value.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        err << fmt::format("lockstep: error: -D expects name=value, got '{}'\n", value);
-        return 2;
-      }
-      overrides.push_back({value.substr(0, eq), value.substr(eq + 1)});
-    } else if (arg.rfind("-D", 0) == 0 && arg.size() > 2) {
-      const std::string value = arg.substr(2);
-      const size_t eq = value.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        err << fmt::format("lockstep: error: -D expects name=value, got '{}'\n", value);
-        return 2;
-      }
-      overrides.push_back({value.substr(0, eq), value.substr(eq + 1)});
-    } else if (!arg.empty() && arg[0] == '-') {
-      err << fmt::format("lockstep: error: unknown option '{}'\n{}", arg, usage);
-      return 2;
-    } else if (format.empty()) {
-      format = arg;
-    } else if (input.empty()) {
-      input = arg;
-    } else {
-      err << fmt::format("lockstep: error: one scenario at a time, got '{}' too\n{}", arg, usage);
-      return 2;
-    }
-  }
-  if (format != "promela") {
-    err << fmt::format("lockstep: error: {}; formats: promela\n{}",
-                       format.empty() ? std::string("missing format") : fmt::format("unknown format '{}'", format), usage);
-    return 2;
-  }
-  if (input.empty() || output.empty()) {
-    err << fmt::format("lockstep: error: {}\n{}", input.empty() ? "missing scenario" : "missing -o FILE", usage);
-    return 2;
-  }
+int export_command(const ExportOptions& options, std::ostream& out, std::ostream& err) {
+  const std::string& input = options.input;
+  const std::string& output = options.output;
+  const std::vector<sim::ParamOverride>& overrides = options.overrides;
   sim::LoadResult loaded = std::filesystem::path(input).extension() == ".jsonl" ? sim::load_trace_file(input, overrides)
                                                                                  : sim::load_scenario_file(input, overrides);
   for (const sim::Diagnostic& d : loaded.diagnostics) err << sim::format_diagnostic(d, loaded.text);

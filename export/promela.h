@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sim/diagnostic.h"
+#include "sim/loader.h"
 #include "sim/scenario.h"
 
 namespace lockstep::exporter {
@@ -48,8 +49,15 @@ PromelaExport export_promela(const sim::Scenario& scenario, const PromelaOptions
 // the errors of each, every one naming its model by prefix.
 std::string promela_batch(const std::vector<PromelaModel>& models);
 
-// `lockstep export promela SCENARIO -o FILE [-D name=value]...` (args after `export`).
-// Returns the exit code: 0 written, 2 bad input, usage, or outside the subset.
-int export_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// `lockstep export promela SCENARIO -o FILE [-D name=value]...`, as cli/command_line.cc reads it.
+struct ExportOptions {
+  std::string format;  // "promela", the one format
+  std::string input;   // a scenario or a trace
+  std::string output;  // -o FILE
+  std::vector<sim::ParamOverride> overrides;  // -D name=value
+};
+
+// Writes the model. Returns the exit code: 0 written, 2 bad input or outside the subset.
+int export_command(const ExportOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace lockstep::exporter

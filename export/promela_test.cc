@@ -2,9 +2,6 @@
 
 #include <doctest/doctest.h>
 
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "tests/testing.h"
@@ -105,22 +102,6 @@ program:
   - allreduce: {size: 4}
 )")) == "test.yaml: the model needs 301 processes (one per host thread, one device per rank with several threads, "
         "init); SPIN runs at most 255");
-}
-
-TEST_CASE("export promela: the command writes the model, and refuses bad usage with exit 2") {
-  std::ostringstream out;
-  std::ostringstream err;
-  CHECK(export_command({"promela", "scenarios/corpus/uneven-batches.yaml"}, out, err) == 2);
-  CHECK(err.str().find("missing -o FILE") != std::string::npos);
-  CHECK(export_command({"smv", "scenarios/corpus/uneven-batches.yaml", "-o", "x"}, out, err) == 2);
-  CHECK(err.str().find("unknown format 'smv'; formats: promela") != std::string::npos);
-  const std::string path = "build/export-promela-test.pml";
-  CHECK(export_command({"promela", "scenarios/corpus/uneven-batches.yaml", "-o", path, "-D", "batches=2"}, out, err) == 0);
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  CHECK(text.str().find("(scenario uneven-batches)") != std::string::npos);
-  std::remove(path.c_str());
 }
 
 }  // namespace lockstep::exporter

@@ -17,7 +17,6 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -42,91 +41,6 @@ constexpr int EXIT_OK = 0;
 constexpr int EXIT_BAD = 2;
 constexpr int EXIT_FAILED = 3;
 constexpr double KILL_GRACE_S = 10;
-constexpr int32_t MAX_TORCH_RANKS = 1024;          // --nproc
-constexpr double TORCH_DEFAULT_TIMEOUT_S = 300;    // record --torch without --timeout
-
-struct Usage {
-  std::string message;
-};
-
-struct RecordOptions {
-  std::string dir;
-  std::string name;
-  std::string lib;
-  std::optional<double> timeout_s;
-  bool merge_only = false;
-  bool quiet = false;
-  bool torch = false;          // --torch: the ranks of a PyTorch script, recorded by lockstep_torch.py
-  bool fake = false;           // --torch --fake: no communication
-  bool check = false;          // --torch --check: check the trace, reports with the script's lines
-  int32_t nproc = 0;           // --torch: how many ranks to start
-  std::vector<std::string> command;
-};
-
-RecordOptions parse(const std::vector<std::string>& args) {
-  RecordOptions o;
-  size_t i = 0;
-  auto value = [&](const std::string& flag) -> std::string {
-    if (i + 1 >= args.size()) throw Usage{flag + " needs a value"};
-    return args[++i];
-  };
-  for (; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--") {
-      o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
-      break;
-    }
-    if (a == "-o" || a == "--output") {
-      o.dir = value(a);
-    } else if (a.rfind("--output=", 0) == 0) {
-      o.dir = a.substr(9);
-    } else if (a == "--name") {
-      o.name = value(a);
-    } else if (a == "--lib") {
-      o.lib = value(a);
-    } else if (a == "--timeout") {
-      const std::string text = value(a);
-      std::istringstream in(text);
-      double s = 0;
-      in >> s;
-      if (!in || !in.eof() || s <= 0) throw Usage{fmt::format("--timeout expects a positive number of seconds, got '{}'", text)};
-      o.timeout_s = s;
-    } else if (a == "--merge-only") {
-      o.merge_only = true;
-    } else if (a == "--torch") {
-      o.torch = true;
-    } else if (a == "--fake") {
-      o.fake = true;
-    } else if (a == "--check") {
-      o.check = true;
-    } else if (a == "--nproc") {
-      const std::string text = value(a);
-      int32_t n = 0;
-      const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-      if (ec != std::errc() || ptr != text.data() + text.size() || n < 1 || n > MAX_TORCH_RANKS) {
-        throw Usage{fmt::format("--nproc expects a number of ranks from 1 to {}, got '{}'", MAX_TORCH_RANKS, text)};
-      }
-      o.nproc = n;
-    } else if (a == "--quiet") {
-      o.quiet = true;
-    } else if (!a.empty() && a[0] == '-') {
-      throw Usage{fmt::format("unknown option '{}' for 'record'", a)};
-    } else {
-      throw Usage{fmt::format("unexpected '{}': the command to record goes after '--' (lockstep record -o DIR -- CMD ARGS...)", a)};
-    }
-  }
-  if (o.dir.empty()) throw Usage{"record needs -o DIR"};
-  if (o.merge_only && !o.command.empty()) throw Usage{"--merge-only takes no command"};
-  if (!o.merge_only && o.command.empty()) throw Usage{"record needs a command after '--' (lockstep record -o DIR -- CMD ARGS...)"};
-  if (o.merge_only && o.timeout_s) throw Usage{"--timeout needs a command"};
-  if (!o.torch && (o.fake || o.check || o.nproc > 0)) {
-    throw Usage{fmt::format("{} needs --torch", o.fake ? "--fake" : o.check ? "--check" : "--nproc")};
-  }
-  if (o.torch && !o.lib.empty()) throw Usage{"--lib is the NCCL recorder's; --torch records through Python"};
-  if (o.torch && !o.merge_only && o.nproc == 0) throw Usage{"record --torch needs --nproc N (the number of ranks to start)"};
-  if (o.torch && !o.merge_only && !o.timeout_s) o.timeout_s = TORCH_DEFAULT_TIMEOUT_S;
-  return o;
-}
 
 std::string shell_quote(const std::string& word) {
   if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
@@ -598,14 +512,9 @@ int run_torch(const RecordOptions& o, std::ostream& out, std::ostream& err) {
 
 }  // namespace
 
-int run_record(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  RecordOptions o;
-  try {
-    o = parse(args);
-  } catch (const Usage& usage) {
-    err << "lockstep: error: " << usage.message << "\n" << "run 'lockstep --help' for usage\n";
-    return EXIT_BAD;
-  }
+int run_record(const RecordOptions& options, std::ostream& out, std::ostream& err) {
+  RecordOptions o = options;
+  if (o.torch && !o.merge_only && !o.timeout_s) o.timeout_s = TORCH_DEFAULT_TIMEOUT_S;
   if (o.torch) return run_torch(o, out, err);
   const fs::path dir(o.dir);
   const fs::path raw = dir / "raw";

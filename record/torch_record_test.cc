@@ -161,7 +161,7 @@ TEST_CASE("record --torch: usage errors and a script that cannot run say why, wi
     const Ran ran = run(LOCKSTEP + " record" + args);
     INFO(ran.output);
     CHECK(ran.code == 2);
-    CHECK(has(ran.output, "lockstep: error: " + message + "\nrun 'lockstep --help' for usage\n"));
+    CHECK(has(ran.output, "lockstep: error: " + message + "\nrun 'lockstep record --help' for usage\n"));
   };
   refused(" --torch" + out + " -- " + PYTHON + " x.py", "record --torch needs --nproc N (the number of ranks to start)");
   refused(" --torch" + out + " --nproc 0 -- " + PYTHON + " x.py", "--nproc expects a number of ranks from 1 to 1024, got '0'");
