@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 
 #include "sim/expr.h"
 
@@ -1011,66 +1010,6 @@ TEST_CASE("loader: bounds name themselves and how to raise them") {
   CHECK(problems("scenario: t\nmesh: {a: 2, b: 4}\nprogram: []\n", {}, limits) ==
         std::vector<std::string>{
             "2:17: error: the mesh has more ranks than the limit of 4 (raise it with --max-world)"});
-}
-
-// ---------------------------------------------------------------------------------------------
-// The fast YAML reader builds exactly yaml-cpp's tree, or declines.
-
-TEST_CASE("loader: the fast yaml reader agrees with yaml-cpp or gives way to it") {
-  std::vector<std::string> texts = {
-      std::string(LANGUAGE_EXAMPLE),
-      "a: 1\nb:\n- x\n- y: 1\n  z: [1, {q: 'it''s'}]\nc:\n  d: ~\n  e:\n  f: \"s p\" # c\n",
-      "scenario: t\nworld: 2\nranks:\n  0: [barrier]\n  \"1-1\":\n    - {allreduce: {size: 1}}\n",
-      "- a\n-  b\n- - c\n", "a: [1,2]\n", "{a: 1}\n", "a: b: c\n", "a:\n  b\n  c\n",
-      "a: 'x\n  y'\n", "k: v\n  # c\n", "x: - 1\n", "  a: 1\n  b: 2\n", "a: null\nnull: 1\n"};
-  const std::string alphabet = "{}[]:-,#'\" \n\tab0~";
-  uint64_t state = 0x2545F4914F6CDD1DULL;
-  const auto next = [&state](uint64_t bound) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (state >> 33) % bound;
-  };
-  const size_t seeds = texts.size();
-  for (int round = 0; round < 3000; ++round) {
-    std::string text = texts[next(seeds)];
-    for (uint64_t e = 0, edits = 1 + next(3); e < edits && !text.empty(); ++e) {
-      const size_t at = next(text.size());
-      if (next(2) == 0) {
-        text.insert(at, 1, alphabet[next(alphabet.size())]);
-      } else {
-        text[at] = alphabet[next(alphabet.size())];
-      }
-    }
-    texts.push_back(text);
-  }
-  size_t fast = 0;
-  for (const std::string& text : texts) {
-    CAPTURE(text);
-    const std::string tree = dump_yaml_tree(text, true);
-    if (tree.empty()) continue;
-    ++fast;
-    CHECK(tree == dump_yaml_tree(text, false));
-  }
-  CHECK(fast > 100);
-  CHECK_FALSE(dump_yaml_tree(LANGUAGE_EXAMPLE, true).empty());
-}
-
-TEST_CASE("loader: every scenario and malformed input loads the same through both readers") {
-  namespace fs = std::filesystem;
-  LoadLimits slow;
-  slow.yaml_fast_path = false;
-  size_t files = 0;
-  for (const char* dir : {"scenarios", "tests/bad"}) {
-    const fs::path root = fs::path(LOCKSTEP_SOURCE_DIR) / dir;
-    for (const fs::directory_entry& entry : fs::recursive_directory_iterator(root)) {
-      if (entry.path().extension() != ".yaml") continue;
-      CAPTURE(entry.path().string());
-      std::ifstream in(entry.path(), std::ios::binary);
-      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      CHECK(problems(load(text)) == problems(load(text, {}, slow)));
-      ++files;
-    }
-  }
-  CHECK(files > 40);
 }
 
 }  // namespace
