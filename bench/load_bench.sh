@@ -29,7 +29,7 @@ printf '%-6s %12s %10s %10s %10s %10s %14s\n' format bytes best_s median_s user_
 TIMEFORMAT='%R %U %S'
 # Each format's runs one after another, as in the numbers docs/trace-format.md gives. (Alternating them, on
 # this project's virtual machine, slows the trace's runs: each follows a YAML load that freed
-# 640 MB, which the guest hands back to its host, and the trace's pages then come slowly.)
+# hundreds of MB, which the guest hands back to its host, and the trace's pages then come slowly.)
 declare -A best median
 for file in "$dir/recorded.yaml" "$dir/recorded.jsonl"; do
   times=()

@@ -28,9 +28,6 @@ struct LoadLimits {
   int32_t max_nesting = 64;             // nested blocks (repeat / if / choose / group)
   int64_t max_repeat = 100'000'000;     // a constant `repeat` count (others: at run time)
   int64_t max_ops = 1LL << 24;          // operations in a recorded trace (16 Mi)
-  // Read the common subset of YAML with the loader's own fast reader (yaml-cpp reads anything
-  // outside it). false: yaml-cpp reads every file; the tests compare the two.
-  bool yaml_fast_path = true;
   // Read common trace lines with the trace loader's one-pass scanner (the general JSON reader
   // reads the rest). false: the general reader reads every line; the tests compare the two.
   bool trace_fast_path = true;
@@ -76,10 +73,5 @@ LoadResult load_scenario_file(const std::string& path, std::span<const ParamOver
 LoadResult load_scenario_text(std::string_view text, const std::string& path,
                               std::span<const ParamOverride> overrides,
                               const LoadLimits& limits = {});
-
-// For tests: the YAML tree the loader works on, one node per line ("MAP 1:1 @0", "SCALAR 1:11
-// @10 'x'", indented by depth). With `fast` the loader's own reader builds it, and the result is
-// "" when the text is outside the subset it reads.
-std::string dump_yaml_tree(std::string_view text, bool fast);
 
 }  // namespace lockstep::sim
