@@ -1,0 +1,2526 @@
+// Engine::Impl: the engine of sim/engine.h, its state kept across executions and its
+// member functions, each concern in a file of its own (listed below by section). Private to the
+// engine: included by sim/engine*.cc only.
+#pragma once
+
+#include <algorithm>
+#include <cassert>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "sim/cost.h"
+#include "sim/engine.h"
+#include "sim/engine_state.h"
+#include "sim/interpreter.h"
+
+namespace lockstep::sim {
+
+struct Engine::Impl : ExecState {
+  const Scenario& sc;
+  EngineOptions options;
+  StackPool stacks;
+  std::optional<Diagnostic> setup_error;  // a bound the engine cannot be built within (run() reports it)
+  std::vector<std::vector<int32_t>> member_pos;  // per group: rank -> position in its comm, -1
+  std::vector<uint32_t> comm_base;               // per group: id of its first communicator
+  uint32_t comm_count = 0;
+  // Stream and handle names, interned: ids are what streams, handles and state fingerprints
+  // hold, so that no execution builds or hashes a string. Kept across executions.
+  std::deque<std::string> names;                            // by id; stable addresses
+  std::unordered_map<std::string_view, uint32_t> name_ids;  // views into `names`
+  std::vector<uint32_t> group_stream_name;                  // per group: "comm:GROUP"
+  std::unordered_map<uint64_t, uint32_t> pair_stream_names;  // p2p_key(group, a, b): "comm:G:p2p:a-b"
+
+  Strategy* strategy = nullptr;
+  std::vector<uint32_t> vclock_buf;  // scratch of the vector clocks' joins
+  std::vector<std::unique_ptr<ProgramFiber>> fibers;  // by thread
+  std::vector<std::string> thread_names;               // by thread
+  std::vector<uint32_t> thread_stream_names;           // by thread: its current stream's name
+  // Rank::running_comm is read only under comm_concurrency and by state fingerprints: kept only
+  // then, so that completing a collective's kernels does not read every member's Rank.
+  const bool count_comm;
+  // Per rank: some thread of it can reach `exit` or `crash` (its unfinished kernels are then
+  // objects of footprints: ObjectKind::PENDING).
+  std::vector<bool> rank_may_exit;
+  bool any_may_exit = false;
+  bool has_wildcards = false;  // some program has `recv: {from: any}` (ObjectKind::AVAIL)
+  // Footprints (EngineOptions::footprints): objects and actors by key, ids kept across executions.
+  std::unordered_map<uint64_t, uint32_t> object_ids[16];  // by ObjectKind
+  std::unordered_map<uint64_t, uint32_t> channel_actors;  // p2p_key(group, src, dst): MATCH
+  std::unordered_map<uint64_t, uint32_t> kernel_actors;   // kernel_name: START
+  uint32_t next_actor = 0;                                // after the threads
+  // The step being taken: what it touches (direct: while its own action is applied; the rest
+  // of the kinds while what it set off runs too) and what it happened after.
+  std::vector<Touch> touches;
+  bool direct = false;
+  bool step_pending = false;
+  Option step_option;
+  uint32_t step_after = 0;  // a clock
+  // The event log by level: null unless the log is on at that level or finer, so that each
+  // hook in the engine costs one pointer test when logging is off.
+  EventLog* log_warn = nullptr;
+  EventLog* log_info = nullptr;
+  EventLog* log_debug = nullptr;
+
+  Impl(const Scenario& scenario, EngineOptions opts);
+
+  // -------------------------------------------------------------------------------------------
+  // Footprints (EngineOptions::footprints; sim/strategy.h).
+
+  uint32_t object(ObjectKind kind, uint64_t key) {
+    // A rank's liveness and unfinished kernels are numbered by the rank (the checker reads it
+    // back: the steps of the rank that exits are alternatives of the exit).
+    if (kind == ObjectKind::ALIVE || kind == ObjectKind::PENDING) {
+      return (static_cast<uint32_t>(kind) << OBJECT_KIND_SHIFT) | static_cast<uint32_t>(key);
+    }
+    auto& ids = object_ids[static_cast<size_t>(kind)];
+    const auto [it, added] = ids.try_emplace(key, 0);
+    if (added) {
+      const uint32_t index = options.ids != nullptr ? options.ids->object(static_cast<uint32_t>(kind), key)
+                                                    : static_cast<uint32_t>(ids.size() - 1);
+      it->second = (static_cast<uint32_t>(kind) << OBJECT_KIND_SHIFT) | index;
+    }
+    return it->second;
+  }
+  static uint64_t pack(uint64_t a, uint64_t b) { return (a << 32) | b; }
+
+  // Touches by the step's own action (a thread's op, a match, a start), not by what it sets off.
+  void touch(ObjectKind kind, uint64_t key, Access access) {
+    if (direct) touches.push_back(Touch{object(kind, key), access});
+  }
+  // Touches by what a step sets off too (sends starting, kernels of ranks that may exit, exits).
+  // `cause`: a clock of what the effect happened after (Touch::cause): a step in it is not a
+  // race of this one through the object, since without it the effect would not be.
+  void touch_always(ObjectKind kind, uint64_t key, Access access, uint32_t cause) {
+    if (options.footprints && step_pending) touches.push_back(Touch{object(kind, key), access, cause});
+  }
+  void touch_stream(uint32_t r, uint32_t s, Access access) {
+    if (!direct) return;
+    touch(ObjectKind::STREAM, pack(r, ranks[r].streams[s].name), access);
+    if (access != Access::READ) touch(ObjectKind::STREAMS, r, Access::ADD);
+  }
+  // What an exit or crash aborts, and what a step that joins, pairs, starts or completes a
+  // kernel reads of it (only when some rank may exit): a collective's slot (communicator, k),
+  // the sends from one rank to another on a group (their pairs), or a rank's other kernels.
+  // Joining and pairing touch the slot or the pairs whether or not the peer has issued its op
+  // yet: a step that ends the peer does not commute with them in either order.
+  uint64_t slot_key(uint32_t comm, uint32_t seq) const { return pack(comm, seq); }
+  void touch_kernel(uint32_t k) {
+    if (!any_may_exit) return;
+    const Kernel& kernel = kernels[k];
+    const uint32_t cause = kernel_vclock(k);
+    if (kernel.composite || kernel.index == NO_INDEX) return;  // its ops are touched one by one
+    if (is_collective(kernel.op.kind)) {
+      touch_always(ObjectKind::SLOT, slot_key(kernel.run.slot.comm, kernel.seq), Access::ADD, cause);
+    } else if (kernel.op.kind == OpKind::NEW_GROUP) {
+      touch_always(ObjectKind::SLOT, slot_key(UINT32_MAX, kernel.seq), Access::ADD, cause);
+    } else if (is_p2p(kernel.op.kind) && (kernel.op.peer >= 0 || kernel.match >= 0)) {
+      touch_always(ObjectKind::PAIRS, pair_key(k), Access::ADD, cause);
+    } else if (rank_may_exit[kernel.rank]) {
+      touch_always(ObjectKind::PENDING, kernel.rank, Access::ADD, cause);
+    }
+  }
+  // The pairs (group, src, dst) of a p2p kernel (a wildcard receive's once matched).
+  uint64_t pair_key(uint32_t k) const {
+    const Kernel& kernel = kernels[k];
+    const uint32_t peer = kernel.op.peer >= 0 ? static_cast<uint32_t>(kernel.op.peer)
+                                              : kernels[static_cast<size_t>(kernel.match)].rank;
+    return kernel.op.kind == OpKind::SEND ? p2p_key(kernel.op.group, kernel.rank, peer)
+                                          : p2p_key(kernel.op.group, peer, kernel.rank);
+  }
+  // Under comm_concurrency (START steps), kernel k is issued, started or completed: what may
+  // make another of its rank ready for a slot, which a START that takes the last slot disables.
+  void touch_slots(uint32_t k) {
+    if (sc.semantics.comm_concurrency > 0 && !sc.semantics.launch_order_implicit) {
+      touch_always(ObjectKind::SLOTS, kernels[k].rank, Access::ADD, kernel_vclock(k));
+    }
+  }
+
+  uint32_t channel_actor(uint32_t group, uint32_t src, uint32_t dst) {
+    const uint64_t key = p2p_key(group, src, dst);
+    const auto [it, added] = channel_actors.try_emplace(key, 0);
+    if (added) it->second = options.ids != nullptr ? options.ids->actor(0, key, static_cast<uint32_t>(threads.size())) : next_actor++;
+    return it->second;
+  }
+  uint32_t kernel_actor(uint32_t k) {
+    const uint64_t name = kernel_name(k);
+    const auto [it, added] = kernel_actors.try_emplace(name, 0);
+    if (added) it->second = options.ids != nullptr ? options.ids->actor(1, name, static_cast<uint32_t>(threads.size())) : next_actor++;
+    return it->second;
+  }
+
+  static constexpr uint32_t MAIN_NAME = 0;
+  static constexpr uint32_t NO_NAME = UINT32_MAX;
+
+  uint32_t intern(std::string_view name) {
+    if (auto it = name_ids.find(name); it != name_ids.end()) return it->second;
+    const uint32_t id = static_cast<uint32_t>(names.size());
+    names.emplace_back(name);
+    name_ids.emplace(names.back(), id);
+    return id;
+  }
+  uint32_t find_name(std::string_view name) const {
+    const auto it = name_ids.find(name);
+    return it != name_ids.end() ? it->second : NO_NAME;
+  }
+
+  RankGroup& rank_group(uint32_t r, uint32_t group) { return rank_groups[size_t{r} * sc.groups.size() + group]; }
+  const RankGroup& rank_group(uint32_t r, uint32_t group) const {
+    return rank_groups[size_t{r} * sc.groups.size() + group];
+  }
+
+  // A composite's first op (0 when it has none, as the field this replaces was).
+  uint32_t first_child(uint32_t composite) const { return kernels[composite].child_count > 0 ? composite + 1 : 0; }
+
+  // The i-th dependency of a kernel (Kernel::dep_begin).
+  uint32_t dep(const Kernel& kernel, uint32_t i) const {
+    return kernel.dep_count == 1 ? kernel.dep_begin : dep_pool[kernel.dep_begin + i];
+  }
+
+  uint32_t comm_id(uint32_t group, uint32_t rank) const {
+    return comm_base[group] + static_cast<uint32_t>(sc.groups[group].comm_of_rank[rank]);
+  }
+  const std::vector<int32_t>& members(uint32_t group, uint32_t rank) const {
+    return *sc.groups[group].comm_for(static_cast<int32_t>(rank));
+  }
+  bool alive(uint32_t r) const {
+    return ranks[r].status != RankStatus::EXITED && ranks[r].status != RankStatus::CRASHED;
+  }
+  const Link& link_of(uint32_t group) const {
+    if (group < sc.group_link.size() && sc.group_link[group]) return *sc.group_link[group];
+    return sc.link;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Setup and the main loop.
+  void reset();
+  std::optional<Diagnostic> stack_mapping_problem(size_t guarded, size_t unguarded) const;
+
+  ExecutionResult run(Strategy& chooser) {
+    if (setup_error) {
+      result = ExecutionResult{};
+      result.end = ExecutionEnd::LIMIT;
+      result.error = setup_error;
+      result.rank_status.assign(static_cast<size_t>(sc.world), RankStatus::RUNNING);
+      result.rank_end_ns.assign(static_cast<size_t>(sc.world), 0);
+      result.ops.resize(options.record_ops ? static_cast<size_t>(sc.world) : 0);
+      return std::move(result);
+    }
+    strategy = &chooser;
+    const Checkpoint* from = options.checkpoints ? resume_point(strategy->resume_depth()) : nullptr;
+    step_pending = false;
+    if (from != nullptr) {
+      restore(*from);
+      strategy->resumed(from->index, steps);
+      decide(from->fingerprint);
+    } else {
+      strategy->resumed(0, 0);
+      reset();
+      if (sc.launch.given && !run_init()) {
+        if (options.log != nullptr) log_outcome();
+        return std::move(result);
+      }
+      for (uint32_t t = 0; t < threads.size() && !stopped; ++t) {
+        advance_fiber(t);
+        schedule_thread(t);
+      }
+    }
+    while (!stopped) {
+      drain();
+      report_step();  // what the last step set off is done
+      if (stopped) break;
+      if (!choose_and_apply()) break;
+    }
+    report_step();
+    finish();
+    if (options.log != nullptr) [[unlikely]] log_outcome();
+    // Threads still suspended stay so until the next reset() (or the engine's end) cancels them.
+    return std::move(result);
+  }
+
+  // Runs everything that needs no choice: eager thread steps and kernel progress.
+  void drain() {
+    while (!stopped && (!ready.empty() || !dirty_ranks.empty())) {
+      while (!dirty_ranks.empty() && !stopped) {
+        prefetch_progress(dirty_ranks);
+        const uint32_t r = dirty_ranks.pop_front();
+        dirty_flag[r] = false;
+        progress_rank(r);
+      }
+      if (!ready.empty() && !stopped) {
+        const uint32_t t = ready.pop_front();
+        // A burst: step the thread until it blocks or ends.
+        while (!stopped && threads[t].state == ThreadState::RUNNABLE && is_eager(t)) step_thread(t);
+      }
+    }
+  }
+
+  // After a collective over thousands of ranks completes, progress visits each of them in turn,
+  // and what it reads of each (its Rank's first line, the kernels at and after the heads of its
+  // streams) lies at scattered addresses: at 16,384 ranks none of it is still in the cache. So
+  // the queue is read ahead and those lines are prefetched in three steps, each reading only
+  // what the one before fetched a few ranks earlier, so that the misses of several ranks
+  // overlap. A hint only: what the engine does is unchanged.
+  static constexpr size_t PREFETCH_STEP = 3;  // ranks between two steps
+
+  // A kernel's first line: all that starting and completing a compute kernel or a collective
+  // read (Kernel).
+  void prefetch_kernel(uint32_t k) const { prefetch(&kernels[k]); }
+
+  void prefetch_progress(const Fifo& queue) const {
+    if (const uint32_t r = queue.peek(3 * PREFETCH_STEP); r != NO_RANK) prefetch(&ranks[r]);
+    if (const uint32_t r = queue.peek(2 * PREFETCH_STEP); r != NO_RANK) {
+      const Rank& rank = ranks[r];
+      const uint32_t inline_count = std::min(rank.stream_count, Rank::INLINE_STREAMS);
+      for (uint32_t s = 0; s < inline_count; ++s) {
+        if (rank.heads[s].head != NO_INDEX) prefetch_kernel(rank.heads[s].head);
+      }
+      if (rank.stream_count > Rank::INLINE_STREAMS) {
+        const char* first = reinterpret_cast<const char*>(rank.more_heads.data());
+        const char* end = reinterpret_cast<const char*>(rank.more_heads.data() + rank.more_heads.size());
+        for (const char* line = first; line < end; line += 64) prefetch(line);
+      }
+    }
+    if (const uint32_t r = queue.peek(PREFETCH_STEP); r != NO_RANK) {
+      // The head's successor (the head is often done) and first dependency.
+      const Rank& rank = ranks[r];
+      for (uint32_t s = 0; s < rank.stream_count; ++s) {
+        const uint32_t k = rank.head(s).head;
+        if (k == NO_INDEX) continue;
+        if (s >= Rank::INLINE_STREAMS) prefetch_kernel(k);
+        const Kernel& head = kernels[k];
+        if (head.next != NO_INDEX) prefetch_kernel(head.next);
+        if (head.dep_count != 0) prefetch(&kernels[dep(head, 0)]);
+      }
+    }
+  }
+
+  // A thread steps without a choice when it is its rank's only thread. (The threads of a rank
+  // with several stay actors to their end, each step a choice, even when the others have ended:
+  // a step that made the last other thread's end turn the rest into eager steps would take them
+  // into its own footprint and order them against everything they touch.)
+  bool is_eager(uint32_t t) const { return ranks[threads[t].rank].threads.size() == 1; }
+
+  void schedule_thread(uint32_t t) {
+    if (threads[t].state == ThreadState::RUNNABLE && is_eager(t)) ready.push_back(t);
+  }
+
+  void mark_dirty(uint32_t r) {
+    if (r == progressing) return;  // progress_rank loops until nothing changes
+    if (!dirty_flag[r]) {
+      dirty_flag[r] = true;
+      dirty_ranks.push_back(r);
+    }
+  }
+
+  // The strategy's pick, or Strategy::PRUNE (the execution is then stopped as PRUNED). `state`: the
+  // state's fingerprint, 0 when not tracked.
+  size_t ask(std::vector<Option>& opts, uint64_t state) {
+    // One option is no choice (not counted, no schedule entry), but the strategy hears of it.
+    const bool lone = opts.size() == 1;
+    const size_t pick = lone ? (strategy->forced(opts[0]) ? 0 : Strategy::PRUNE)
+                             : strategy->choose(ChoicePoint{opts, result.choice_points, state});
+    if (pick == Strategy::PRUNE) {
+      result.end = ExecutionEnd::PRUNED;
+      stopped = true;
+      return pick;
+    }
+    assert(pick < opts.size());
+    if (!lone) {
+      if (options.checkpoints && strategy->revisits(result.choice_points)) save_checkpoint(state);
+      ++result.choice_points;
+    }
+    return pick;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Checkpoints (EngineOptions::checkpoints, docs/engine-performance.md): the state at a quiescent
+  // choice point the strategy will come back to, taken just before the pick is applied. An
+  // execution whose schedule shares the first `resume_depth` choices with the last one starts from
+  // the deepest checkpoint within them and asks its point again. Valid checkpoints form a chain
+  // along the last execution's path, by index; those past the shared prefix are dropped when an
+  // execution starts.
+
+  struct Checkpoint {
+    uint64_t index = 0;  // result.choice_points at the point
+    uint64_t fingerprint = 0;
+    size_t bytes = 0;
+    ExecState state;
+    std::vector<ProgramFiber::Snapshot> programs;  // by thread
+  };
+  std::vector<Checkpoint> checkpoints;  // slots, reused: [0, checkpoint_count) are valid
+  size_t checkpoint_count = 0;
+  size_t checkpoint_bytes = 0;  // of the valid ones
+
+  size_t state_bytes() const {
+    size_t bytes = kernels.size() * (sizeof(Kernel) + sizeof(KernelHash) + sizeof(uint32_t)) +
+                   dep_pool.size() * sizeof(uint32_t) + ranks.size() * sizeof(Rank) +
+                   threads.size() * (sizeof(Thread) + sizeof(ProgramFiber::Snapshot)) +
+                   rank_groups.size() * sizeof(RankGroup) + comms.size() * sizeof(Comm) +
+                   (vclocks.size() + kernel_vclocks.size() + kernel_local.size()) * sizeof(uint32_t);
+    for (const auto& fiber : fibers) bytes += fiber->snapshot_bytes();
+    return bytes;
+  }
+
+  void save_checkpoint(uint64_t fingerprint) {
+    const uint64_t index = result.choice_points;
+    if (checkpoint_count > 0 && checkpoints[checkpoint_count - 1].index >= index) return;  // restored from it
+    const size_t bytes = state_bytes();
+    if (checkpoint_bytes + bytes > options.checkpoint_budget_bytes) return;  // replayed from an earlier one
+    if (checkpoint_count == checkpoints.size()) checkpoints.emplace_back().state.kernels.keep_exact();
+    Checkpoint& cp = checkpoints[checkpoint_count++];
+    cp.index = index;
+    cp.fingerprint = fingerprint;
+    cp.bytes = bytes;
+    cp.state = static_cast<const ExecState&>(*this);
+    cp.programs.resize(fibers.size());
+    for (size_t t = 0; t < fibers.size(); ++t) fibers[t]->save(cp.programs[t]);
+    checkpoint_bytes += bytes;
+  }
+
+  // The deepest checkpoint within the first `depth` choices, after dropping the others.
+  const Checkpoint* resume_point(uint64_t depth) {
+    while (checkpoint_count > 0 && checkpoints[checkpoint_count - 1].index > depth) {
+      checkpoint_bytes -= checkpoints[--checkpoint_count].bytes;
+    }
+    return checkpoint_count > 0 ? &checkpoints[checkpoint_count - 1] : nullptr;
+  }
+
+  void restore(const Checkpoint& cp) {
+    static_cast<ExecState&>(*this) = cp.state;
+    for (size_t t = 0; t < fibers.size(); ++t) fibers[t]->restore(cp.programs[t]);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Vector clocks (ExecState::vclocks), kept only under footprints.
+
+  static constexpr size_t MAX_VCLOCK_WORDS = size_t{1} << 24;  // 64 MiB; past it, joins forget
+
+  uint32_t kernel_vclock(uint32_t k) const { return k < kernel_vclocks.size() ? kernel_vclocks[k] : 0; }
+  void set_kernel_vclock(uint32_t k, uint32_t vclock) {
+    if (k >= kernel_vclocks.size()) {
+      if (vclock == 0) return;
+      kernel_vclocks.resize(k + 1, 0);
+    }
+    kernel_vclocks[k] = vclock;
+  }
+
+  // A clock's (actor, step) pairs.
+  std::span<const uint32_t> vclock_pairs(uint32_t vclock) const {
+    return std::span<const uint32_t>(vclocks.data() + vclock + 1, 2 * size_t{vclocks[vclock]});
+  }
+
+  // A clock holding the pairs of vclock_buf (sorted by actor, one per actor), or `same` when it
+  // holds exactly those. Past MAX_VCLOCK_WORDS, the empty clock: forgetting an edge is safe
+  // for memory (the checker then meets a race it cannot reverse and explores more), running
+  // out of memory is not.
+  uint32_t vclock_make(uint32_t same) {
+    const uint32_t n = vclocks[same];
+    if (n * 2 == vclock_buf.size() &&
+        std::equal(vclock_buf.begin(), vclock_buf.end(), vclocks.begin() + same + 1)) {
+      return same;
+    }
+    if (vclocks.size() + vclock_buf.size() + 1 > MAX_VCLOCK_WORDS) return 0;
+    const uint32_t made = static_cast<uint32_t>(vclocks.size());
+    vclocks.push_back(static_cast<uint32_t>(vclock_buf.size() / 2));
+    vclocks.insert(vclocks.end(), vclock_buf.begin(), vclock_buf.end());
+    return made;
+  }
+
+  // Into vclock_buf: every step in clock `a` or in `pairs` ((actor, step) pairs by actor), the
+  // later step where both list an actor.
+  void vclock_merge(uint32_t a, std::span<const uint32_t> pairs) {
+    vclock_buf.clear();
+    const uint32_t na = vclocks[a];
+    const size_t nb = pairs.size() / 2;
+    size_t i = 0;
+    size_t j = 0;
+    while (i < na || j < nb) {
+      const uint32_t ra = i < na ? vclocks[a + 1 + 2 * i] : UINT32_MAX;
+      const uint32_t rb = j < nb ? pairs[2 * j] : UINT32_MAX;
+      if (ra < rb) {
+        vclock_buf.insert(vclock_buf.end(), {ra, vclocks[a + 2 + 2 * i]});
+        ++i;
+      } else if (rb < ra) {
+        vclock_buf.insert(vclock_buf.end(), {rb, pairs[2 * j + 1]});
+        ++j;
+      } else {
+        vclock_buf.insert(vclock_buf.end(), {ra, std::max(vclocks[a + 2 + 2 * i], pairs[2 * j + 1])});
+        ++i;
+        ++j;
+      }
+    }
+  }
+
+  // Every step either clock follows.
+  uint32_t vclock_join(uint32_t a, uint32_t b) {
+    if (a == b || b == 0) return a;
+    if (a == 0) return b;
+    const std::span<const uint32_t> pairs = vclock_pairs(b);
+    vclock_merge(a, pairs);
+    if (std::equal(vclock_buf.begin(), vclock_buf.end(), pairs.begin(), pairs.end())) return b;
+    return vclock_make(a);
+  }
+
+  // Gives every kernel of a rendezvous (a collective's members, new_group's calls) the join of
+  // their clocks.
+  void join_vclocks(const std::vector<int32_t>& members) {
+    uint32_t vclock = 0;
+    for (const int32_t k : members) vclock = vclock_join(vclock, kernel_vclock(static_cast<uint32_t>(k)));
+    if (vclock == 0) return;
+    for (const int32_t k : members) set_kernel_vclock(static_cast<uint32_t>(k), vclock);
+  }
+
+  // `vclock` and `actor`'s step `step` (an actor's steps only grow).
+  uint32_t vclock_with(uint32_t vclock, uint32_t actor, uint64_t step) {
+    if (step >= UINT32_MAX) return vclock;  // past 2^32 steps: forget (see vclock_make)
+    const uint32_t pair[2] = {actor, static_cast<uint32_t>(step)};
+    vclock_merge(vclock, pair);
+    return vclock_make(vclock);
+  }
+
+  // What a ready kernel's start happens after: its own clock, the kernel before it on its stream,
+  // and its dependencies (start_kernel keeps the join).
+  uint32_t start_vclock(uint32_t k) {
+    const Kernel& kernel = kernels[k];
+    uint32_t vclock = kernel_vclock(k);
+    const uint32_t before = ranks[kernel.rank].head(kernel.stream).before_head;
+    if (before != NO_INDEX) vclock = vclock_join(vclock, kernel_vclock(before));
+    for (uint32_t i = 0; i < kernel.dep_count; ++i) vclock = vclock_join(vclock, kernel_vclock(dep(kernel, i)));
+    return vclock;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Choice points and steps.
+
+  // At quiescence: every option, then the strategy's pick. The engine offers them all; which
+  // need exploring is the strategy's business (checker/reduction/).
+  bool choose_and_apply() {
+    options_buf.clear();
+    for (uint32_t t = 0; t < threads.size(); ++t) {
+      const Thread& thread = threads[t];
+      if (thread.state == ThreadState::RUNNABLE && !is_eager(t)) {
+        options_buf.push_back(Option{ChoiceKind::THREAD, static_cast<int32_t>(thread.rank),
+                                     static_cast<int32_t>(thread.local), static_cast<int32_t>(t), thread.clock_ns, 0, t});
+      } else if (thread.state == ThreadState::CHOOSING) {
+        const uint32_t count = static_cast<uint32_t>(fibers[t]->choose_stmt().branches.size());
+        for (uint32_t b = 0; b < count; ++b) {
+          options_buf.push_back(Option{ChoiceKind::BRANCH, static_cast<int32_t>(thread.rank),
+                                       static_cast<int32_t>(thread.local), static_cast<int32_t>(b), thread.clock_ns, 0, t});
+        }
+      }
+    }
+    collect_wildcard_options();
+    collect_start_options();
+    if (options_buf.empty()) return false;
+    // Collected mostly in order already (threads by rank, then wildcard matches, then starts).
+    const auto before = [](const Option& a, const Option& b) {
+      return std::tie(a.rank, a.kind, a.thread, a.detail) < std::tie(b.rank, b.kind, b.thread, b.detail);
+    };
+    if (!std::is_sorted(options_buf.begin(), options_buf.end(), before)) {
+      std::sort(options_buf.begin(), options_buf.end(), before);
+    }
+    return decide(options.track_state && options_buf.size() > 1 ? state_fingerprint() : 0);
+  }
+
+  // Asks the strategy at the quiescent point whose options are options_buf, and applies its pick:
+  // the execution's next step.
+  bool decide(uint64_t fingerprint) {
+    const size_t pick = ask(options_buf, fingerprint);
+    if (pick == Strategy::PRUNE) return false;
+    const Option chosen = options_buf[pick];
+    const uint32_t r = static_cast<uint32_t>(chosen.rank);
+    const uint64_t step = steps++;
+    if (options.footprints) {
+      step_pending = true;
+      step_option = chosen;
+      touches.clear();
+      direct = true;
+      touch(ObjectKind::ALIVE, r, Access::READ);
+    }
+    switch (chosen.kind) {
+      case ChoiceKind::THREAD: {
+        const uint32_t t = static_cast<uint32_t>(chosen.detail);
+        if (options.footprints) {
+          step_after = threads[t].vclock;
+          threads[t].vclock = vclock_with(threads[t].vclock, chosen.actor, step);
+        }
+        step_thread(t);
+        break;
+      }
+      case ChoiceKind::BRANCH: {
+        const uint32_t t = chosen.actor;  // a thread's actor is its index
+        if (options.footprints) {
+          step_after = threads[t].vclock;
+          threads[t].vclock = vclock_with(threads[t].vclock, chosen.actor, step);
+        }
+        take_branch(t, static_cast<uint32_t>(chosen.detail));
+        break;
+      }
+      case ChoiceKind::MATCH: apply_wildcard(chosen, step); break;
+      case ChoiceKind::START: {
+        const uint32_t k = static_cast<uint32_t>(chosen.detail);
+        if (options.footprints) {
+          touch(ObjectKind::SLOTS, r, Access::WRITE);
+          step_after = vclock_join(start_vclock(k), ranks[r].slot_vclock);
+          set_kernel_vclock(k, vclock_with(step_after, chosen.actor, step));
+        }
+        start_kernel(k);
+        break;
+      }
+    }
+    direct = false;
+    return true;
+  }
+
+  // Tells the strategy of the step just taken, once what it set off is done (run()).
+  void report_step() {
+    if (!step_pending) return;
+    step_pending = false;
+    // One entry per object, the strongest access: sort by object, merge runs.
+    std::sort(touches.begin(), touches.end(), [](const Touch& a, const Touch& b) { return a.object < b.object; });
+    size_t out = 0;
+    for (size_t i = 0; i < touches.size(); ++i) {
+      if (out > 0 && touches[out - 1].object == touches[i].object) {
+        Touch& merged = touches[out - 1];
+        if (merged.access != touches[i].access) merged.access = Access::WRITE;  // READ+ADD conflicts with both
+        // A race through the object is ruled out only when every touch of it had the cause.
+        if (merged.cause != touches[i].cause) merged.cause = 0;
+      } else {
+        touches[out++] = touches[i];
+      }
+    }
+    touches.resize(out);
+    strategy->taken(Step{step_option, steps - 1, touches, vclock_pairs(step_after), vclocks});
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // State fingerprints (EngineOptions::track_state): a hash of everything that decides the
+  // future of the execution, taken at quiescent choice points, for the checker's state cache.
+  // It must never give two states with different futures the same value; it may give two
+  // equivalent states different values (that only prunes less). Kernels are named by what
+  // issued them (rank, issue index), never by their slot in `kernels` (an artefact of the
+  // global interleaving); a reference to a finished kernel is its end time, which is all that
+  // a later start, wait or clock reads from it.
+
+  struct Hasher {
+    uint64_t h = 0x6c6f636b73746570ULL;
+    void add(uint64_t v) { h = mix(h ^ v); }
+    void add_signed(int64_t v) { add(static_cast<uint64_t>(v)); }
+  };
+
+  // A kernel by its thread and its index among the thread's ops (an NCCL group's composite by
+  // its first op, bit 31): the same on every path to a state.
+  uint64_t kernel_name(uint32_t k) const {
+    const Kernel& kernel = kernels[k];
+    const uint32_t named = kernel.index != NO_INDEX ? k : first_child(k);
+    const uint32_t local = kernel_local[named];
+    return (static_cast<uint64_t>(kernel.thread) << 32) | local | (named != k ? 0x80000000u : 0);
+  }
+
+  uint64_t kernel_ref(uint32_t k) const {
+    const Kernel& kernel = kernels[k];
+    if (kernel.state == KernelState::DONE) return mix(static_cast<uint64_t>(kernel.end_ns) ^ mix(static_cast<uint64_t>(kernel.start_ns)));
+    return mix(kernel_name(k));
+  }
+
+  void hash_live_kernel(uint32_t k, Hasher& out) const {
+    const Kernel& kernel = kernels[k];
+    out.add(kernel_name(k));
+    out.add(kernel.thread);
+    out.add(ranks[kernel.rank].streams[kernel.stream == NO_STREAM ? 0 : kernel.stream].name ^ (kernel.stream == NO_STREAM ? 0xabcULL : 0));
+    out.add(kernel.seq);
+    out.add(static_cast<uint64_t>(kernel.state) | static_cast<uint64_t>(kernel.comm) << 8 |
+            static_cast<uint64_t>(kernel.op.kind) << 16 | static_cast<uint64_t>(kernel.op.dtype) << 24);
+    out.add(kernel.op.group);
+    out.add_signed(kernel.op.size_bytes);
+    out.add_signed(kernel.op.peer);
+    out.add_signed(kernel.op.root);
+    out.add_signed(kernel.op.duration_ns);
+    out.add(kernel.op.stmt != nullptr ? (static_cast<uint64_t>(kernel.op.stmt->loc.line) << 32 | kernel.op.stmt->loc.col) : 0);
+    out.add(kernel.match >= 0 ? kernel_ref(static_cast<uint32_t>(kernel.match)) : 0);
+    out.add(kernel.parent >= 0 ? kernel_name(static_cast<uint32_t>(kernel.parent)) : 0);
+    out.add(kernel.child_count);
+    for (uint32_t i = 0; i < kernel.dep_count; ++i) out.add(kernel_ref(dep(kernel, i)));
+    out.add_signed(kernel.issue_ns);
+    out.add_signed(kernel.start_ns);
+    out.add_signed(kernel.end_ns);
+  }
+
+  // One kernel of the sum over live kernels (state_fingerprint).
+  uint64_t hash_kernel(uint32_t k) const {
+    const Kernel& kernel = kernels[k];
+    Hasher one;
+    hash_live_kernel(k, one);
+    if (kernel.state == KernelState::DONE && is_collective(kernel.op.kind)) {
+      for (int32_t other : comms[comm_id(kernel.op.group, kernel.rank)].slots[kernel.seq - 1].kernels) {
+        one.add_signed(other >= 0 ? kernels[static_cast<size_t>(other)].start_ns : -2);
+      }
+    }
+    return one.h;
+  }
+
+  // hash_kernel of a kernel not done, remembered. What it reads of the kernel is fixed once the
+  // kernel is issued except for the fields compared here, and what it reads of the kernels it
+  // references (dependencies, match) changes only when one of them becomes done.
+  uint64_t live_kernel_hash(uint32_t k) {
+    const Kernel& kernel = kernels[k];
+    uint32_t done_refs = 0;
+    for (uint32_t i = 0; i < kernel.dep_count; ++i) {
+      done_refs += kernels[dep(kernel, i)].state == KernelState::DONE ? 1 : 0;
+    }
+    if (kernel.match >= 0) done_refs += kernels[static_cast<size_t>(kernel.match)].state == KernelState::DONE ? 1 : 0;
+    KernelHash& memo = kernel_hashes[k];
+    if (memo.valid && memo.state == kernel.state && memo.start_ns == kernel.start_ns && memo.end_ns == kernel.end_ns &&
+        memo.match == kernel.match && memo.stream == kernel.stream && memo.seq == kernel.seq &&
+        memo.dep_count == kernel.dep_count && memo.child_count == kernel.child_count && memo.done_refs == done_refs) {
+      return memo.hash;
+    }
+    memo = KernelHash{hash_kernel(k), kernel.start_ns, kernel.end_ns, kernel.match, kernel.stream, kernel.seq,
+                      kernel.dep_count, kernel.child_count, done_refs, kernel.state, true};
+    return memo.hash;
+  }
+
+  // Not const: it moves the communicators' complete_prefix on, which only saves later scans.
+  uint64_t state_fingerprint() {
+    Hasher h;
+    h.add(ops_issued);
+    for (uint32_t t = 0; t < threads.size(); ++t) {
+      const Thread& thread = threads[t];
+      h.add(static_cast<uint64_t>(thread.state));
+      // A finished thread's clock and path are history: only reports read them.
+      if (thread.state == ThreadState::DONE) continue;
+      h.add(thread.position);
+      h.add_signed(thread.clock_ns);
+      h.add(thread.issued);
+      h.add(thread.choose_key);
+      for (uint32_t k : thread.waits) h.add(kernel_ref(k));
+      h.add(0xfeed);
+    }
+    for (uint32_t r = 0; r < ranks.size(); ++r) {
+      const Rank& rank = ranks[r];
+      h.add(static_cast<uint64_t>(rank.status) | static_cast<uint64_t>(rank.live_threads) << 8);
+      // A rank that finished, exited or crashed acts no more: what the future reads of it is
+      // its status and its kernels, which the structures of live ranks reference.
+      if (rank.status != RankStatus::RUNNING && rank.status != RankStatus::BLOCKED) continue;
+      h.add(rank.issued);
+      h.add(rank.new_groups);
+      h.add(rank.running_comm);  // not end_ns: a report's number, never read by the future
+      h.add(rank.ending ? 1 : 0);
+      for (uint32_t k : rank.end_waits) h.add(kernel_ref(k));
+      // Streams, named streams and handles by name, as sums: the order in which a rank's threads
+      // made them (their slots) is an artefact of the interleaving.
+      uint64_t streams_sum = 0;
+      for (uint32_t s = 0; s < rank.streams.size(); ++s) {
+        const Stream& stream = rank.streams[s];
+        Hasher one;
+        one.add(stream.name);
+        one.add(stream.last == NO_INDEX ? 0 : kernel_ref(stream.last));
+        for (uint32_t k = rank.head(s).head; k != NO_INDEX; k = kernels[k].next) one.add(kernel_ref(k));
+        for (uint32_t k : stream.pending_waits) one.add(kernel_ref(k));
+        streams_sum += one.h;
+      }
+      h.add(streams_sum);
+      const RankGroup* per_group = &rank_group(r, 0);
+      const size_t group_count = sc.groups.size();
+      for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].stream == NO_STREAM ? 0 : 1);
+      for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].coll_seq);
+      for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].agreed_seq);
+      for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].created ? 1 : 2);
+      uint64_t handles_sum = 0;
+      for (const auto& [name, k] : rank.handles) handles_sum += mix(mix(name) + kernel_ref(k));
+      h.add(handles_sum);
+      for (uint32_t k : rank.launch_order) h.add(kernel_ref(k));
+      h.add(0xcafe);
+    }
+    // Kernels not done, and done ones the watchdog will report (their record is history the
+    // verdict reads): the two lists kept by track_live and on_done.
+    uint64_t live = 0;  // a sum: the order of `kernels` (and of the lists) is an artefact
+    for (uint32_t k : live_kernels) live += live_kernel_hash(k);
+    for (uint32_t k : timed_out) live += hash_kernel(k);
+    h.add(live);
+    // Communicators: the collectives not complete everywhere (every member's kernel issued and
+    // done, which CollSlot::done counts).
+    auto slot_complete = [](const CollSlot& slot) { return slot.done == slot.kernels.size(); };
+    auto hash_slots = [&](Comm& comm, uint64_t id) {
+      while (comm.complete_prefix < comm.slots.size() && slot_complete(comm.slots[comm.complete_prefix])) {
+        ++comm.complete_prefix;
+      }
+      for (size_t seq = comm.complete_prefix; seq < comm.slots.size(); ++seq) {
+        const CollSlot& slot = comm.slots[seq];
+        if (slot_complete(slot)) continue;
+        h.add(id);
+        h.add(seq);
+        h.add(slot.issued | static_cast<uint64_t>(slot.running) << 32);
+        h.add(slot.first >= 0 ? kernel_ref(static_cast<uint32_t>(slot.first)) : 0);
+        for (int32_t k : slot.kernels) h.add(k >= 0 ? kernel_ref(static_cast<uint32_t>(k)) : 1);
+      }
+    };
+    for (uint32_t c = 0; c < comms.size(); ++c) hash_slots(comms[c], c);
+    hash_slots(new_group_calls, UINT32_MAX);
+    // Keyed tables: a sum over entries (their iteration order is not part of the state).
+    uint64_t keyed = 0;
+    for (const P2pQueue& queue : send_queue) {
+      keyed += mix(mix(queue.key ^ 0x5e17ULL) + queue.sent);  // every key has sent >= 1
+      if (queue.empty()) continue;
+      Hasher one;
+      one.add(queue.key);
+      for (uint32_t k : queue) one.add(kernel_ref(k));
+      keyed += one.h;
+    }
+    for (const P2pQueue& queue : recv_queue) {
+      if (queue.empty()) continue;
+      Hasher one;
+      one.add(~queue.key);
+      for (uint32_t k : queue) one.add(kernel_ref(k));
+      keyed += one.h;
+    }
+    for (const auto& [key, branch] : agreed_branch) keyed += mix(mix(key ^ 0xa6eeULL) + branch);
+    h.add(keyed);
+    return h.h == 0 ? 1 : h.h;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Host threads.
+
+  // Resumes the thread's program to its next action. A `choose` is a step of its own: the thread
+  // waits at it (CHOOSING) and the engine offers its branches at the next choice point, unless
+  // there is nothing to choose (one branch, or an agreed choice another member already made).
+  void advance_fiber(uint32_t t) {
+    ProgramFiber& fiber = *fibers[t];
+    threads[t].position = mix(threads[t].position + 1);
+    fiber.advance();
+    while (!stopped && fiber.state() == ProgramFiber::State::READY && fiber.action() == ProgramFiber::Action::CHOOSE) {
+      if (!reach_choose(t)) return;
+      fiber.advance();
+    }
+    switch (fiber.state()) {
+      case ProgramFiber::State::READY:
+        break;
+      case ProgramFiber::State::FINISHED:
+        end_thread(t);
+        break;
+      case ProgramFiber::State::FAILED:
+        stop_with_error(ExecutionEnd::ERROR, fiber.failure());
+        break;
+      case ProgramFiber::State::NOT_STARTED:
+        assert(false);
+        break;
+    }
+  }
+
+  void stop_with_error(ExecutionEnd end, Diagnostic diagnostic) {
+    result.end = end;
+    result.error = std::move(diagnostic);
+    stopped = true;
+  }
+
+  // Virtual time is int64 nanoseconds: a time past it (a rank busy for more than 292 years) is
+  // an error of the scenario at the op that reaches it, never a wrapped or clamped time that
+  // would change the verdict. TIME_OVERFLOW marks such a time until the execution stops.
+  static constexpr int64_t TIME_OVERFLOW = INT64_MAX;
+  static int64_t time_after(int64_t start_ns, int64_t duration_ns) {
+    int64_t end_ns = 0;
+    if (__builtin_add_overflow(start_ns, duration_ns, &end_ns) || end_ns == TIME_OVERFLOW) return TIME_OVERFLOW;
+    return end_ns;
+  }
+  void time_overflow(const OpInstance& op, uint32_t rank) {
+    if (stopped) return;
+    runtime_error(op, fmt::format("virtual time of rank {} overflows: {} ends past 2^63 ns (292 years)", rank,
+                                  op_kind_name(op.kind)));
+  }
+
+  void runtime_error(const OpInstance& op, std::string message) {
+    stop_with_error(ExecutionEnd::ERROR,
+                    Diagnostic{sc.path, op.stmt ? op.stmt->loc : SourceLoc{}, Severity::ERROR, std::move(message)});
+  }
+
+  // The thread's program is at a `choose`. Per rank, a BRANCH step picks; with `agreed: G`, the
+  // first member of the rank's communicator to reach its k-th agreed choice picks for all of
+  // them. Returns whether the branch is taken now (the program goes on); false when the thread
+  // waits for a BRANCH step (CHOOSING) or the execution stopped.
+  bool reach_choose(uint32_t t) {
+    Thread& thread = threads[t];
+    const Stmt& stmt = fibers[t]->choose_stmt();
+    const uint32_t count = static_cast<uint32_t>(stmt.branches.size());
+    uint64_t key = NO_KEY;
+    if (stmt.agreed) {
+      if (sc.groups[stmt.group].comm_for(static_cast<int32_t>(thread.rank)) == nullptr) {
+        stop_with_error(ExecutionEnd::ERROR, Diagnostic{sc.path, stmt.loc, Severity::ERROR,
+                                                        fmt::format("rank {} reaches a choice agreed on group '{}' but is "
+                                                                    "not a member of it", thread.rank, sc.groups[stmt.group].name)});
+        return false;
+      }
+      // Which agreed choice is this thread's k-th (also when its program reaches it after a wake).
+      touch_always(ObjectKind::AGREED_SEQ, pack(thread.rank, stmt.group), Access::WRITE, thread.vclock);
+      key = (static_cast<uint64_t>(comm_id(stmt.group, thread.rank)) << 32) | rank_group(thread.rank, stmt.group).agreed_seq++;
+      // Another member's pick is this rank's too: no step (the members' arrivals commute).
+      if (auto it = agreed_branch.find(key); it != agreed_branch.end()) return apply_branch(t, it->second, key);
+    }
+    if (count <= 1) return apply_branch(t, 0, key);
+    thread.state = ThreadState::CHOOSING;
+    thread.choose_key = key;
+    return false;
+  }
+
+  // Takes branch `branch` of the `choose` the thread's program is at (its program then goes on
+  // with advance()). False when the execution stopped (an agreed choice whose branches differ).
+  bool apply_branch(uint32_t t, uint32_t branch, uint64_t key) {
+    Thread& thread = threads[t];
+    const Stmt& stmt = fibers[t]->choose_stmt();
+    const uint32_t count = static_cast<uint32_t>(stmt.branches.size());
+    if (key != NO_KEY) agreed_branch.emplace(key, branch);  // kept when another member made it
+    if (branch >= count) {
+      stop_with_error(ExecutionEnd::ERROR, Diagnostic{sc.path, stmt.loc, Severity::ERROR,
+                                                      fmt::format("agreed choice #{} on group '{}' has {} branches on rank {} "
+                                                                  "but another member took branch {}",
+                                                                  key & 0xffffffffu, sc.groups[stmt.group].name, count, thread.rank, branch + 1)});
+      return false;
+    }
+    ++result.events;
+    fibers[t]->set_branch(branch);
+    thread.position = mix(thread.position ^ (0xb7a2c4ULL + branch));
+    thread.state = ThreadState::RUNNABLE;
+    thread.choose_key = NO_KEY;
+    return true;
+  }
+
+  // A BRANCH step: the thread takes the branch and its program goes on; at an agreed choice, the
+  // other members waiting at the same one take it too.
+  void take_branch(uint32_t t, uint32_t branch) {
+    const uint64_t key = threads[t].choose_key;
+    if (!apply_branch(t, branch, key)) return;
+    continue_thread(t);
+    if (key == NO_KEY) return;
+    for (uint32_t u = 0; u < threads.size() && !stopped; ++u) {
+      if (threads[u].state != ThreadState::CHOOSING || threads[u].choose_key != key) continue;
+      if (apply_branch(u, branch, key)) continue_thread(u);
+    }
+  }
+
+  void continue_thread(uint32_t t) {
+    advance_fiber(t);
+    schedule_thread(t);
+  }
+
+  // The thread's program ended. Its GPU work goes on (a Python thread's end does not wait for
+  // the device); the rank finishes once every thread has ended and all its work is done.
+  void end_thread(uint32_t t) {
+    Thread& thread = threads[t];
+    thread.state = ThreadState::DONE;
+    Rank& rank = ranks[thread.rank];
+    rank.end_ns = std::max(rank.end_ns, thread.clock_ns);
+    if (--rank.live_threads > 0) return;
+    // The process waits for its GPU work before it exits: the last kernel of every stream.
+    rank.ending = true;
+    rank.last_thread = t;
+    rank.end_waits.clear();
+    for (uint32_t s = 0; s < rank.streams.size(); ++s) {
+      const uint32_t k = rank.streams[s].last;
+      if (k != NO_INDEX) {
+        rank.end_waits.push_back(k);
+        kernels[k].waited = true;
+      }
+    }
+    check_rank_end(thread.rank);
+  }
+
+  // An ending rank whose GPU work is done has finished.
+  void check_rank_end(uint32_t r) {
+    Rank& rank = ranks[r];
+    if (!rank.ending) return;
+    int64_t end = rank.end_ns;
+    for (uint32_t k : rank.end_waits) {
+      if (kernels[k].state != KernelState::DONE) return;
+      end = std::max(end, kernels[k].end_ns);
+    }
+    rank.ending = false;
+    rank.end_waits.clear();
+    rank.end_ns = end;
+    rank.status = RankStatus::FINISHED;
+    if (log_info != nullptr && log_info->wants(r)) [[unlikely]] {
+      log_info->begin_line(rank.end_ns, r, thread_names[rank.last_thread]) += "finished";
+      log_info->end_line();
+    }
+  }
+
+  // Blocks the thread until the current tail of one stream (or of every stream) is done.
+  void wait_for_streams(uint32_t t, uint32_t only) {
+    Thread& thread = threads[t];
+    const Rank& rank = ranks[thread.rank];
+    thread.waits.clear();
+    for (uint32_t s = 0; s < rank.streams.size(); ++s) {
+      if ((only == NO_STREAM || only == s) && rank.streams[s].last != NO_INDEX) {
+        thread.waits.push_back(rank.streams[s].last);
+      }
+    }
+    block_thread(t);
+  }
+
+  // The caller advances the thread's program if it is RUNNABLE afterwards.
+  void block_thread(uint32_t t) {
+    threads[t].state = ThreadState::BLOCKED;
+    for (uint32_t k : threads[t].waits) kernels[k].waited = true;
+    wake_if_done(t);
+  }
+
+  // A blocked thread whose waits are all done becomes RUNNABLE.
+  bool wake_if_done(uint32_t t) {
+    Thread& thread = threads[t];
+    if (thread.state != ThreadState::BLOCKED) return false;
+    for (uint32_t k : thread.waits) {
+      if (kernels[k].state != KernelState::DONE) return false;
+      thread.clock_ns = std::max(thread.clock_ns, kernels[k].end_ns);
+    }
+    if (options.footprints) {
+      for (uint32_t k : thread.waits) thread.vclock = vclock_join(thread.vclock, kernel_vclock(k));
+    }
+    thread.waits.clear();
+    thread.state = ThreadState::RUNNABLE;
+    return true;
+  }
+
+  // Applies the thread's pending action, then advances its program unless it blocked.
+  void step_thread(uint32_t t) {
+    const ProgramFiber& fiber = *fibers[t];
+    assert(threads[t].state == ThreadState::RUNNABLE && fiber.state() == ProgramFiber::State::READY);
+    if (fiber.action() == ProgramFiber::Action::NCCL_GROUP) {
+      issue_nccl_group(t, fiber.group_ops());
+    } else {
+      apply_op(t, fiber.pending());
+    }
+    if (!stopped && threads[t].state == ThreadState::RUNNABLE) advance_fiber(t);
+  }
+
+  bool count_op() {
+    if (++ops_issued > options.limits.max_ops) [[unlikely]] {
+      stop_with_error(ExecutionEnd::LIMIT,
+                      Diagnostic{sc.path, {}, Severity::ERROR,
+                                 fmt::format("execution exceeds the limit of {} operations (raise it with --max-ops)",
+                                             options.limits.max_ops)});
+      return false;
+    }
+    if ((ops_issued & (EngineOptions::BOUND_CHECK_OPS - 1)) == 0) [[unlikely]] return within_bounds();
+    return true;
+  }
+
+  // The time and memory bounds, checked every BOUND_CHECK_OPS issued ops (a clock read, and a
+  // read of /proc/self/statm every 16th time): an execution that grows without end (a loop of
+  // 10^8 collectives) stops at the bound instead of running past it.
+  bool within_bounds() {
+    if (options.deadline && std::chrono::steady_clock::now() >= *options.deadline) {
+      stop_with_error(ExecutionEnd::LIMIT,
+                      Diagnostic{sc.path, {}, Severity::ERROR,
+                                 fmt::format("the time budget ran out inside an execution, after {} operations (raise "
+                                             "it with --time-budget)", ops_issued)});
+      return false;
+    }
+    if (options.max_resident_bytes > 0 && (ops_issued & (16 * EngineOptions::BOUND_CHECK_OPS - 1)) == 0) {
+      const uint64_t resident = resident_bytes();
+      if (resident > options.max_resident_bytes) {
+        stop_with_error(ExecutionEnd::LIMIT,
+                        Diagnostic{sc.path, {}, Severity::ERROR,
+                                   fmt::format("resident memory {} MiB passed the bound of {} MiB inside an execution, "
+                                               "after {} operations (raise it with --max-memory)",
+                                               resident >> 20, options.max_resident_bytes >> 20, ops_issued)});
+        return false;
+      }
+    }
+    return true;
+  }
+
+  void apply_op(uint32_t t, const OpInstance& op) {
+    if (!count_op()) return;
+    ++result.events;
+    Thread& thread = threads[t];
+    Rank& rank = ranks[thread.rank];
+    switch (op.kind) {
+      case OpKind::SLEEP: {
+        const uint32_t k = new_kernel(t, op);
+        thread.clock_ns = time_after(thread.clock_ns, op.duration_ns);
+        if (thread.clock_ns == TIME_OVERFLOW) [[unlikely]] time_overflow(op, thread.rank);
+        finish_host_op(k, thread.clock_ns);
+        return;
+      }
+      case OpKind::WAIT: {
+        const uint32_t* handle = find_named(rank.handles, find_name(op.stmt->handle));
+        if (handle == nullptr) {
+          touch(ObjectKind::HANDLE, pack(thread.rank, intern(op.stmt->handle)), Access::READ);
+          runtime_error(op, fmt::format("rank {} waits for handle '{}' before any op set it", thread.rank, op.stmt->handle));
+          return;
+        }
+        // work.wait(): the thread's current stream waits for the op; the host does not.
+        const uint32_t c = current_stream(t);
+        touch(ObjectKind::HANDLE, pack(thread.rank, intern(op.stmt->handle)), Access::READ);
+        touch_stream(thread.rank, c, Access::WRITE);
+        add_wait(rank.streams[c].pending_waits, *handle);
+        finish_host_op(new_kernel(t, op), thread.clock_ns);
+        return;
+      }
+      case OpKind::SYNC: {
+        uint32_t only = NO_STREAM;
+        if (op.stmt->stream.empty()) touch(ObjectKind::STREAMS, thread.rank, Access::READ);
+        else touch(ObjectKind::STREAM, pack(thread.rank, intern(op.stmt->stream)), Access::READ);
+        if (!op.stmt->stream.empty()) {
+          const uint32_t* named = find_stream(rank, find_name(op.stmt->stream));
+          if (named == nullptr) {  // a stream never used: nothing to wait for
+            finish_host_op(new_kernel(t, op), thread.clock_ns);
+            return;
+          }
+          only = *named;
+        }
+        finish_host_op(new_kernel(t, op), thread.clock_ns);
+        wait_for_streams(t, only);
+        return;
+      }
+      case OpKind::NEW_GROUP:
+        issue_new_group(t, op);
+        return;
+      case OpKind::EXIT:
+      case OpKind::CRASH:
+        finish_host_op(new_kernel(t, op), thread.clock_ns);
+        terminate_rank(thread.rank, op.kind == OpKind::EXIT ? RankStatus::EXITED : RankStatus::CRASHED, thread.clock_ns,
+                       thread.vclock);
+        return;
+      case OpKind::COMPUTE: {
+        const uint32_t k = new_kernel(t, op);
+        const uint32_t s = op.stmt && !op.stmt->stream.empty() ? named_stream(rank, intern(op.stmt->stream)) : current_stream(t);
+        touch_stream(thread.rank, s, Access::WRITE);
+        enqueue(thread.rank, s, k);
+        mark_dirty(thread.rank);
+        return;
+      }
+      default:
+        break;
+    }
+    // Collectives and point to point.
+    if (!usable_group(thread.rank, op)) return;
+    const uint32_t k = new_kernel(t, op);
+    kernels[k].comm = true;
+    const uint32_t s = comm_stream(thread.rank, op);
+    const bool async = op.stmt && !op.stmt->handle.empty();
+    touch_link(thread.rank, s, current_stream(t), async);
+    link_synchronous(thread.rank, s, current_stream(t), k, async);
+    if (async) {
+      const uint32_t name = intern(op.stmt->handle);
+      touch(ObjectKind::HANDLE, pack(thread.rank, name), Access::WRITE);
+      if (uint32_t* handle = find_named(rank.handles, name)) *handle = k;
+      else rank.handles.emplace_back(name, k);
+    }
+    if (sc.semantics.comm_concurrency > 0) launch(thread.rank, k);
+    if (is_collective(op.kind)) {
+      issue_collective(k);
+    } else {
+      issue_p2p(k);
+    }
+    if (stopped) return;
+    mark_dirty(thread.rank);
+    if (op.kind == OpKind::BARRIER) {
+      thread.waits.assign(1, k);
+      block_thread(t);
+    }
+  }
+
+  // What linking a communication op on stream s to the current stream c touches (link_synchronous).
+  void touch_link(uint32_t r, uint32_t s, uint32_t c, bool async) {
+    touch_stream(r, s, Access::WRITE);
+    if (s != c) touch_stream(r, c, async ? Access::READ : Access::WRITE);
+  }
+
+  // A communication kernel joins the rank's launch order (comm_concurrency).
+  void launch(uint32_t r, uint32_t k) {
+    if (sc.semantics.launch_order_implicit) touch(ObjectKind::LAUNCH, r, Access::WRITE);
+    ranks[r].launch_order.push_back(k);
+    touch_slots(k);
+  }
+
+  bool usable_group(uint32_t r, const OpInstance& op) {
+    const GroupDef& group = sc.groups[op.group];
+    if (group.from_new_group) touch(ObjectKind::CREATED, pack(r, op.group), Access::READ);
+    if (group.from_new_group && !rank_group(r, op.group).created) {
+      runtime_error(op, fmt::format("rank {} uses group '{}' before its new_group created it", r, group.name));
+      return false;
+    }
+    return true;
+  }
+
+  uint32_t new_kernel(uint32_t t, const OpInstance& op) {
+    Thread& thread = threads[t];
+    Rank& rank = ranks[thread.rank];
+    const uint32_t k = static_cast<uint32_t>(kernels.size());
+    Kernel& kernel = kernels.emplace_back();
+    kernel.rank = thread.rank;
+    kernel.thread = t;
+    kernel.index = rank.issued++;
+    if (kernel_local.size() < k) kernel_local.resize(k, 0);  // composites' (never read)
+    kernel_local.push_back(thread.issued++);
+    kernel.op = op;
+    kernel.kind = op.kind;
+    if (op.kind == OpKind::COMPUTE) kernel.run.duration_ns = op.duration_ns;
+    kernel.issue_ns = thread.clock_ns;
+    if (thread.vclock != 0) set_kernel_vclock(k, thread.vclock);
+    track_live(k);
+    // Communication ops and new_group are logged once their sequence number is known.
+    if (log_info != nullptr) [[unlikely]] {
+      if (!is_communication(op.kind) && op.kind != OpKind::NEW_GROUP) log_issue(k);
+    }
+    return k;
+  }
+
+  void finish_host_op(uint32_t k, int64_t end_ns) {
+    Kernel& kernel = kernels[k];
+    kernel.state = KernelState::DONE;
+    kernel.start_ns = kernel.issue_ns;
+    kernel.end_ns = end_ns;
+    on_done(k);
+    if (log_debug != nullptr) [[unlikely]] log_kernel(k, "done", kernel.end_ns);
+  }
+
+  // The bookkeeping of state fingerprints (track_state): a new kernel is live...
+  void track_live(uint32_t k) {
+    if (!options.track_state) return;
+    if (k >= kernel_hashes.size()) {
+      kernel_hashes.resize(k + 1);
+      live_pos.resize(k + 1);
+    }
+    live_pos[k] = static_cast<uint32_t>(live_kernels.size());
+    live_kernels.push_back(k);
+    kernel_hashes[k].valid = false;
+  }
+
+  // ...until it is done (kernels never leave DONE). A done kernel that ran past the watchdog
+  // stays in the state, and a done slot member counts towards its slot's completion.
+  void on_done(uint32_t k) {
+    if (!options.track_state) return;
+    const uint32_t last = live_kernels.back();
+    live_kernels[live_pos[k]] = last;
+    live_pos[last] = live_pos[k];
+    live_kernels.pop_back();
+    const Kernel& kernel = kernels[k];
+    if (kernel.index == NO_INDEX) return;
+    if (is_communication(kernel.op.kind) && kernel.end_ns - kernel.start_ns > sc.semantics.timeout_ns) {
+      timed_out.push_back(k);
+    }
+    if (is_collective(kernel.op.kind)) {
+      ++comms[comm_id(kernel.op.group, kernel.rank)].slots[kernel.seq - 1].done;
+    } else if (kernel.op.kind == OpKind::NEW_GROUP) {
+      ++new_group_calls.slots[kernel.seq - 1].done;
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Streams.
+
+  // By name id (NO_NAME: a name never interned, so found nowhere).
+  template <typename Pairs>
+  static auto find_named(Pairs& pairs, uint32_t name) -> decltype(&pairs.front().second) {
+    for (auto& [key, value] : pairs) {
+      if (key == name) return &value;
+    }
+    return nullptr;
+  }
+
+  static const uint32_t* find_stream(const Rank& rank, uint32_t name) {
+    static constexpr uint32_t MAIN = MAIN_STREAM;
+    if (name == MAIN_NAME) return &MAIN;
+    return find_named(rank.named_streams, name);
+  }
+
+  uint32_t add_stream(Rank& rank, uint32_t name) {
+    const uint32_t s = static_cast<uint32_t>(rank.streams.size());
+    rank.named_streams.emplace_back(name, s);
+    rank.streams.add().reset(name);
+    if (s < Rank::INLINE_STREAMS) {
+      rank.heads[s] = StreamHead{};
+    } else {
+      rank.more_heads.emplace_back();
+    }
+    rank.stream_count = s + 1;
+    return s;
+  }
+
+  uint32_t named_stream(Rank& rank, uint32_t name) {
+    const uint32_t* found = find_stream(rank, name);
+    return found != nullptr ? *found : add_stream(rank, name);
+  }
+
+  uint32_t pair_stream_name(uint32_t group, uint32_t a, uint32_t b) {
+    auto [it, added] = pair_stream_names.try_emplace(p2p_key(group, a, b), 0);
+    if (added) it->second = intern(fmt::format("comm:{}:p2p:{}-{}", sc.groups[group].name, a, b));
+    return it->second;
+  }
+
+  // The stream of a communication op: `stream:` if given; for p2p under p2p_comm: pair, the
+  // pair's own stream (PyTorch's lazy init); else the group's `comm:GROUP` stream.
+  uint32_t comm_stream(uint32_t r, const OpInstance& op) {
+    Rank& rank = ranks[r];
+    if (op.stmt && !op.stmt->stream.empty()) return named_stream(rank, intern(op.stmt->stream));
+    if (is_p2p(op.kind) && sc.semantics.p2p_comm == P2pComm::PAIR && op.peer >= 0) {
+      const uint32_t a = std::min<uint32_t>(r, static_cast<uint32_t>(op.peer));
+      const uint32_t b = std::max<uint32_t>(r, static_cast<uint32_t>(op.peer));
+      return named_stream(rank, pair_stream_name(op.group, a, b));
+    }
+    uint32_t& s = rank_group(r, op.group).stream;
+    if (s == NO_STREAM) s = add_stream(rank, group_stream_name[op.group]);
+    return s;
+  }
+
+  void enqueue(uint32_t r, uint32_t s, uint32_t k) {
+    Stream& stream = ranks[r].streams[s];
+    StreamHead& head = ranks[r].head(s);
+    Kernel& kernel = kernels[k];
+    assert(kernel.dep_count == 0);
+    // Done ones too: their end still bounds this kernel's start (see add_wait). One dependency
+    // (the common case) is kept in the kernel itself, which progress reads anyway.
+    kernel.dep_count = static_cast<uint32_t>(stream.pending_waits.size());
+    if (kernel.dep_count == 1) {
+      kernel.dep_begin = stream.pending_waits[0];
+    } else if (kernel.dep_count > 1) {
+      kernel.dep_begin = static_cast<uint32_t>(dep_pool.size());
+      dep_pool.insert(dep_pool.end(), stream.pending_waits.begin(), stream.pending_waits.end());
+    }
+    stream.pending_waits.clear();
+    kernel.stream = s;
+    if (stream.last != NO_INDEX) kernels[stream.last].next = k;
+    stream.last = k;
+    if (head.head == NO_INDEX) head.head = k;
+  }
+
+  // A communication op's stream s waits for prior work on the issuing thread's current stream c;
+  // c waits for the op unless it is async (then `wait: H` adds that edge).
+  // "Prior work on c" is its last kernel and the waits c has taken on since (an earlier
+  // synchronous op on another stream): CUDA orders an event recorded on c after both.
+  void link_synchronous(uint32_t r, uint32_t s, uint32_t c, uint32_t k, bool async) {
+    Rank& rank = ranks[r];
+    if (s != c) {
+      Stream& current = rank.streams[c];
+      WaitList& waits = rank.streams[s].pending_waits;
+      if (current.last != NO_INDEX) add_wait(waits, current.last);
+      for (uint32_t w : current.pending_waits) add_wait(waits, w);
+    }
+    enqueue(r, s, k);
+    if (!async && s != c) add_wait(rank.streams[c].pending_waits, k);
+  }
+
+  // The thread's current stream (ThreadDef::stream; `main` unless it names one), made on first use.
+  uint32_t current_stream(uint32_t t) {
+    const uint32_t name = thread_stream_names[t];
+    return name == MAIN_NAME ? MAIN_STREAM : named_stream(ranks[threads[t].rank], name);
+  }
+
+  // Adds a wait on kernel k, keeping one wait per stream (a later kernel of a stream implies
+  // the earlier ones), so the lists stay as short as the streams. A finished kernel is still
+  // waited for: the engine's order is not virtual time, and a kernel done before this point of
+  // the interleaving may end after the host issues the waiting one (its end bounds the start).
+  void add_wait(WaitList& waits, uint32_t k) {
+    for (uint32_t& w : waits) {
+      if (kernels[w].stream == kernels[k].stream) {
+        w = std::max(w, k);
+        return;
+      }
+    }
+    waits.push_back(k);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Collectives, NCCL groups, new_group.
+
+  void issue_collective(uint32_t k) {
+    Kernel& kernel = kernels[k];
+    const uint32_t group = kernel.op.group;
+    kernel.seq = ++rank_group(kernel.rank, group).coll_seq;
+    kernel.run.slot = SlotRef{comm_id(group, kernel.rank), kernel.seq};
+    touch(ObjectKind::COLL_SEQ, pack(kernel.rank, kernel.run.slot.comm), Access::WRITE);
+    if (log_info != nullptr) [[unlikely]] log_issue(k);
+    Comm& comm = comms[kernel.run.slot.comm];
+    if (options.footprints) touch_kernel(k);
+    join_slot(comm, kernel.seq, members(group, kernel.rank).size(),
+              static_cast<size_t>(member_pos[group][kernel.rank]), k);
+    comm.slots[kernel.seq - 1].group = group;
+  }
+
+  void join_slot(Comm& comm, uint32_t seq, size_t size, size_t position, uint32_t k) {
+    while (comm.slots.size() < seq) comm.slots.add().reset();
+    CollSlot& slot = comm.slots[seq - 1];
+    if (slot.kernels.empty()) slot.kernels.assign(size, -1);
+    slot.kernels[position] = static_cast<int32_t>(k);
+
+    ++slot.issued;
+    if (log_debug != nullptr && slot.issued == size) [[unlikely]] log_slot_matched(slot);
+    if (slot.first < 0) {
+      slot.first = static_cast<int32_t>(k);
+      return;
+    }
+    if (!slot.mismatched && !collective_difference(kernels[static_cast<size_t>(slot.first)].op, kernels[k].op).empty()) {
+      slot.mismatched = true;
+      const uint32_t id = &comm == &new_group_calls ? UINT32_MAX : static_cast<uint32_t>(&comm - comms.data());
+      mismatched_slots.emplace_back(id, seq);
+    }
+  }
+
+  // The mismatch a slot shows in the final state, whatever order its members issued in: the
+  // lowest rank that issued against the lowest rank whose op differs from it.
+  MismatchInfo slot_mismatch(uint32_t id, uint32_t seq) const {
+    const CollSlot& slot = (id == UINT32_MAX ? new_group_calls : comms[id]).slots[seq - 1];
+    int32_t a = -1;
+    for (int32_t k : slot.kernels) {
+      if (k >= 0 && (a < 0 || kernels[static_cast<size_t>(k)].rank < kernels[static_cast<size_t>(a)].rank)) a = k;
+    }
+    int32_t b = -1;
+    for (int32_t k : slot.kernels) {
+      if (k < 0 || collective_difference(kernels[static_cast<size_t>(a)].op, kernels[static_cast<size_t>(k)].op).empty()) {
+        continue;
+      }
+      if (b < 0 || kernels[static_cast<size_t>(k)].rank < kernels[static_cast<size_t>(b)].rank) b = k;
+    }
+    assert(a >= 0 && b >= 0);
+    return mismatch_of(collective_difference(kernels[static_cast<size_t>(a)].op, kernels[static_cast<size_t>(b)].op),
+                       static_cast<uint32_t>(a), static_cast<uint32_t>(b));
+  }
+
+  // The field a matched send/recv pair differs in ("size", "dtype", "tag"), or empty.
+  std::string p2p_difference(uint32_t send, uint32_t recv) const {
+    const OpInstance& a = kernels[send].op;
+    const OpInstance& b = kernels[recv].op;
+    if (a.size_bytes != b.size_bytes) return "size";
+    if (a.dtype != b.dtype) return "dtype";
+    // A tag is a logical identity (docs/scenario-language.md): a pair that carries different ones moved the wrong
+    // tensor, however well the sizes agree (PyTorch p2p has no tag matching on NCCL).
+    if ((a.stmt ? std::string_view(a.stmt->tag) : std::string_view()) !=
+        (b.stmt ? std::string_view(b.stmt->tag) : std::string_view())) {
+      return "tag";
+    }
+    return {};
+  }
+
+  // At the end: the first mismatch in (group, seq, ranks) order, so that every interleaving of
+  // the same issued ops reports the same one.
+  void report_mismatches() {
+    std::optional<MismatchInfo> best;
+    auto consider = [&](MismatchInfo info) {
+      if (!best || std::tie(info.group, info.seq, info.rank_a, info.rank_b) <
+                       std::tie(best->group, best->seq, best->rank_a, best->rank_b)) {
+        best = std::move(info);
+      }
+    };
+    for (const auto& [id, seq] : mismatched_slots) consider(slot_mismatch(id, seq));
+    for (uint32_t send : mismatched_sends) {
+      const uint32_t recv = static_cast<uint32_t>(kernels[send].match);
+      consider(mismatch_of(p2p_difference(send, recv), send, recv));
+    }
+    result.mismatch = std::move(best);
+    result.end = ExecutionEnd::MISMATCH;
+  }
+
+  static std::string collective_difference(const OpInstance& a, const OpInstance& b) {
+    if (a.kind != b.kind) return "kind";
+    if (a.kind == OpKind::NEW_GROUP) return a.stmt->new_group == b.stmt->new_group ? std::string() : "group";
+    if (a.size_bytes != b.size_bytes) return "size";
+    if (a.dtype != b.dtype) return "dtype";
+    if (a.root != b.root) return "root";
+    const std::string_view tag_a = a.stmt ? std::string_view(a.stmt->tag) : std::string_view();
+    const std::string_view tag_b = b.stmt ? std::string_view(b.stmt->tag) : std::string_view();
+    if (tag_a != tag_b) return "tag";
+    return {};
+  }
+
+  MismatchInfo mismatch_of(const std::string& field, uint32_t a, uint32_t b) const {
+    MismatchInfo info;
+    info.group = kernels[a].op.group;
+    info.seq = kernels[b].seq;
+    info.field = field;
+    info.rank_a = static_cast<int32_t>(kernels[a].rank);
+    info.op_a = record_of(a);
+    info.rank_b = static_cast<int32_t>(kernels[b].rank);
+    info.op_b = record_of(b);
+    if (info.rank_a > info.rank_b) {
+      std::swap(info.rank_a, info.rank_b);
+      std::swap(info.op_a, info.op_b);
+    }
+    return info;
+  }
+
+  // An NCCL group: its ops match like any others, but they hold one place on the stream (a
+  // composite kernel) and start together, so a paired send and recv do not block each other.
+  // The group completes when all its ops can.
+  void issue_nccl_group(uint32_t t, const std::vector<OpInstance>& ops) {
+    Thread& thread = threads[t];
+    const uint32_t r = thread.rank;
+    for (const OpInstance& op : ops) {
+      if (!usable_group(r, op)) return;
+    }
+    const uint32_t composite = static_cast<uint32_t>(kernels.size());
+    {
+      Kernel group_kernel;
+      group_kernel.rank = r;
+      group_kernel.thread = t;
+      group_kernel.comm = true;
+      group_kernel.issue_ns = thread.clock_ns;
+      group_kernel.composite = true;
+      if (!ops.empty()) {
+        group_kernel.op = ops.front();
+        group_kernel.kind = group_kernel.op.kind;
+      }
+      kernels.push_back(std::move(group_kernel));
+      track_live(composite);
+    }
+    for (const OpInstance& op : ops) {
+      if (!count_op()) return;
+      ++result.events;
+      const uint32_t k = new_kernel(t, op);
+      kernels[k].parent = static_cast<int32_t>(composite);
+      kernels[k].in_group = true;
+      ++kernels[composite].child_count;
+      kernels[composite].has_children = true;
+    }
+    const uint32_t c = current_stream(t);
+    const uint32_t s = ops.empty() ? c : comm_stream(r, ops.front());
+    touch_link(r, s, c, false);
+    link_synchronous(r, s, c, composite, false);
+    const uint32_t first = first_child(composite);
+    const uint32_t count = kernels[composite].child_count;
+    for (uint32_t k = first; k < first + count; ++k) kernels[k].stream = s;
+    if (sc.semantics.comm_concurrency > 0) launch(r, composite);
+    for (uint32_t k = first; k < first + count; ++k) {
+      if (is_collective(kernels[k].op.kind)) issue_collective(k);
+      else issue_p2p(k);
+      if (stopped) return;
+    }
+    mark_dirty(r);
+  }
+
+  // new_group: a blocking rendezvous of every world rank, the k-th calls matching; on the host,
+  // not on a stream (PyTorch's store-based barrier).
+  void issue_new_group(uint32_t t, const OpInstance& op) {
+    Thread& thread = threads[t];
+    Rank& rank = ranks[thread.rank];
+    const uint32_t k = new_kernel(t, op);
+    Kernel& kernel = kernels[k];
+    touch(ObjectKind::NEW_GROUP_SEQ, thread.rank, Access::WRITE);
+    touch(ObjectKind::CREATED, pack(thread.rank, op.stmt->new_group), Access::WRITE);
+    kernel.seq = ++rank.new_groups;
+    kernel.state = KernelState::RUNNING;
+    kernel.start_ns = kernel.issue_ns;
+    if (rank_group(thread.rank, op.stmt->new_group).created) {
+      runtime_error(op, fmt::format("rank {} creates group '{}' a second time", thread.rank,
+                                    sc.groups[op.stmt->new_group].name));
+      return;
+    }
+    rank_group(thread.rank, op.stmt->new_group).created = true;
+    if (options.footprints) touch_kernel(k);
+    if (log_info != nullptr) [[unlikely]] log_issue(k);
+    join_slot(new_group_calls, kernel.seq, static_cast<size_t>(sc.world), thread.rank, k);
+    if (stopped) return;
+    CollSlot& slot = new_group_calls.slots[kernel.seq - 1];
+    ++slot.running;
+    thread.waits.assign(1, k);
+    if (slot.running == static_cast<uint32_t>(sc.world) && !slot.mismatched) {
+      int64_t end = 0;
+      for (int32_t other : slot.kernels) end = std::max(end, kernels[static_cast<size_t>(other)].start_ns);
+      if (options.footprints) join_vclocks(slot.kernels);
+      for (int32_t other : slot.kernels) complete(static_cast<uint32_t>(other), end);
+    }
+    block_thread(t);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Point to point.
+
+  void issue_p2p(uint32_t k) {
+    Kernel& kernel = kernels[k];
+    const uint32_t group = kernel.op.group;
+    const uint32_t me = kernel.rank;
+    if (kernel.op.kind == OpKind::SEND) {
+      const uint32_t dst = static_cast<uint32_t>(kernel.op.peer);
+      touch(ObjectKind::SEND_SEQ, p2p_key(group, me, dst), Access::WRITE);
+      if (options.footprints) touch_kernel(k);
+      P2pQueue& sends = send_queue.get(p2p_key(group, me, dst));
+      kernel.seq = ++sends.sent;
+      if (log_info != nullptr) [[unlikely]] log_issue(k);
+      sends.push_back(k);
+      match_receives(group, dst);
+    } else {
+      touch(ObjectKind::RECV_POST, p2p_key(group, 0, me), Access::WRITE);
+      if (options.footprints) touch_kernel(k);
+      if (log_info != nullptr) [[unlikely]] log_issue(k);
+      recv_queue.get(p2p_key(group, 0, me)).push_back(k);
+      match_receives(group, me);
+    }
+  }
+
+  // Receives at `dst` on `group` match in issue order; a named receive takes the oldest
+  // unmatched send from its source. A wildcard at the head waits for a choice.
+  void match_receives(uint32_t group, uint32_t dst) {
+    P2pQueue* receives = recv_queue.find(p2p_key(group, 0, dst));
+    if (receives == nullptr) return;
+    while (!receives->empty() && !stopped) {
+      const uint32_t recv = receives->front();
+      const int32_t src = kernels[recv].op.peer;
+      if (src < 0) return;
+      P2pQueue* sends = send_queue.find(p2p_key(group, static_cast<uint32_t>(src), dst));
+      if (sends == nullptr || sends->empty()) return;
+      const uint32_t send = sends->front();
+      sends->pop_front();
+      receives->pop_front();
+      pair_p2p(send, recv);
+    }
+  }
+
+  void pair_p2p(uint32_t send, uint32_t recv) {
+    kernels[send].match = static_cast<int32_t>(recv);
+    kernels[recv].match = static_cast<int32_t>(send);
+    kernels[recv].seq = kernels[send].seq;
+    if (options.footprints) touch_kernel(recv);  // a wildcard's pairs, known now
+    if (log_debug != nullptr) [[unlikely]] {
+      log_kernel(send, "matched", std::max(kernels[send].issue_ns, kernels[recv].issue_ns));
+      log_kernel(recv, "matched", std::max(kernels[send].issue_ns, kernels[recv].issue_ns));
+    }
+    if (!p2p_difference(send, recv).empty()) {
+      mismatched_sends.push_back(send);  // the pair never completes
+      return;
+    }
+    try_complete_p2p(send);
+  }
+
+  // A wildcard receive takes a message that was sent: both kernels must have started (or, an
+  // eager send, finished). A send still queued behind other work on its stream has not been
+  // posted, as in MPI's and Gloo's any-source receives (NCCL has no wildcard); matching it early
+  // reported deadlocks no real job could reach.
+  void collect_wildcard_options() {
+    for (const P2pQueue& receives : recv_queue) {
+      if (receives.empty()) continue;
+      const Kernel& recv = kernels[receives.front()];
+      if (recv.op.peer >= 0 || !alive(recv.rank) || recv.state != KernelState::RUNNING) continue;
+      const uint32_t group = recv.op.group;
+      for (int32_t src : members(group, recv.rank)) {
+        if (static_cast<uint32_t>(src) == recv.rank) continue;
+        const P2pQueue* sends = send_queue.find(p2p_key(group, static_cast<uint32_t>(src), recv.rank));
+        if (sends == nullptr || sends->empty()) continue;
+        if (kernels[sends->front()].state == KernelState::QUEUED) continue;
+        options_buf.push_back(Option{ChoiceKind::MATCH, static_cast<int32_t>(recv.rank), static_cast<int32_t>(group),
+                                     src, kernels[sends->front()].issue_ns, 0,
+                                     channel_actor(group, static_cast<uint32_t>(src), recv.rank)});
+      }
+    }
+  }
+
+  // A MATCH step (decide): `step` is its index among the execution's steps.
+  void apply_wildcard(const Option& option, uint64_t step) {
+    const uint32_t group = static_cast<uint32_t>(option.thread);
+    const uint32_t dst = static_cast<uint32_t>(option.rank);
+    const uint32_t src = static_cast<uint32_t>(option.detail);
+    P2pQueue& receives = *recv_queue.find(p2p_key(group, 0, dst));
+    P2pQueue& sends = *send_queue.find(p2p_key(group, src, dst));
+    const uint32_t recv = receives.front();
+    const uint32_t send = sends.front();
+    receives.pop_front();
+    sends.pop_front();
+    ++result.events;
+    if (options.footprints) {
+      touch(ObjectKind::RECV_MATCH, p2p_key(group, 0, dst), Access::WRITE);
+      touch(ObjectKind::AVAIL, p2p_key(group, 0, dst), Access::READ);
+      // It happens after both kernels started (what made it possible), and the pair after it.
+      step_after = vclock_join(kernel_vclock(recv), kernel_vclock(send));
+      set_kernel_vclock(recv, vclock_with(step_after, option.actor, step));
+    }
+    pair_p2p(send, recv);
+    match_receives(group, dst);
+    mark_dirty(dst);
+    mark_dirty(src);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Kernel progress.
+
+  // Starts what may start on the rank's streams, and wakes threads whose waits are done.
+  void progress_rank(uint32_t r) {
+    Rank& rank = ranks[r];
+    if (!alive(r)) return;
+    progressing = r;
+    bool changed = true;
+    while (changed && !stopped) {
+      changed = false;
+      for (uint32_t s = 0; s < rank.stream_count; ++s) {
+        StreamHead& stream = rank.head(s);
+        const uint32_t k = stream.head;
+        if (k == NO_INDEX) continue;
+        if (kernels[k].state == KernelState::DONE) {
+          stream.before_head = k;
+          stream.before_head_end_ns = kernels[k].end_ns;
+          stream.head = kernels[k].next;
+          changed = true;
+          continue;
+        }
+        if (startable(k) && start_is_eager(r, k)) {
+          start_kernel(k);
+          changed = true;
+        }
+      }
+    }
+    progressing = NO_RANK;
+    // Only a kernel becoming done can wake a blocked thread, and complete() sets `wake` when
+    // one that a thread blocked on does: a wave reads no thread of a rank nothing woke.
+    if (!rank.wake) return;
+    rank.wake = false;
+    for (uint32_t t : rank.threads) {
+      if (wake_if_done(t)) {
+        continue_thread(t);
+        if (stopped) return;
+      }
+    }
+    check_rank_end(r);
+  }
+
+  bool startable(uint32_t k) const {
+    const Kernel& kernel = kernels[k];
+    if (kernel.state != KernelState::QUEUED) return false;
+    for (uint32_t i = 0; i < kernel.dep_count; ++i) {
+      if (kernels[dep(kernel, i)].state != KernelState::DONE) return false;
+    }
+    return true;
+  }
+
+  // Under comm_concurrency, which ready communication kernel starts is a choice (CUDA does not
+  // bind execution order across streams to launch order), unless launch_order_implicit.
+  bool start_is_eager(uint32_t r, uint32_t k) const {
+    const int64_t limit = sc.semantics.comm_concurrency;
+    if (!kernels[k].comm || limit == 0) return true;
+    const Rank& rank = ranks[r];
+    if (rank.running_comm >= limit) return false;
+    return sc.semantics.launch_order_implicit && rank.launch_order.front() == k;
+  }
+
+  void collect_start_options() {
+    const int64_t limit = sc.semantics.comm_concurrency;
+    if (limit == 0 || sc.semantics.launch_order_implicit) return;
+    for (uint32_t r = 0; r < ranks.size(); ++r) {
+      const Rank& rank = ranks[r];
+      if (!alive(r) || rank.running_comm >= limit) continue;
+      for (uint32_t s = 0; s < rank.stream_count; ++s) {
+        const uint32_t k = rank.head(s).head;
+        if (k == NO_INDEX) continue;
+        if (kernels[k].comm && startable(k)) {
+          options_buf.push_back(Option{ChoiceKind::START, static_cast<int32_t>(r), 0, static_cast<int32_t>(k),
+                                       ready_time(k), static_cast<uint32_t>(kernel_name(k)), kernel_actor(k)});
+        }
+      }
+    }
+  }
+
+  int64_t ready_time(uint32_t k, int32_t* cause = nullptr) const {
+    const Kernel& kernel = kernels[k];
+    const StreamHead& stream = ranks[kernel.rank].head(kernel.stream);
+    int64_t start = kernel.issue_ns;
+    int32_t by = -1;
+    auto consider = [&](uint32_t other) {
+      if (kernels[other].end_ns > start) {
+        start = kernels[other].end_ns;
+        by = static_cast<int32_t>(other);
+      }
+    };
+    // The kernel heads its stream: the one before it on the stream is done.
+    assert(stream.head == k);
+    if (stream.before_head != NO_INDEX && stream.before_head_end_ns > start) {
+      start = stream.before_head_end_ns;
+      by = static_cast<int32_t>(stream.before_head);
+    }
+    for (uint32_t i = 0; i < kernel.dep_count; ++i) consider(dep(kernel, i));
+    if (cause) *cause = by;
+    return start;
+  }
+
+  void start_kernel(uint32_t k) {
+    Kernel& kernel = kernels[k];
+    Rank& rank = ranks[kernel.rank];
+    kernel.start_ns = ready_time(k, &kernel.start_cause);
+    kernel.state = KernelState::RUNNING;
+    ++result.events;
+    // Its start happens after the end of the kernel before it on its stream, and of its
+    // dependencies.
+    if (options.footprints) set_kernel_vclock(k, start_vclock(k));
+    if (options.footprints) touch_kernel(k);
+    touch_slots(k);
+    if (kernel.comm) {
+      if (count_comm) ++rank.running_comm;
+      // launch_order is kept only under comm_concurrency: testing that first spares a wave the
+      // Rank's second cache line.
+      if (sc.semantics.comm_concurrency > 0 && !rank.launch_order.empty()) {
+        const auto it = std::find(rank.launch_order.begin(), rank.launch_order.end(), k);
+        if (it != rank.launch_order.end()) rank.launch_order.erase(it);
+      }
+    }
+    if (kernel.has_children) {
+      const uint32_t first = k + 1;
+      const uint32_t count = kernel.child_count;
+      for (uint32_t child = first; child < first + count; ++child) {
+        kernels[child].start_ns = kernel.start_ns;
+        kernels[child].start_cause = kernel.start_cause;
+        kernels[child].state = KernelState::RUNNING;
+        if (options.footprints) set_kernel_vclock(child, vclock_join(kernel_vclock(child), kernel_vclock(k)));
+        if (log_debug != nullptr) [[unlikely]] log_kernel(child, "start", kernel.start_ns);
+        on_running(child);
+        if (stopped) return;
+      }
+      maybe_complete_group(k);
+      return;
+    }
+    if (log_debug != nullptr) [[unlikely]] log_kernel(k, "start", kernel.start_ns);
+    on_running(k);
+    mark_dirty(kernel.rank);
+  }
+
+  void on_running(uint32_t k) {
+    Kernel& kernel = kernels[k];
+    if (kernel.kind == OpKind::COMPUTE) {
+      complete(k, time_after(kernel.start_ns, kernel.run.duration_ns));
+    } else if (is_collective(kernel.kind)) {
+      const SlotRef ref = kernel.run.slot;
+      CollSlot& slot = comms[ref.comm].slots[ref.seq - 1];
+      // The latest start, and the lowest member position that has it (complete_collective).
+      const int32_t position = member_pos[slot.group][kernel.rank];
+      if (kernel.start_ns > slot.latest_start_ns ||
+          (kernel.start_ns == slot.latest_start_ns && position < slot.latest_position)) {
+        slot.latest_start_ns = kernel.start_ns;
+        slot.latest_position = position;
+      }
+      if (++slot.running == slot.kernels.size() && !slot.mismatched) complete_collective(ref.comm, ref.seq);
+    } else if (!kernel.has_children) {
+      // A started send may now be taken by a wildcard receive (a MATCH step reads which have).
+      if (kernel.kind == OpKind::SEND && has_wildcards) {
+        touch_always(ObjectKind::AVAIL, p2p_key(kernel.op.group, 0, static_cast<uint32_t>(kernel.op.peer)), Access::ADD,
+                     kernel_vclock(k));
+      }
+      try_complete_p2p(k);
+    }
+  }
+
+  void complete(uint32_t k, int64_t end_ns) {
+    Kernel& kernel = kernels[k];
+    if (kernel.state == KernelState::DONE) return;
+    if (end_ns == TIME_OVERFLOW) [[unlikely]] time_overflow(kernel.op, kernel.rank);
+    kernel.state = KernelState::DONE;
+    kernel.end_ns = end_ns;
+    on_done(k);
+    ++result.events;
+    if (options.footprints) touch_kernel(k);
+    touch_slots(k);
+    if (log_debug != nullptr && !kernel.composite) [[unlikely]] log_kernel(k, "done", end_ns);
+    if (!kernel.composite && is_communication(kernel.kind)) {
+      longest_comm_ns = std::max(longest_comm_ns, end_ns - kernel.start_ns);
+    }
+    if (count_comm && kernel.comm && !kernel.in_group) {
+      Rank& rank = ranks[kernel.rank];
+      --rank.running_comm;
+      if (options.footprints) rank.slot_vclock = vclock_join(rank.slot_vclock, kernel_vclock(k));
+    }
+    if (kernel.waited) ranks[kernel.rank].wake = true;
+    if (kernel.in_group) maybe_complete_group(static_cast<uint32_t>(kernel.parent));
+    mark_dirty(kernel.rank);
+  }
+
+  void maybe_complete_group(uint32_t composite) {
+    const Kernel& group = kernels[composite];
+    if (group.state != KernelState::RUNNING) return;
+    int64_t end = group.start_ns;
+    const uint32_t first = first_child(composite);
+    for (uint32_t child = first; child < first + group.child_count; ++child) {
+      if (kernels[child].state != KernelState::DONE) return;
+      end = std::max(end, kernels[child].end_ns);
+    }
+    if (options.footprints) {
+      uint32_t vclock = kernel_vclock(composite);
+      for (uint32_t child = first; child < first + group.child_count; ++child) {
+        vclock = vclock_join(vclock, kernel_vclock(child));
+      }
+      set_kernel_vclock(composite, vclock);
+    }
+    complete(composite, end);
+  }
+
+  // Every member's kernel runs: each ends at the latest start plus the collective's cost, its
+  // end caused by the member that started last (the lowest position among equals). on_running
+  // kept that latest start, so this is one pass over the members, not two: at 16,384 ranks the
+  // members' kernels are no longer in the L2 cache after a first pass.
+  void complete_collective(uint32_t comm, uint32_t seq) {
+    CollSlot& slot = comms[comm].slots[seq - 1];
+    const size_t size = slot.kernels.size();
+    const int64_t start = slot.latest_start_ns;
+    const int32_t last = slot.kernels[static_cast<size_t>(slot.latest_position)];
+    const Kernel& any = kernels[static_cast<size_t>(slot.kernels[0])];
+    const int64_t end = time_after(start, comm_cost_ns(any.op.kind, any.op.size_bytes, static_cast<int32_t>(size),
+                                                       link_of(any.op.group), sc.semantics.allreduce_algorithm));
+    // Members' kernels are prefetched a few ahead: on a large communicator they are scattered
+    // lines no longer in the cache (prefetch_progress). Their Ranks are not read (count_comm).
+    constexpr size_t AHEAD = 8;
+    if (options.footprints) join_vclocks(slot.kernels);  // each end follows every start
+    for (size_t i = 0; i < size; ++i) {
+      if (i + AHEAD < size) prefetch(&kernels[static_cast<size_t>(slot.kernels[i + AHEAD])]);
+      const int32_t k = slot.kernels[i];
+      if (k != last) kernels[static_cast<size_t>(k)].end_cause = last;
+      complete(static_cast<uint32_t>(k), end);
+    }
+  }
+
+  // Completes a matched send/recv pair when the semantics allow.
+  void try_complete_p2p(uint32_t k) {
+    Kernel& kernel = kernels[k];
+    if (kernel.match < 0) {
+      if (kernel.op.kind == OpKind::SEND && kernel.state == KernelState::RUNNING && is_eager(kernel)) {
+        complete(k, time_after(kernel.start_ns, p2p_cost(kernel)));
+      }
+      return;
+    }
+    const uint32_t send = kernel.op.kind == OpKind::SEND ? k : static_cast<uint32_t>(kernel.match);
+    const uint32_t recv = kernel.op.kind == OpKind::SEND ? static_cast<uint32_t>(kernel.match) : k;
+    if (!mismatched_sends.empty() && std::find(mismatched_sends.begin(), mismatched_sends.end(), send) !=
+                                         mismatched_sends.end()) {
+      return;  // a mismatched pair never completes
+    }
+    Kernel& s = kernels[send];
+    Kernel& r = kernels[recv];
+    const int64_t cost = p2p_cost(s);
+    if (is_eager(s)) {
+      if (s.state == KernelState::RUNNING) complete(send, time_after(s.start_ns, cost));
+      if (r.state == KernelState::RUNNING && s.start_ns >= 0 && s.state != KernelState::ABORTED) {
+        // The receive's end happens after the send (an eager send's end, not after the receive).
+        if (options.footprints) set_kernel_vclock(recv, vclock_join(kernel_vclock(recv), kernel_vclock(send)));
+        complete(recv, std::max(r.start_ns, time_after(s.start_ns, cost)));
+      }
+      return;
+    }
+    if (s.state == KernelState::RUNNING && r.state == KernelState::RUNNING) {
+      if (options.footprints) {
+        const uint32_t vclock = vclock_join(kernel_vclock(send), kernel_vclock(recv));
+        set_kernel_vclock(send, vclock);
+        set_kernel_vclock(recv, vclock);
+      }
+      const int64_t end = time_after(std::max(s.start_ns, r.start_ns), cost);
+      if (s.start_ns > r.start_ns) r.end_cause = static_cast<int32_t>(send);
+      if (r.start_ns > s.start_ns) s.end_cause = static_cast<int32_t>(recv);
+      complete(send, end);
+      complete(recv, end);
+    }
+  }
+
+  int64_t p2p_cost(const Kernel& send) const {
+    return comm_cost_ns(OpKind::SEND, send.op.size_bytes, 2, link_of(send.op.group), sc.semantics.allreduce_algorithm);
+  }
+
+  bool is_eager(const Kernel& send) const {
+    return sc.semantics.sends_eagerly(send.op.size_bytes);
+  }
+
+  // exit / crash: the process is gone. Its threads stop; its unfinished kernels never finish,
+  // and a collective it had joined can no longer complete.
+  void terminate_rank(uint32_t r, RankStatus status, int64_t at_ns, uint32_t cause) {
+    Rank& rank = ranks[r];
+    touch_always(ObjectKind::ALIVE, r, Access::WRITE, cause);
+    if (options.footprints && step_pending) {
+      // Its kernels: a step that completes one before it, and one that finds it aborted after
+      // it, do not commute with it, in whichever order they ran (so whether or not it aborted
+      // any here). PENDING marks that it ended a rank with kernels (sim::ObjectKind).
+      if (rank.issued > 0) touch_always(ObjectKind::PENDING, r, Access::WRITE, cause);
+      for (uint32_t k = 0; k < kernels.size(); ++k) {
+        const Kernel& kernel = kernels[k];
+        if (kernel.rank != r || kernel.index == NO_INDEX) continue;
+        // READ: two exits commute (each ends only its own kernels), an exit and a join (ADD) do not.
+        if (is_collective(kernel.op.kind)) {
+          touch_always(ObjectKind::SLOT, slot_key(kernel.run.slot.comm, kernel.seq), Access::READ, cause);
+        } else if (kernel.op.kind == OpKind::NEW_GROUP) {
+          touch_always(ObjectKind::SLOT, slot_key(UINT32_MAX, kernel.seq), Access::READ, cause);
+        } else if (is_p2p(kernel.op.kind) && (kernel.op.peer >= 0 || kernel.match >= 0)) {
+          touch_always(ObjectKind::PAIRS, pair_key(k), Access::READ, cause);
+        }
+      }
+      // It disables every match its wildcard receives could still make: a send starting to
+      // it (which would have made one possible) does not commute with it.
+      for (const P2pQueue& receives : recv_queue) {
+        if ((receives.key & P2P_RANK_MASK) != r) continue;
+        if (std::any_of(receives.begin(), receives.end(), [&](uint32_t k) { return kernels[k].op.peer < 0; })) {
+          touch_always(ObjectKind::AVAIL, receives.key, Access::WRITE, cause);
+        }
+      }
+    }
+    rank.status = status;
+    rank.ending = false;
+    rank.end_waits.clear();
+    rank.end_ns = at_ns;
+    rank.live_threads = 0;
+    if (log_warn != nullptr && log_warn->wants(r)) [[unlikely]] {
+      log_warn->begin_line(at_ns, r, rank.threads.empty() ? "main" : thread_names[rank.threads[0]]) +=
+          status == RankStatus::EXITED ? "exited" : "crashed";
+      log_warn->end_line();
+    }
+    for (uint32_t t : rank.threads) threads[t].state = ThreadState::DONE;
+    for (size_t k = 0; k < kernels.size(); ++k) {
+      Kernel& kernel = kernels[k];
+      if (kernel.rank != r || kernel.state == KernelState::DONE) continue;
+      if (kernel.state == KernelState::RUNNING && is_collective(kernel.op.kind) && kernel.index != NO_INDEX &&
+          kernel.op.kind != OpKind::NEW_GROUP) {
+        --comms[comm_id(kernel.op.group, r)].slots[kernel.seq - 1].running;
+      }
+      if (kernel.state == KernelState::RUNNING && kernel.op.kind == OpKind::NEW_GROUP) {
+        --new_group_calls.slots[kernel.seq - 1].running;
+      }
+      kernel.state = KernelState::ABORTED;
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Initialisation (`launch:`; docs/semantics.md, "Initialisation"). Deterministic and before
+  // any program: every process calls init_process_group, a blocking rendezvous over the world.
+  // A process whose rank is outside its own world size raises and never joins (NCCL:
+  // "Invalid rank requested"); the others check in with the process of rank 0 (the TCPStore
+  // master and NCCL bootstrap root), which rejects a different world size, backend or init
+  // method and a rank that already checked in (NCCL: "mismatch in rank count", "rank R of N
+  // ranks has already checked in") — a `mismatch`; a rank no process joins as leaves everyone
+  // waiting — a `hang`. Returns whether the programs may run.
+
+  OpRecord init_record(uint32_t p) const {
+    const LaunchProcess& process = sc.launch.processes[p];
+    OpRecord rec;
+    rec.index = 0;
+    rec.op.kind = OpKind::INIT;
+    rec.op.group = 0;
+    rec.op.stmt = &process.stmt;
+    rec.thread = thread_name_of(static_cast<uint32_t>(process.rank));
+    rec.seq = 1;
+    rec.state = KernelState::RUNNING;
+    rec.issue_ns = 0;
+    rec.start_ns = 0;
+    return rec;
+  }
+
+  std::string thread_name_of(uint32_t r) const {
+    if (r < ranks.size() && !ranks[r].threads.empty()) return thread_names[ranks[r].threads[0]];
+    return "main";
+  }
+
+  bool run_init() {
+    const std::vector<LaunchProcess>& processes = sc.launch.processes;
+    const uint32_t world = static_cast<uint32_t>(sc.world);
+    std::vector<uint32_t> joined;
+    for (uint32_t p = 0; p < processes.size(); ++p) {
+      const LaunchProcess& process = processes[p];
+      if (process.rank < process.world_size) {
+        joined.push_back(p);
+        if (log_info != nullptr && log_info->wants(process.rank)) {
+          fmt::format_to(std::back_inserter(log_info->begin_line(0, process.rank, thread_name_of(static_cast<uint32_t>(process.rank)))),
+                         "reached init_process_group on world (world_size {}, {}, {}) ({})", process.world_size,
+                         process.backend, process.init_method, sc.location(process.loc));
+          log_info->end_line();
+        }
+      } else if (log_warn != nullptr && log_warn->wants(process.rank)) {
+        fmt::format_to(std::back_inserter(log_warn->begin_line(0, process.rank, "main")),
+                       "init_process_group raised (NCCL WARN Invalid rank requested : {}/{}, ncclInvalidArgument): the "
+                       "process ({}) exits without joining",
+                       process.rank, process.world_size, sc.location(process.loc));
+        log_warn->end_line();
+      }
+    }
+    assert(!joined.empty());  // the loader rejects a launch where no process can join
+    uint32_t reference = joined.front();
+    for (uint32_t p : joined) {
+      if (processes[p].rank == 0) {
+        reference = p;
+        break;
+      }
+    }
+    const LaunchProcess& ref = processes[reference];
+    auto disagree = [&](const char* field, uint32_t a, uint32_t b) {
+      MismatchInfo info;
+      info.group = 0;
+      info.seq = 1;
+      info.field = field;
+      info.rank_a = processes[a].rank;
+      info.op_a = init_record(a);
+      info.rank_b = processes[b].rank;
+      info.op_b = init_record(b);
+      if (info.rank_a > info.rank_b) {
+        std::swap(info.rank_a, info.rank_b);
+        std::swap(info.op_a, info.op_b);
+      }
+      result.mismatch = std::move(info);
+      result.end = ExecutionEnd::MISMATCH;
+      return false;
+    };
+    for (uint32_t p : joined) {
+      if (processes[p].world_size != ref.world_size) return end_init(joined, disagree("world_size", reference, p));
+    }
+    for (uint32_t p : joined) {
+      if (processes[p].backend != ref.backend) return end_init(joined, disagree("backend", reference, p));
+    }
+    for (uint32_t p : joined) {
+      if (processes[p].init_method != ref.init_method) return end_init(joined, disagree("init_method", reference, p));
+    }
+    std::vector<int32_t> claimed(world, -1);  // rank -> the process that joined as it
+    for (uint32_t p : joined) {
+      int32_t& first = claimed[static_cast<size_t>(processes[p].rank)];  // < world (loader)
+      if (first >= 0) return end_init(joined, disagree("rank", static_cast<uint32_t>(first), p));
+      first = static_cast<int32_t>(p);
+    }
+    const bool complete = static_cast<uint32_t>(ref.world_size) == world &&
+                          std::find(claimed.begin(), claimed.end(), -1) == claimed.end();
+    if (complete) return true;
+    // A hang: every process that joined waits for the ranks no process joined as.
+    std::vector<int32_t> missing;
+    for (uint32_t r = 0; r < world; ++r) {
+      if (claimed[r] < 0) missing.push_back(static_cast<int32_t>(r));
+    }
+    for (uint32_t r = 0; r < world; ++r) {
+      if (claimed[r] < 0) continue;
+      StuckOp stuck;
+      stuck.rank = static_cast<int32_t>(r);
+      stuck.thread = thread_name_of(r);
+      stuck.op = init_record(static_cast<uint32_t>(claimed[r]));
+      stuck.waiting_for = missing;
+      stuck.never_issued = missing;
+      result.stuck.push_back(std::move(stuck));
+    }
+    result.end = ExecutionEnd::STUCK;
+    return end_init(joined, false);
+  }
+
+  // The result of an execution that ended in initialisation.
+  bool end_init(const std::vector<uint32_t>& joined, bool ok) {
+    const size_t world = ranks.size();
+    result.rank_status.assign(world, RankStatus::NOT_STARTED);
+    result.rank_end_ns.assign(world, 0);
+    if (options.record_ops) result.ops.assign(world, {});
+    for (uint32_t p : joined) {
+      const size_t r = static_cast<size_t>(sc.launch.processes[p].rank);
+      if (r >= world || result.rank_status[r] == RankStatus::BLOCKED) continue;
+      result.rank_status[r] = RankStatus::BLOCKED;
+      if (options.record_ops) result.ops[r].push_back(init_record(p));
+    }
+    for (RankStatus status : result.rank_status) result.events += status == RankStatus::BLOCKED ? 1 : 0;
+    stopped = true;
+    return ok;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // The event log (EngineOptions::log; docs/logging.md).
+
+  static void append_ms(std::string& out, int64_t ns) { fmt::format_to(std::back_inserter(out), "{:.3f}ms", static_cast<double>(ns) / 1e6); }
+
+  // "allreduce #2 on world", "send to rank 1 #1 on pp", "compute 1.000ms", ...
+  void describe(std::string& out, const Kernel& kernel) const {
+    const OpInstance& op = kernel.op;
+    const std::string& group = sc.groups[op.group].name;
+    auto it = std::back_inserter(out);
+    if (is_collective(op.kind)) {
+      fmt::format_to(it, "{} #{} on {}", op_kind_name(op.kind), kernel.seq, group);
+    } else if (op.kind == OpKind::SEND) {
+      fmt::format_to(it, "send to rank {} #{} on {}", op.peer, kernel.seq, group);
+    } else if (op.kind == OpKind::RECV) {
+      if (op.peer >= 0) fmt::format_to(it, "recv from rank {}", op.peer);
+      else if (kernel.match >= 0) fmt::format_to(it, "recv from any (matched rank {})", kernels[static_cast<size_t>(kernel.match)].rank);
+      else out += "recv from any";
+      if (kernel.seq > 0) fmt::format_to(it, " #{}", kernel.seq);
+      fmt::format_to(it, " on {}", group);
+    } else if (op.kind == OpKind::NEW_GROUP) {
+      fmt::format_to(it, "new_group #{} '{}'", kernel.seq, op.stmt ? sc.groups[op.stmt->new_group].name : std::string());
+    } else if (op.kind == OpKind::COMPUTE || op.kind == OpKind::SLEEP) {
+      out += op_kind_name(op.kind);
+      out += ' ';
+      append_ms(out, op.duration_ns);
+    } else if (op.kind == OpKind::SYNC) {
+      out += "sync";
+      if (op.stmt && !op.stmt->stream.empty()) fmt::format_to(it, " {}", op.stmt->stream);
+    } else if (op.kind == OpKind::WAIT) {
+      fmt::format_to(it, "wait {}", op.stmt ? std::string_view(op.stmt->handle) : std::string_view());
+    } else {
+      out += op_kind_name(op.kind);
+    }
+  }
+
+  std::string_view stream_name(const Kernel& kernel) const {
+    if (kernel.stream != NO_STREAM) return names[ranks[kernel.rank].streams[kernel.stream].name];
+    if (kernel.op.kind == OpKind::COMPUTE) {  // not enqueued yet when issued
+      return kernel.op.stmt && !kernel.op.stmt->stream.empty() ? std::string_view(kernel.op.stmt->stream) : "main";
+    }
+    return {};
+  }
+
+  static bool is_sync_point(OpKind kind) {
+    return is_communication(kind) || kind == OpKind::NEW_GROUP || kind == OpKind::SYNC || kind == OpKind::WAIT;
+  }
+
+  // info: "reached SYNC-POINT (loc)"; debug: every op, "issue OP on STREAM (loc)".
+  void log_issue(uint32_t k) {
+    const Kernel& kernel = kernels[k];
+    const bool sync_point = is_sync_point(kernel.op.kind);
+    EventLog* log = sync_point ? log_info : log_debug;
+    if (log == nullptr || !log->wants(kernel.rank)) return;
+    std::string& out = log->begin_line(kernel.issue_ns, kernel.rank, thread_names[kernel.thread]);
+    out += sync_point ? "reached " : "issue ";
+    describe(out, kernel);
+    if (log_debug != nullptr) {
+      const std::string_view stream = stream_name(kernel);
+      if (!stream.empty()) fmt::format_to(std::back_inserter(out), " on stream {}", stream);
+    }
+    if (kernel.op.stmt) fmt::format_to(std::back_inserter(out), " ({})", sc.location(kernel.op.stmt->loc));
+    log->end_line();
+  }
+
+  // debug: "start|matched|done OP on STREAM".
+  void log_kernel(uint32_t k, std::string_view what, int64_t at_ns) {
+    const Kernel& kernel = kernels[k];
+    if (!log_debug->wants(kernel.rank)) return;
+    std::string& out = log_debug->begin_line(at_ns, kernel.rank, thread_names[kernel.thread]);
+    out += what;
+    out += ' ';
+    describe(out, kernel);
+    const std::string_view stream = stream_name(kernel);
+    if (!stream.empty()) fmt::format_to(std::back_inserter(out), " on stream {}", stream);
+    log_debug->end_line();
+  }
+
+  // debug: every member of a collective (or new_group) slot has issued it.
+  void log_slot_matched(const CollSlot& slot) {
+    int64_t at = 0;
+    for (int32_t k : slot.kernels) at = std::max(at, kernels[static_cast<size_t>(k)].issue_ns);
+    for (int32_t k : slot.kernels) log_kernel(static_cast<uint32_t>(k), "matched", at);
+  }
+
+  // How the execution ended: one line per rank that did not finish (where it is, whom it waits
+  // for), or the mismatch, timeout or error.
+  void log_outcome() {
+    EventLog& log = *options.log;
+    auto ranks_text = [](const std::vector<int32_t>& list) {
+      std::string text = list.size() == 1 ? "rank " : "ranks ";
+      for (size_t i = 0; i < list.size(); ++i) text += (i ? "," : "") + std::to_string(list[i]);
+      return text;
+    };
+    auto describe_record = [&](std::string& out, const OpRecord& rec) {
+      if (rec.op.kind == OpKind::INIT) {
+        out += "init_process_group on world";
+      } else {
+        Kernel kernel;
+        kernel.op = rec.op;
+        kernel.seq = rec.seq;
+        describe(out, kernel);
+      }
+      if (rec.op.stmt) fmt::format_to(std::back_inserter(out), " ({})", sc.location(rec.op.stmt->loc));
+    };
+    switch (result.end) {
+      case ExecutionEnd::STUCK: {
+        for (uint32_t r = 0; r < result.rank_status.size(); ++r) {
+          const RankStatus status = result.rank_status[r];
+          if (!log.wants(r) || status == RankStatus::FINISHED || status == RankStatus::EXITED ||
+              status == RankStatus::CRASHED) {
+            continue;
+          }
+          std::string& out = log.begin_line(result.rank_end_ns[r], r, thread_name_of(r));
+          if (status == RankStatus::NOT_STARTED) {
+            out += "never started: no process joined init_process_group as this rank";
+            log.end_line();
+            continue;
+          }
+          bool any = false;
+          for (const StuckOp& stuck : result.stuck) {
+            if (static_cast<uint32_t>(stuck.rank) != r) continue;
+            out += any ? "; and in " : "stuck in ";
+            any = true;
+            describe_record(out, stuck.op);
+            if (!stuck.op.stream.empty()) fmt::format_to(std::back_inserter(out), " on stream {}", stuck.op.stream);
+            fmt::format_to(std::back_inserter(out), ", waiting for {}", ranks_text(stuck.waiting_for));
+            if (!stuck.never_issued.empty()) {
+              fmt::format_to(std::back_inserter(out), " ({} never {})", ranks_text(stuck.never_issued),
+                             stuck.op.op.kind == OpKind::INIT ? "joined" : "issued it");
+            }
+          }
+          if (!any) out += "stuck: its host waits for GPU work queued behind a stuck op";
+          log.end_line();
+        }
+        break;
+      }
+      case ExecutionEnd::MISMATCH: {
+        const MismatchInfo& m = *result.mismatch;
+        for (int side = 0; side < 2; ++side) {
+          const int32_t rank = side == 0 ? m.rank_a : m.rank_b;
+          const OpRecord& mine = side == 0 ? m.op_a : m.op_b;
+          const int32_t other = side == 0 ? m.rank_b : m.rank_a;
+          if (!log.wants(rank)) continue;
+          std::string& out = log.begin_line(mine.issue_ns, rank, mine.thread);
+          out += "mismatch in ";
+          describe_record(out, mine);
+          if (m.field == "rank" && m.rank_a == m.rank_b) {
+            out += ": another process joined as the same rank";
+          } else {
+            fmt::format_to(std::back_inserter(out), ": its {} differs from rank {}'s", m.field, other);
+          }
+          log.end_line();
+        }
+        break;
+      }
+      case ExecutionEnd::TIMEOUT:
+        for (const StuckOp& late : result.stuck) {
+          if (!log.wants(late.rank)) continue;
+          std::string& out = log.begin_line(late.op.end_ns, late.rank, late.thread);
+          out += "past the watchdog: ";
+          describe_record(out, late.op);
+          fmt::format_to(std::back_inserter(out), " ran {:.3f}ms", static_cast<double>(late.op.end_ns - late.op.start_ns) / 1e6);
+          if (!late.waiting_for.empty()) fmt::format_to(std::back_inserter(out), ", waiting for {}", ranks_text(late.waiting_for));
+          log.end_line();
+        }
+        break;
+      case ExecutionEnd::ERROR:
+      case ExecutionEnd::LIMIT:
+        if (result.error) {
+          std::string& out = log.begin_line(0, -1, "engine");
+          out += sc.location(result.error->loc);
+          out += ": error: ";
+          out += result.error->message;
+          log.end_line();
+        }
+        break;
+      case ExecutionEnd::COMPLETED:
+      case ExecutionEnd::PRUNED:
+        break;
+    }
+    log.flush();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // The end of an execution.
+
+  OpRecord record_of(uint32_t k) const {
+    const Kernel& kernel = kernels[k];
+    OpRecord rec;
+    rec.index = kernel.index;
+    rec.thread_index = kernel_local[k];
+    rec.op = kernel.op;
+    rec.thread = threads.empty() ? std::string() : thread_names[kernel.thread];
+    if (kernel.stream != NO_STREAM) rec.stream = names[ranks[kernel.rank].streams[kernel.stream].name];
+    rec.seq = kernel.seq;
+    rec.state = kernel.state;
+    rec.matched_peer = kernel.match >= 0 ? static_cast<int32_t>(kernels[static_cast<size_t>(kernel.match)].rank) : -1;
+    rec.issue_ns = kernel.issue_ns;
+    rec.start_ns = kernel.start_ns;
+    rec.end_ns = kernel.end_ns;
+    // Causes name ops by (rank, index); a composite NCCL group stands for its first op.
+    auto name = [&](int32_t cause, int32_t& rank, uint32_t& index) {
+      if (cause < 0) return;
+      const Kernel* by = &kernels[static_cast<size_t>(cause)];
+      if (by->index == NO_INDEX && by->child_count > 0) by = &kernels[static_cast<size_t>(cause) + 1];
+      rank = static_cast<int32_t>(by->rank);
+      index = by->index;
+    };
+    name(kernel.start_cause, rec.start_cause_rank, rec.start_cause_index);
+    name(kernel.end_cause, rec.end_cause_rank, rec.end_cause_index);
+    return rec;
+  }
+
+  void finish() {
+    const size_t world = ranks.size();
+    result.rank_status.resize(world);
+    result.rank_end_ns.resize(world);
+    bool all_finished = true;
+    bool any_unfinished = false;  // running or blocked
+    for (size_t r = 0; r < world; ++r) {
+      RankStatus status = ranks[r].status;
+      if (status == RankStatus::RUNNING) {
+        bool blocked = ranks[r].ending;  // every thread ended; its GPU work never finished
+        for (uint32_t t : ranks[r].threads) blocked |= threads[t].state == ThreadState::BLOCKED;
+        if (blocked) status = RankStatus::BLOCKED;
+      }
+      any_unfinished |= status == RankStatus::RUNNING || status == RankStatus::BLOCKED;
+      result.rank_status[r] = status;
+      result.rank_end_ns[r] = ranks[r].end_ns;
+      if (status != RankStatus::FINISHED && status != RankStatus::EXITED && status != RankStatus::CRASHED) {
+        all_finished = false;
+      }
+    }
+    // A rank that did not finish: the last moment it made progress. (Only then: on a large
+    // run that completes, this walk was a cache miss per kernel.)
+    for (size_t k = 0; any_unfinished && k < kernels.size(); ++k) {
+      const Kernel& kernel = kernels[k];
+      const RankStatus status = result.rank_status[kernel.rank];
+      if (status != RankStatus::RUNNING && status != RankStatus::BLOCKED) continue;
+      const int64_t at = kernel.state == KernelState::DONE ? kernel.end_ns : kernel.start_ns;
+      result.rank_end_ns[kernel.rank] = std::max(result.rank_end_ns[kernel.rank], at);
+    }
+    if (options.record_ops) {
+      // A rank's kernels are created in its issue order, so its records come out sorted by index.
+      result.ops.assign(world, {});
+      for (size_t r = 0; r < world; ++r) result.ops[r].reserve(ranks[r].issued);
+      for (uint32_t k = 0; k < kernels.size(); ++k) {
+        if (kernels[k].index != NO_INDEX) result.ops[kernels[k].rank].push_back(record_of(k));
+      }
+      for ([[maybe_unused]] const std::vector<OpRecord>& ops : result.ops) {
+        assert(std::is_sorted(ops.begin(), ops.end(), [](const OpRecord& a, const OpRecord& b) { return a.index < b.index; }));
+      }
+    }
+    if (stopped) return;
+    if (!mismatched_slots.empty() || !mismatched_sends.empty()) {
+      report_mismatches();
+      return;
+    }
+    if (all_finished) {
+      result.end = ExecutionEnd::COMPLETED;
+      find_timeouts();
+      return;
+    }
+    result.end = ExecutionEnd::STUCK;
+    for (uint32_t k = 0; k < kernels.size(); ++k) {
+      const Kernel& kernel = kernels[k];
+      if (kernel.state != KernelState::RUNNING || kernel.index == NO_INDEX) continue;
+      if (kernel.op.kind == OpKind::COMPUTE) continue;
+      StuckOp stuck;
+      stuck.rank = static_cast<int32_t>(kernel.rank);
+      stuck.thread = threads.empty() ? std::string() : thread_names[kernel.thread];
+      stuck.op = record_of(k);
+      explain_wait(kernel, stuck);
+      if (stuck.waiting_for.empty()) continue;  // an NCCL group member that could complete
+      result.stuck.push_back(std::move(stuck));
+    }
+    sort_stuck();
+  }
+
+  // A communication kernel that ran (waiting for its peers) longer than the watchdog allows.
+  // PyTorch's watchdog fires on such an op; the ranks it waited for are those that started last.
+  void find_timeouts() {
+    const int64_t limit = sc.semantics.timeout_ns;
+    if (longest_comm_ns <= limit) return;  // nothing to look for: the common case, one compare
+    for (uint32_t k = 0; k < kernels.size(); ++k) {
+      const Kernel& kernel = kernels[k];
+      if (!is_communication(kernel.op.kind) || kernel.index == NO_INDEX) continue;
+      if (kernel.end_ns - kernel.start_ns <= limit) continue;
+      StuckOp late;
+      late.rank = static_cast<int32_t>(kernel.rank);
+      late.thread = threads.empty() ? std::string() : thread_names[kernel.thread];
+      late.op = record_of(k);
+      if (is_collective(kernel.op.kind)) {
+        const CollSlot& slot = comms[comm_id(kernel.op.group, kernel.rank)].slots[kernel.seq - 1];
+        int64_t last = 0;
+        for (int32_t other : slot.kernels) last = std::max(last, kernels[static_cast<size_t>(other)].start_ns);
+        for (int32_t other : slot.kernels) {
+          const Kernel& o = kernels[static_cast<size_t>(other)];
+          if (o.start_ns == last && o.rank != kernel.rank) late.waiting_for.push_back(static_cast<int32_t>(o.rank));
+        }
+      } else if (kernel.match >= 0) {
+        late.waiting_for.push_back(static_cast<int32_t>(kernels[static_cast<size_t>(kernel.match)].rank));
+      }
+      result.stuck.push_back(std::move(late));
+    }
+    // By rank and issue index: `kernels` is in the engine's order, which differs between
+    // interleavings that reach the same state (the property test found two orders of one
+    // timeout reported as two bugs).
+    sort_stuck();
+    if (!result.stuck.empty()) result.end = ExecutionEnd::TIMEOUT;
+  }
+
+  // Stuck (or late) ops by rank, then thread, then their place among the thread's ops: an order
+  // every interleaving that reaches the same state gives (the rank's issue order interleaves
+  // its threads' ops in the engine's order).
+  void sort_stuck() {
+    auto key = [&](const StuckOp& s) {
+      uint32_t ordinal = 0;
+      for (uint32_t t : ranks[static_cast<size_t>(s.rank)].threads) {
+        if (thread_names[t] == s.thread) break;
+        ++ordinal;
+      }
+      return std::tuple(s.rank, ordinal, s.op.thread_index);
+    };
+    std::stable_sort(result.stuck.begin(), result.stuck.end(),
+                     [&](const StuckOp& a, const StuckOp& b) { return key(a) < key(b); });
+  }
+
+  // A queued kernel that waits for another thread's unfinished op through the current stream
+  // the two threads share: said in the explanation (StuckOp::queued_behind).
+  void queued_behind(uint32_t k, StuckOp& stuck) const {
+    const Kernel& kernel = kernels[k];
+    if (kernel.parent >= 0) return;  // an NCCL group's op: its composite holds the waits
+    const uint32_t current = thread_stream_names[kernel.thread];
+    for (uint32_t i = 0; i < kernel.dep_count; ++i) {
+      const uint32_t d = dep(kernel, i);
+      const Kernel& blocker = kernels[d];
+      if (blocker.state == KernelState::DONE || blocker.thread == kernel.thread) continue;
+      if (thread_stream_names[blocker.thread] != current || blocker.index == NO_INDEX) continue;
+      QueuedBehind out;
+      out.rank = static_cast<int32_t>(kernel.rank);
+      out.behind = record_of(d);
+      out.stream = names[current];
+      for (uint32_t t : ranks[kernel.rank].threads) {
+        if (thread_stream_names[t] == current) out.threads.push_back(thread_names[t]);
+      }
+      stuck.queued_behind.push_back(std::move(out));
+      return;
+    }
+  }
+
+  // Whom a running, unfinished op waits for.
+  void explain_wait(const Kernel& kernel, StuckOp& stuck) const {
+    auto add = [&](int32_t r, bool never) {
+      stuck.waiting_for.push_back(r);
+      if (never) stuck.never_issued.push_back(r);
+    };
+    const uint32_t group = kernel.op.group;
+    if (kernel.op.kind == OpKind::NEW_GROUP) {
+      const CollSlot& slot = new_group_calls.slots[kernel.seq - 1];
+      for (size_t i = 0; i < slot.kernels.size(); ++i) {
+        if (i == kernel.rank) continue;
+        if (slot.kernels[i] < 0) add(static_cast<int32_t>(i), true);
+        else if (kernels[static_cast<size_t>(slot.kernels[i])].state != KernelState::RUNNING) add(static_cast<int32_t>(i), false);
+      }
+      return;
+    }
+    if (is_collective(kernel.op.kind)) {
+      const CollSlot& slot = comms[comm_id(group, kernel.rank)].slots[kernel.seq - 1];
+      for (size_t i = 0; i < slot.kernels.size(); ++i) {
+        const int32_t member = members(group, kernel.rank)[i];
+        if (static_cast<uint32_t>(member) == kernel.rank) continue;
+        if (slot.kernels[i] < 0) {
+          add(member, true);
+        } else if (kernels[static_cast<size_t>(slot.kernels[i])].state != KernelState::RUNNING) {
+          add(member, false);
+          queued_behind(static_cast<uint32_t>(slot.kernels[i]), stuck);
+        }
+      }
+      return;
+    }
+    if (kernel.match >= 0) {
+      const Kernel& peer = kernels[static_cast<size_t>(kernel.match)];
+      if (peer.state == KernelState::RUNNING && !is_eager(kernel.op.kind == OpKind::SEND ? kernel : peer)) return;
+      add(static_cast<int32_t>(peer.rank), false);
+      if (peer.state == KernelState::QUEUED) queued_behind(static_cast<uint32_t>(kernel.match), stuck);
+      return;
+    }
+    if (kernel.op.peer >= 0) {
+      // Unmatched: has the peer issued an op that could pair with this one (queued behind
+      // earlier ones), or never?
+      const uint32_t peer = static_cast<uint32_t>(kernel.op.peer);
+      bool issued = false;
+      if (kernel.op.kind == OpKind::SEND) {
+        if (const P2pQueue* receives = recv_queue.find(p2p_key(group, 0, peer))) {
+          for (uint32_t recv : *receives) {
+            const int32_t from = kernels[recv].op.peer;
+            issued |= from < 0 || static_cast<uint32_t>(from) == kernel.rank;
+          }
+        }
+      } else {
+        const P2pQueue* sends = send_queue.find(p2p_key(group, peer, kernel.rank));
+        issued = sends != nullptr && !sends->empty();
+      }
+      add(kernel.op.peer, !issued);
+      return;
+    }
+    for (int32_t member : members(group, kernel.rank)) {
+      if (static_cast<uint32_t>(member) != kernel.rank) add(member, true);
+    }
+  }
+};
+
+}  // namespace lockstep::sim
