@@ -29,51 +29,6 @@ std::string_view rank_status_name(RankStatus status) {
   return "?";
 }
 
-std::string_view log_level_name(LogLevel level) {
-  switch (level) {
-    case LogLevel::ERROR: return "error";
-    case LogLevel::WARN: return "warn";
-    case LogLevel::INFO: return "info";
-    case LogLevel::DEBUG: return "debug";
-  }
-  return "?";
-}
-
-std::optional<LogLevel> parse_log_level(std::string_view name) {
-  for (LogLevel level : {LogLevel::ERROR, LogLevel::WARN, LogLevel::INFO, LogLevel::DEBUG}) {
-    if (name == log_level_name(level)) return level;
-  }
-  return std::nullopt;
-}
-
-EventLog::EventLog(std::ostream& out, LogLevel level, const std::vector<int32_t>& ranks)
-    : out_(out), level_(level), all_(ranks.empty()) {
-  for (int32_t r : ranks) {
-    if (r < 0) continue;
-    if (static_cast<size_t>(r) >= ranks_.size()) ranks_.resize(static_cast<size_t>(r) + 1, false);
-    ranks_[static_cast<size_t>(r)] = true;
-  }
-}
-
-EventLog::~EventLog() { flush(); }
-
-std::string& EventLog::begin_line(int64_t time_ns, int64_t rank, std::string_view thread) {
-  fmt::format_to(std::back_inserter(buffer_), "[{:8.3f} ms] rank {} {}: ", static_cast<double>(time_ns) / 1e6, rank, thread);
-  return buffer_;
-}
-
-void EventLog::end_line() {
-  buffer_ += '\n';
-  if (buffer_.size() >= (size_t{64} << 10)) flush();
-}
-
-void EventLog::flush() {
-  if (buffer_.empty()) return;
-  out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
-  out_.flush();
-  buffer_.clear();
-}
-
 uint64_t resident_bytes() {
   // statm: "total resident shared ..." in pages.
   char text[128];
