@@ -53,19 +53,6 @@ std::string_view kernel_state_name(KernelState state) {
   return "?";
 }
 
-uint32_t FootprintIds::object(uint32_t kind, uint64_t key) {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  auto& ids = objects_[kind];
-  return ids.try_emplace(key, static_cast<uint32_t>(ids.size())).first->second;
-}
-
-uint32_t FootprintIds::actor(uint32_t kind, uint64_t key, uint32_t first) {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  const auto [it, added] = actors_[kind].try_emplace(key, 0);
-  if (added) it->second = first + next_actor_++;
-  return it->second;
-}
-
 Engine::Engine(const Scenario& scenario, EngineOptions options)
     : impl_(std::make_unique<Impl>(scenario, options)) {}
 

@@ -77,22 +77,8 @@ struct Engine::Impl : ExecState {
 
   // -------------------------------------------------------------------------------------------
   // Footprints (EngineOptions::footprints; sim/strategy.h).
-
-  uint32_t object(ObjectKind kind, uint64_t key) {
-    // A rank's liveness and unfinished kernels are numbered by the rank (the checker reads it
-    // back: the steps of the rank that exits are alternatives of the exit).
-    if (kind == ObjectKind::ALIVE || kind == ObjectKind::PENDING) {
-      return (static_cast<uint32_t>(kind) << OBJECT_KIND_SHIFT) | static_cast<uint32_t>(key);
-    }
-    auto& ids = object_ids[static_cast<size_t>(kind)];
-    const auto [it, added] = ids.try_emplace(key, 0);
-    if (added) {
-      const uint32_t index = options.ids != nullptr ? options.ids->object(static_cast<uint32_t>(kind), key)
-                                                    : static_cast<uint32_t>(ids.size() - 1);
-      it->second = (static_cast<uint32_t>(kind) << OBJECT_KIND_SHIFT) | index;
-    }
-    return it->second;
-  }
+  // Defined in sim/engine_footprints.cc; intern and find_name in sim/engine_streams.cc.
+  uint32_t object(ObjectKind kind, uint64_t key);
   static uint64_t pack(uint64_t a, uint64_t b) { return (a << 32) | b; }
 
   // Touches by the step's own action (a thread's op, a match, a start), not by what it sets off.
@@ -131,14 +117,7 @@ struct Engine::Impl : ExecState {
       touch_always(ObjectKind::PENDING, kernel.rank, Access::ADD, cause);
     }
   }
-  // The pairs (group, src, dst) of a p2p kernel (a wildcard receive's once matched).
-  uint64_t pair_key(uint32_t k) const {
-    const Kernel& kernel = kernels[k];
-    const uint32_t peer = kernel.op.peer >= 0 ? static_cast<uint32_t>(kernel.op.peer)
-                                              : kernels[static_cast<size_t>(kernel.match)].rank;
-    return kernel.op.kind == OpKind::SEND ? p2p_key(kernel.op.group, kernel.rank, peer)
-                                          : p2p_key(kernel.op.group, peer, kernel.rank);
-  }
+  uint64_t pair_key(uint32_t k) const;
   // Under comm_concurrency (START steps), kernel k is issued, started or completed: what may
   // make another of its rank ready for a slot, which a START that takes the last slot disables.
   void touch_slots(uint32_t k) {
@@ -146,19 +125,8 @@ struct Engine::Impl : ExecState {
       touch_always(ObjectKind::SLOTS, kernels[k].rank, Access::ADD, kernel_vclock(k));
     }
   }
-
-  uint32_t channel_actor(uint32_t group, uint32_t src, uint32_t dst) {
-    const uint64_t key = p2p_key(group, src, dst);
-    const auto [it, added] = channel_actors.try_emplace(key, 0);
-    if (added) it->second = options.ids != nullptr ? options.ids->actor(0, key, static_cast<uint32_t>(threads.size())) : next_actor++;
-    return it->second;
-  }
-  uint32_t kernel_actor(uint32_t k) {
-    const uint64_t name = kernel_name(k);
-    const auto [it, added] = kernel_actors.try_emplace(name, 0);
-    if (added) it->second = options.ids != nullptr ? options.ids->actor(1, name, static_cast<uint32_t>(threads.size())) : next_actor++;
-    return it->second;
-  }
+  uint32_t channel_actor(uint32_t group, uint32_t src, uint32_t dst);
+  uint32_t kernel_actor(uint32_t k);
 
   static constexpr uint32_t MAIN_NAME = 0;
   static constexpr uint32_t NO_NAME = UINT32_MAX;
@@ -351,6 +319,7 @@ struct Engine::Impl : ExecState {
   // the deepest checkpoint within them and asks its point again. Valid checkpoints form a chain
   // along the last execution's path, by index; those past the shared prefix are dropped when an
   // execution starts.
+  // Defined in sim/engine_checkpoints.cc.
 
   struct Checkpoint {
     uint64_t index = 0;  // result.choice_points at the point
@@ -362,48 +331,14 @@ struct Engine::Impl : ExecState {
   std::vector<Checkpoint> checkpoints;  // slots, reused: [0, checkpoint_count) are valid
   size_t checkpoint_count = 0;
   size_t checkpoint_bytes = 0;  // of the valid ones
-
-  size_t state_bytes() const {
-    size_t bytes = kernels.size() * (sizeof(Kernel) + sizeof(KernelHash) + sizeof(uint32_t)) +
-                   dep_pool.size() * sizeof(uint32_t) + ranks.size() * sizeof(Rank) +
-                   threads.size() * (sizeof(Thread) + sizeof(ProgramFiber::Snapshot)) +
-                   rank_groups.size() * sizeof(RankGroup) + comms.size() * sizeof(Comm) +
-                   (vclocks.size() + kernel_vclocks.size() + kernel_local.size()) * sizeof(uint32_t);
-    for (const auto& fiber : fibers) bytes += fiber->snapshot_bytes();
-    return bytes;
-  }
-
-  void save_checkpoint(uint64_t fingerprint) {
-    const uint64_t index = result.choice_points;
-    if (checkpoint_count > 0 && checkpoints[checkpoint_count - 1].index >= index) return;  // restored from it
-    const size_t bytes = state_bytes();
-    if (checkpoint_bytes + bytes > options.checkpoint_budget_bytes) return;  // replayed from an earlier one
-    if (checkpoint_count == checkpoints.size()) checkpoints.emplace_back().state.kernels.keep_exact();
-    Checkpoint& cp = checkpoints[checkpoint_count++];
-    cp.index = index;
-    cp.fingerprint = fingerprint;
-    cp.bytes = bytes;
-    cp.state = static_cast<const ExecState&>(*this);
-    cp.programs.resize(fibers.size());
-    for (size_t t = 0; t < fibers.size(); ++t) fibers[t]->save(cp.programs[t]);
-    checkpoint_bytes += bytes;
-  }
-
-  // The deepest checkpoint within the first `depth` choices, after dropping the others.
-  const Checkpoint* resume_point(uint64_t depth) {
-    while (checkpoint_count > 0 && checkpoints[checkpoint_count - 1].index > depth) {
-      checkpoint_bytes -= checkpoints[--checkpoint_count].bytes;
-    }
-    return checkpoint_count > 0 ? &checkpoints[checkpoint_count - 1] : nullptr;
-  }
-
-  void restore(const Checkpoint& cp) {
-    static_cast<ExecState&>(*this) = cp.state;
-    for (size_t t = 0; t < fibers.size(); ++t) fibers[t]->restore(cp.programs[t]);
-  }
+  size_t state_bytes() const;
+  void save_checkpoint(uint64_t fingerprint);
+  const Checkpoint* resume_point(uint64_t depth);
+  void restore(const Checkpoint& cp);
 
   // -------------------------------------------------------------------------------------------
   // Vector clocks (ExecState::vclocks), kept only under footprints.
+  // Defined in sim/engine_footprints.cc.
 
   static constexpr size_t MAX_VCLOCK_WORDS = size_t{1} << 24;  // 64 MiB; past it, joins forget
 
@@ -415,91 +350,13 @@ struct Engine::Impl : ExecState {
     }
     kernel_vclocks[k] = vclock;
   }
-
-  // A clock's (actor, step) pairs.
-  std::span<const uint32_t> vclock_pairs(uint32_t vclock) const {
-    return std::span<const uint32_t>(vclocks.data() + vclock + 1, 2 * size_t{vclocks[vclock]});
-  }
-
-  // A clock holding the pairs of vclock_buf (sorted by actor, one per actor), or `same` when it
-  // holds exactly those. Past MAX_VCLOCK_WORDS, the empty clock: forgetting an edge is safe
-  // for memory (the checker then meets a race it cannot reverse and explores more), running
-  // out of memory is not.
-  uint32_t vclock_make(uint32_t same) {
-    const uint32_t n = vclocks[same];
-    if (n * 2 == vclock_buf.size() &&
-        std::equal(vclock_buf.begin(), vclock_buf.end(), vclocks.begin() + same + 1)) {
-      return same;
-    }
-    if (vclocks.size() + vclock_buf.size() + 1 > MAX_VCLOCK_WORDS) return 0;
-    const uint32_t made = static_cast<uint32_t>(vclocks.size());
-    vclocks.push_back(static_cast<uint32_t>(vclock_buf.size() / 2));
-    vclocks.insert(vclocks.end(), vclock_buf.begin(), vclock_buf.end());
-    return made;
-  }
-
-  // Into vclock_buf: every step in clock `a` or in `pairs` ((actor, step) pairs by actor), the
-  // later step where both list an actor.
-  void vclock_merge(uint32_t a, std::span<const uint32_t> pairs) {
-    vclock_buf.clear();
-    const uint32_t na = vclocks[a];
-    const size_t nb = pairs.size() / 2;
-    size_t i = 0;
-    size_t j = 0;
-    while (i < na || j < nb) {
-      const uint32_t ra = i < na ? vclocks[a + 1 + 2 * i] : UINT32_MAX;
-      const uint32_t rb = j < nb ? pairs[2 * j] : UINT32_MAX;
-      if (ra < rb) {
-        vclock_buf.insert(vclock_buf.end(), {ra, vclocks[a + 2 + 2 * i]});
-        ++i;
-      } else if (rb < ra) {
-        vclock_buf.insert(vclock_buf.end(), {rb, pairs[2 * j + 1]});
-        ++j;
-      } else {
-        vclock_buf.insert(vclock_buf.end(), {ra, std::max(vclocks[a + 2 + 2 * i], pairs[2 * j + 1])});
-        ++i;
-        ++j;
-      }
-    }
-  }
-
-  // Every step either clock follows.
-  uint32_t vclock_join(uint32_t a, uint32_t b) {
-    if (a == b || b == 0) return a;
-    if (a == 0) return b;
-    const std::span<const uint32_t> pairs = vclock_pairs(b);
-    vclock_merge(a, pairs);
-    if (std::equal(vclock_buf.begin(), vclock_buf.end(), pairs.begin(), pairs.end())) return b;
-    return vclock_make(a);
-  }
-
-  // Gives every kernel of a rendezvous (a collective's members, new_group's calls) the join of
-  // their clocks.
-  void join_vclocks(const std::vector<int32_t>& members) {
-    uint32_t vclock = 0;
-    for (const int32_t k : members) vclock = vclock_join(vclock, kernel_vclock(static_cast<uint32_t>(k)));
-    if (vclock == 0) return;
-    for (const int32_t k : members) set_kernel_vclock(static_cast<uint32_t>(k), vclock);
-  }
-
-  // `vclock` and `actor`'s step `step` (an actor's steps only grow).
-  uint32_t vclock_with(uint32_t vclock, uint32_t actor, uint64_t step) {
-    if (step >= UINT32_MAX) return vclock;  // past 2^32 steps: forget (see vclock_make)
-    const uint32_t pair[2] = {actor, static_cast<uint32_t>(step)};
-    vclock_merge(vclock, pair);
-    return vclock_make(vclock);
-  }
-
-  // What a ready kernel's start happens after: its own clock, the kernel before it on its stream,
-  // and its dependencies (start_kernel keeps the join).
-  uint32_t start_vclock(uint32_t k) {
-    const Kernel& kernel = kernels[k];
-    uint32_t vclock = kernel_vclock(k);
-    const uint32_t before = ranks[kernel.rank].head(kernel.stream).before_head;
-    if (before != NO_INDEX) vclock = vclock_join(vclock, kernel_vclock(before));
-    for (uint32_t i = 0; i < kernel.dep_count; ++i) vclock = vclock_join(vclock, kernel_vclock(dep(kernel, i)));
-    return vclock;
-  }
+  std::span<const uint32_t> vclock_pairs(uint32_t vclock) const;
+  uint32_t vclock_make(uint32_t same);
+  void vclock_merge(uint32_t a, std::span<const uint32_t> pairs);
+  uint32_t vclock_join(uint32_t a, uint32_t b);
+  void join_vclocks(const std::vector<int32_t>& members);
+  uint32_t vclock_with(uint32_t vclock, uint32_t actor, uint64_t step);
+  uint32_t start_vclock(uint32_t k);
 
   // -------------------------------------------------------------------------------------------
   // Choice points and steps.
@@ -613,183 +470,19 @@ struct Engine::Impl : ExecState {
   // issued them (rank, issue index), never by their slot in `kernels` (an artefact of the
   // global interleaving); a reference to a finished kernel is its end time, which is all that
   // a later start, wait or clock reads from it.
+  // Defined in sim/engine_checkpoints.cc.
 
   struct Hasher {
     uint64_t h = 0x6c6f636b73746570ULL;
     void add(uint64_t v) { h = mix(h ^ v); }
     void add_signed(int64_t v) { add(static_cast<uint64_t>(v)); }
   };
-
-  // A kernel by its thread and its index among the thread's ops (an NCCL group's composite by
-  // its first op, bit 31): the same on every path to a state.
-  uint64_t kernel_name(uint32_t k) const {
-    const Kernel& kernel = kernels[k];
-    const uint32_t named = kernel.index != NO_INDEX ? k : first_child(k);
-    const uint32_t local = kernel_local[named];
-    return (static_cast<uint64_t>(kernel.thread) << 32) | local | (named != k ? 0x80000000u : 0);
-  }
-
-  uint64_t kernel_ref(uint32_t k) const {
-    const Kernel& kernel = kernels[k];
-    if (kernel.state == KernelState::DONE) return mix(static_cast<uint64_t>(kernel.end_ns) ^ mix(static_cast<uint64_t>(kernel.start_ns)));
-    return mix(kernel_name(k));
-  }
-
-  void hash_live_kernel(uint32_t k, Hasher& out) const {
-    const Kernel& kernel = kernels[k];
-    out.add(kernel_name(k));
-    out.add(kernel.thread);
-    out.add(ranks[kernel.rank].streams[kernel.stream == NO_STREAM ? 0 : kernel.stream].name ^ (kernel.stream == NO_STREAM ? 0xabcULL : 0));
-    out.add(kernel.seq);
-    out.add(static_cast<uint64_t>(kernel.state) | static_cast<uint64_t>(kernel.comm) << 8 |
-            static_cast<uint64_t>(kernel.op.kind) << 16 | static_cast<uint64_t>(kernel.op.dtype) << 24);
-    out.add(kernel.op.group);
-    out.add_signed(kernel.op.size_bytes);
-    out.add_signed(kernel.op.peer);
-    out.add_signed(kernel.op.root);
-    out.add_signed(kernel.op.duration_ns);
-    out.add(kernel.op.stmt != nullptr ? (static_cast<uint64_t>(kernel.op.stmt->loc.line) << 32 | kernel.op.stmt->loc.col) : 0);
-    out.add(kernel.match >= 0 ? kernel_ref(static_cast<uint32_t>(kernel.match)) : 0);
-    out.add(kernel.parent >= 0 ? kernel_name(static_cast<uint32_t>(kernel.parent)) : 0);
-    out.add(kernel.child_count);
-    for (uint32_t i = 0; i < kernel.dep_count; ++i) out.add(kernel_ref(dep(kernel, i)));
-    out.add_signed(kernel.issue_ns);
-    out.add_signed(kernel.start_ns);
-    out.add_signed(kernel.end_ns);
-  }
-
-  // One kernel of the sum over live kernels (state_fingerprint).
-  uint64_t hash_kernel(uint32_t k) const {
-    const Kernel& kernel = kernels[k];
-    Hasher one;
-    hash_live_kernel(k, one);
-    if (kernel.state == KernelState::DONE && is_collective(kernel.op.kind)) {
-      for (int32_t other : comms[comm_id(kernel.op.group, kernel.rank)].slots[kernel.seq - 1].kernels) {
-        one.add_signed(other >= 0 ? kernels[static_cast<size_t>(other)].start_ns : -2);
-      }
-    }
-    return one.h;
-  }
-
-  // hash_kernel of a kernel not done, remembered. What it reads of the kernel is fixed once the
-  // kernel is issued except for the fields compared here, and what it reads of the kernels it
-  // references (dependencies, match) changes only when one of them becomes done.
-  uint64_t live_kernel_hash(uint32_t k) {
-    const Kernel& kernel = kernels[k];
-    uint32_t done_refs = 0;
-    for (uint32_t i = 0; i < kernel.dep_count; ++i) {
-      done_refs += kernels[dep(kernel, i)].state == KernelState::DONE ? 1 : 0;
-    }
-    if (kernel.match >= 0) done_refs += kernels[static_cast<size_t>(kernel.match)].state == KernelState::DONE ? 1 : 0;
-    KernelHash& memo = kernel_hashes[k];
-    if (memo.valid && memo.state == kernel.state && memo.start_ns == kernel.start_ns && memo.end_ns == kernel.end_ns &&
-        memo.match == kernel.match && memo.stream == kernel.stream && memo.seq == kernel.seq &&
-        memo.dep_count == kernel.dep_count && memo.child_count == kernel.child_count && memo.done_refs == done_refs) {
-      return memo.hash;
-    }
-    memo = KernelHash{hash_kernel(k), kernel.start_ns, kernel.end_ns, kernel.match, kernel.stream, kernel.seq,
-                      kernel.dep_count, kernel.child_count, done_refs, kernel.state, true};
-    return memo.hash;
-  }
-
-  // Not const: it moves the communicators' complete_prefix on, which only saves later scans.
-  uint64_t state_fingerprint() {
-    Hasher h;
-    h.add(ops_issued);
-    for (uint32_t t = 0; t < threads.size(); ++t) {
-      const Thread& thread = threads[t];
-      h.add(static_cast<uint64_t>(thread.state));
-      // A finished thread's clock and path are history: only reports read them.
-      if (thread.state == ThreadState::DONE) continue;
-      h.add(thread.position);
-      h.add_signed(thread.clock_ns);
-      h.add(thread.issued);
-      h.add(thread.choose_key);
-      for (uint32_t k : thread.waits) h.add(kernel_ref(k));
-      h.add(0xfeed);
-    }
-    for (uint32_t r = 0; r < ranks.size(); ++r) {
-      const Rank& rank = ranks[r];
-      h.add(static_cast<uint64_t>(rank.status) | static_cast<uint64_t>(rank.live_threads) << 8);
-      // A rank that finished, exited or crashed acts no more: what the future reads of it is
-      // its status and its kernels, which the structures of live ranks reference.
-      if (rank.status != RankStatus::RUNNING && rank.status != RankStatus::BLOCKED) continue;
-      h.add(rank.issued);
-      h.add(rank.new_groups);
-      h.add(rank.running_comm);  // not end_ns: a report's number, never read by the future
-      h.add(rank.ending ? 1 : 0);
-      for (uint32_t k : rank.end_waits) h.add(kernel_ref(k));
-      // Streams, named streams and handles by name, as sums: the order in which a rank's threads
-      // made them (their slots) is an artefact of the interleaving.
-      uint64_t streams_sum = 0;
-      for (uint32_t s = 0; s < rank.streams.size(); ++s) {
-        const Stream& stream = rank.streams[s];
-        Hasher one;
-        one.add(stream.name);
-        one.add(stream.last == NO_INDEX ? 0 : kernel_ref(stream.last));
-        for (uint32_t k = rank.head(s).head; k != NO_INDEX; k = kernels[k].next) one.add(kernel_ref(k));
-        for (uint32_t k : stream.pending_waits) one.add(kernel_ref(k));
-        streams_sum += one.h;
-      }
-      h.add(streams_sum);
-      const RankGroup* per_group = &rank_group(r, 0);
-      const size_t group_count = sc.groups.size();
-      for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].stream == NO_STREAM ? 0 : 1);
-      for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].coll_seq);
-      for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].agreed_seq);
-      for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].created ? 1 : 2);
-      uint64_t handles_sum = 0;
-      for (const auto& [name, k] : rank.handles) handles_sum += mix(mix(name) + kernel_ref(k));
-      h.add(handles_sum);
-      for (uint32_t k : rank.launch_order) h.add(kernel_ref(k));
-      h.add(0xcafe);
-    }
-    // Kernels not done, and done ones the watchdog will report (their record is history the
-    // verdict reads): the two lists kept by track_live and on_done.
-    uint64_t live = 0;  // a sum: the order of `kernels` (and of the lists) is an artefact
-    for (uint32_t k : live_kernels) live += live_kernel_hash(k);
-    for (uint32_t k : timed_out) live += hash_kernel(k);
-    h.add(live);
-    // Communicators: the collectives not complete everywhere (every member's kernel issued and
-    // done, which CollSlot::done counts).
-    auto slot_complete = [](const CollSlot& slot) { return slot.done == slot.kernels.size(); };
-    auto hash_slots = [&](Comm& comm, uint64_t id) {
-      while (comm.complete_prefix < comm.slots.size() && slot_complete(comm.slots[comm.complete_prefix])) {
-        ++comm.complete_prefix;
-      }
-      for (size_t seq = comm.complete_prefix; seq < comm.slots.size(); ++seq) {
-        const CollSlot& slot = comm.slots[seq];
-        if (slot_complete(slot)) continue;
-        h.add(id);
-        h.add(seq);
-        h.add(slot.issued | static_cast<uint64_t>(slot.running) << 32);
-        h.add(slot.first >= 0 ? kernel_ref(static_cast<uint32_t>(slot.first)) : 0);
-        for (int32_t k : slot.kernels) h.add(k >= 0 ? kernel_ref(static_cast<uint32_t>(k)) : 1);
-      }
-    };
-    for (uint32_t c = 0; c < comms.size(); ++c) hash_slots(comms[c], c);
-    hash_slots(new_group_calls, UINT32_MAX);
-    // Keyed tables: a sum over entries (their iteration order is not part of the state).
-    uint64_t keyed = 0;
-    for (const P2pQueue& queue : send_queue) {
-      keyed += mix(mix(queue.key ^ 0x5e17ULL) + queue.sent);  // every key has sent >= 1
-      if (queue.empty()) continue;
-      Hasher one;
-      one.add(queue.key);
-      for (uint32_t k : queue) one.add(kernel_ref(k));
-      keyed += one.h;
-    }
-    for (const P2pQueue& queue : recv_queue) {
-      if (queue.empty()) continue;
-      Hasher one;
-      one.add(~queue.key);
-      for (uint32_t k : queue) one.add(kernel_ref(k));
-      keyed += one.h;
-    }
-    for (const auto& [key, branch] : agreed_branch) keyed += mix(mix(key ^ 0xa6eeULL) + branch);
-    h.add(keyed);
-    return h.h == 0 ? 1 : h.h;
-  }
+  uint64_t kernel_name(uint32_t k) const;
+  uint64_t kernel_ref(uint32_t k) const;
+  void hash_live_kernel(uint32_t k, Hasher& out) const;
+  uint64_t hash_kernel(uint32_t k) const;
+  uint64_t live_kernel_hash(uint32_t k);
+  uint64_t state_fingerprint();
 
   // -------------------------------------------------------------------------------------------
   // Host threads.
