@@ -130,18 +130,8 @@ struct Engine::Impl : ExecState {
 
   static constexpr uint32_t MAIN_NAME = 0;
   static constexpr uint32_t NO_NAME = UINT32_MAX;
-
-  uint32_t intern(std::string_view name) {
-    if (auto it = name_ids.find(name); it != name_ids.end()) return it->second;
-    const uint32_t id = static_cast<uint32_t>(names.size());
-    names.emplace_back(name);
-    name_ids.emplace(names.back(), id);
-    return id;
-  }
-  uint32_t find_name(std::string_view name) const {
-    const auto it = name_ids.find(name);
-    return it != name_ids.end() ? it->second : NO_NAME;
-  }
+  uint32_t intern(std::string_view name);
+  uint32_t find_name(std::string_view name) const;
 
   RankGroup& rank_group(uint32_t r, uint32_t group) { return rank_groups[size_t{r} * sc.groups.size() + group]; }
   const RankGroup& rank_group(uint32_t r, uint32_t group) const {
@@ -914,6 +904,7 @@ struct Engine::Impl : ExecState {
 
   // -------------------------------------------------------------------------------------------
   // Streams.
+  // Defined in sim/engine_streams.cc.
 
   // By name id (NO_NAME: a name never interned, so found nowhere).
   template <typename Pairs>
@@ -929,409 +920,36 @@ struct Engine::Impl : ExecState {
     if (name == MAIN_NAME) return &MAIN;
     return find_named(rank.named_streams, name);
   }
-
-  uint32_t add_stream(Rank& rank, uint32_t name) {
-    const uint32_t s = static_cast<uint32_t>(rank.streams.size());
-    rank.named_streams.emplace_back(name, s);
-    rank.streams.add().reset(name);
-    if (s < Rank::INLINE_STREAMS) {
-      rank.heads[s] = StreamHead{};
-    } else {
-      rank.more_heads.emplace_back();
-    }
-    rank.stream_count = s + 1;
-    return s;
-  }
-
-  uint32_t named_stream(Rank& rank, uint32_t name) {
-    const uint32_t* found = find_stream(rank, name);
-    return found != nullptr ? *found : add_stream(rank, name);
-  }
-
-  uint32_t pair_stream_name(uint32_t group, uint32_t a, uint32_t b) {
-    auto [it, added] = pair_stream_names.try_emplace(p2p_key(group, a, b), 0);
-    if (added) it->second = intern(fmt::format("comm:{}:p2p:{}-{}", sc.groups[group].name, a, b));
-    return it->second;
-  }
-
-  // The stream of a communication op: `stream:` if given; for p2p under p2p_comm: pair, the
-  // pair's own stream (PyTorch's lazy init); else the group's `comm:GROUP` stream.
-  uint32_t comm_stream(uint32_t r, const OpInstance& op) {
-    Rank& rank = ranks[r];
-    if (op.stmt && !op.stmt->stream.empty()) return named_stream(rank, intern(op.stmt->stream));
-    if (is_p2p(op.kind) && sc.semantics.p2p_comm == P2pComm::PAIR && op.peer >= 0) {
-      const uint32_t a = std::min<uint32_t>(r, static_cast<uint32_t>(op.peer));
-      const uint32_t b = std::max<uint32_t>(r, static_cast<uint32_t>(op.peer));
-      return named_stream(rank, pair_stream_name(op.group, a, b));
-    }
-    uint32_t& s = rank_group(r, op.group).stream;
-    if (s == NO_STREAM) s = add_stream(rank, group_stream_name[op.group]);
-    return s;
-  }
-
-  void enqueue(uint32_t r, uint32_t s, uint32_t k) {
-    Stream& stream = ranks[r].streams[s];
-    StreamHead& head = ranks[r].head(s);
-    Kernel& kernel = kernels[k];
-    assert(kernel.dep_count == 0);
-    // Done ones too: their end still bounds this kernel's start (see add_wait). One dependency
-    // (the common case) is kept in the kernel itself, which progress reads anyway.
-    kernel.dep_count = static_cast<uint32_t>(stream.pending_waits.size());
-    if (kernel.dep_count == 1) {
-      kernel.dep_begin = stream.pending_waits[0];
-    } else if (kernel.dep_count > 1) {
-      kernel.dep_begin = static_cast<uint32_t>(dep_pool.size());
-      dep_pool.insert(dep_pool.end(), stream.pending_waits.begin(), stream.pending_waits.end());
-    }
-    stream.pending_waits.clear();
-    kernel.stream = s;
-    if (stream.last != NO_INDEX) kernels[stream.last].next = k;
-    stream.last = k;
-    if (head.head == NO_INDEX) head.head = k;
-  }
-
-  // A communication op's stream s waits for prior work on the issuing thread's current stream c;
-  // c waits for the op unless it is async (then `wait: H` adds that edge).
-  // "Prior work on c" is its last kernel and the waits c has taken on since (an earlier
-  // synchronous op on another stream): CUDA orders an event recorded on c after both.
-  void link_synchronous(uint32_t r, uint32_t s, uint32_t c, uint32_t k, bool async) {
-    Rank& rank = ranks[r];
-    if (s != c) {
-      Stream& current = rank.streams[c];
-      WaitList& waits = rank.streams[s].pending_waits;
-      if (current.last != NO_INDEX) add_wait(waits, current.last);
-      for (uint32_t w : current.pending_waits) add_wait(waits, w);
-    }
-    enqueue(r, s, k);
-    if (!async && s != c) add_wait(rank.streams[c].pending_waits, k);
-  }
-
-  // The thread's current stream (ThreadDef::stream; `main` unless it names one), made on first use.
-  uint32_t current_stream(uint32_t t) {
-    const uint32_t name = thread_stream_names[t];
-    return name == MAIN_NAME ? MAIN_STREAM : named_stream(ranks[threads[t].rank], name);
-  }
-
-  // Adds a wait on kernel k, keeping one wait per stream (a later kernel of a stream implies
-  // the earlier ones), so the lists stay as short as the streams. A finished kernel is still
-  // waited for: the engine's order is not virtual time, and a kernel done before this point of
-  // the interleaving may end after the host issues the waiting one (its end bounds the start).
-  void add_wait(WaitList& waits, uint32_t k) {
-    for (uint32_t& w : waits) {
-      if (kernels[w].stream == kernels[k].stream) {
-        w = std::max(w, k);
-        return;
-      }
-    }
-    waits.push_back(k);
-  }
+  uint32_t add_stream(Rank& rank, uint32_t name);
+  uint32_t named_stream(Rank& rank, uint32_t name);
+  uint32_t pair_stream_name(uint32_t group, uint32_t a, uint32_t b);
+  uint32_t comm_stream(uint32_t r, const OpInstance& op);
+  void enqueue(uint32_t r, uint32_t s, uint32_t k);
+  void link_synchronous(uint32_t r, uint32_t s, uint32_t c, uint32_t k, bool async);
+  uint32_t current_stream(uint32_t t);
+  void add_wait(WaitList& waits, uint32_t k);
 
   // -------------------------------------------------------------------------------------------
   // Collectives, NCCL groups, new_group.
-
-  void issue_collective(uint32_t k) {
-    Kernel& kernel = kernels[k];
-    const uint32_t group = kernel.op.group;
-    kernel.seq = ++rank_group(kernel.rank, group).coll_seq;
-    kernel.run.slot = SlotRef{comm_id(group, kernel.rank), kernel.seq};
-    touch(ObjectKind::COLL_SEQ, pack(kernel.rank, kernel.run.slot.comm), Access::WRITE);
-    if (log_info != nullptr) [[unlikely]] log_issue(k);
-    Comm& comm = comms[kernel.run.slot.comm];
-    if (options.footprints) touch_kernel(k);
-    join_slot(comm, kernel.seq, members(group, kernel.rank).size(),
-              static_cast<size_t>(member_pos[group][kernel.rank]), k);
-    comm.slots[kernel.seq - 1].group = group;
-  }
-
-  void join_slot(Comm& comm, uint32_t seq, size_t size, size_t position, uint32_t k) {
-    while (comm.slots.size() < seq) comm.slots.add().reset();
-    CollSlot& slot = comm.slots[seq - 1];
-    if (slot.kernels.empty()) slot.kernels.assign(size, -1);
-    slot.kernels[position] = static_cast<int32_t>(k);
-
-    ++slot.issued;
-    if (log_debug != nullptr && slot.issued == size) [[unlikely]] log_slot_matched(slot);
-    if (slot.first < 0) {
-      slot.first = static_cast<int32_t>(k);
-      return;
-    }
-    if (!slot.mismatched && !collective_difference(kernels[static_cast<size_t>(slot.first)].op, kernels[k].op).empty()) {
-      slot.mismatched = true;
-      const uint32_t id = &comm == &new_group_calls ? UINT32_MAX : static_cast<uint32_t>(&comm - comms.data());
-      mismatched_slots.emplace_back(id, seq);
-    }
-  }
-
-  // The mismatch a slot shows in the final state, whatever order its members issued in: the
-  // lowest rank that issued against the lowest rank whose op differs from it.
-  MismatchInfo slot_mismatch(uint32_t id, uint32_t seq) const {
-    const CollSlot& slot = (id == UINT32_MAX ? new_group_calls : comms[id]).slots[seq - 1];
-    int32_t a = -1;
-    for (int32_t k : slot.kernels) {
-      if (k >= 0 && (a < 0 || kernels[static_cast<size_t>(k)].rank < kernels[static_cast<size_t>(a)].rank)) a = k;
-    }
-    int32_t b = -1;
-    for (int32_t k : slot.kernels) {
-      if (k < 0 || collective_difference(kernels[static_cast<size_t>(a)].op, kernels[static_cast<size_t>(k)].op).empty()) {
-        continue;
-      }
-      if (b < 0 || kernels[static_cast<size_t>(k)].rank < kernels[static_cast<size_t>(b)].rank) b = k;
-    }
-    assert(a >= 0 && b >= 0);
-    return mismatch_of(collective_difference(kernels[static_cast<size_t>(a)].op, kernels[static_cast<size_t>(b)].op),
-                       static_cast<uint32_t>(a), static_cast<uint32_t>(b));
-  }
-
-  // The field a matched send/recv pair differs in ("size", "dtype", "tag"), or empty.
-  std::string p2p_difference(uint32_t send, uint32_t recv) const {
-    const OpInstance& a = kernels[send].op;
-    const OpInstance& b = kernels[recv].op;
-    if (a.size_bytes != b.size_bytes) return "size";
-    if (a.dtype != b.dtype) return "dtype";
-    // A tag is a logical identity (docs/scenario-language.md): a pair that carries different ones moved the wrong
-    // tensor, however well the sizes agree (PyTorch p2p has no tag matching on NCCL).
-    if ((a.stmt ? std::string_view(a.stmt->tag) : std::string_view()) !=
-        (b.stmt ? std::string_view(b.stmt->tag) : std::string_view())) {
-      return "tag";
-    }
-    return {};
-  }
-
-  // At the end: the first mismatch in (group, seq, ranks) order, so that every interleaving of
-  // the same issued ops reports the same one.
-  void report_mismatches() {
-    std::optional<MismatchInfo> best;
-    auto consider = [&](MismatchInfo info) {
-      if (!best || std::tie(info.group, info.seq, info.rank_a, info.rank_b) <
-                       std::tie(best->group, best->seq, best->rank_a, best->rank_b)) {
-        best = std::move(info);
-      }
-    };
-    for (const auto& [id, seq] : mismatched_slots) consider(slot_mismatch(id, seq));
-    for (uint32_t send : mismatched_sends) {
-      const uint32_t recv = static_cast<uint32_t>(kernels[send].match);
-      consider(mismatch_of(p2p_difference(send, recv), send, recv));
-    }
-    result.mismatch = std::move(best);
-    result.end = ExecutionEnd::MISMATCH;
-  }
-
-  static std::string collective_difference(const OpInstance& a, const OpInstance& b) {
-    if (a.kind != b.kind) return "kind";
-    if (a.kind == OpKind::NEW_GROUP) return a.stmt->new_group == b.stmt->new_group ? std::string() : "group";
-    if (a.size_bytes != b.size_bytes) return "size";
-    if (a.dtype != b.dtype) return "dtype";
-    if (a.root != b.root) return "root";
-    const std::string_view tag_a = a.stmt ? std::string_view(a.stmt->tag) : std::string_view();
-    const std::string_view tag_b = b.stmt ? std::string_view(b.stmt->tag) : std::string_view();
-    if (tag_a != tag_b) return "tag";
-    return {};
-  }
-
-  MismatchInfo mismatch_of(const std::string& field, uint32_t a, uint32_t b) const {
-    MismatchInfo info;
-    info.group = kernels[a].op.group;
-    info.seq = kernels[b].seq;
-    info.field = field;
-    info.rank_a = static_cast<int32_t>(kernels[a].rank);
-    info.op_a = record_of(a);
-    info.rank_b = static_cast<int32_t>(kernels[b].rank);
-    info.op_b = record_of(b);
-    if (info.rank_a > info.rank_b) {
-      std::swap(info.rank_a, info.rank_b);
-      std::swap(info.op_a, info.op_b);
-    }
-    return info;
-  }
-
-  // An NCCL group: its ops match like any others, but they hold one place on the stream (a
-  // composite kernel) and start together, so a paired send and recv do not block each other.
-  // The group completes when all its ops can.
-  void issue_nccl_group(uint32_t t, const std::vector<OpInstance>& ops) {
-    Thread& thread = threads[t];
-    const uint32_t r = thread.rank;
-    for (const OpInstance& op : ops) {
-      if (!usable_group(r, op)) return;
-    }
-    const uint32_t composite = static_cast<uint32_t>(kernels.size());
-    {
-      Kernel group_kernel;
-      group_kernel.rank = r;
-      group_kernel.thread = t;
-      group_kernel.comm = true;
-      group_kernel.issue_ns = thread.clock_ns;
-      group_kernel.composite = true;
-      if (!ops.empty()) {
-        group_kernel.op = ops.front();
-        group_kernel.kind = group_kernel.op.kind;
-      }
-      kernels.push_back(std::move(group_kernel));
-      track_live(composite);
-    }
-    for (const OpInstance& op : ops) {
-      if (!count_op()) return;
-      ++result.events;
-      const uint32_t k = new_kernel(t, op);
-      kernels[k].parent = static_cast<int32_t>(composite);
-      kernels[k].in_group = true;
-      ++kernels[composite].child_count;
-      kernels[composite].has_children = true;
-    }
-    const uint32_t c = current_stream(t);
-    const uint32_t s = ops.empty() ? c : comm_stream(r, ops.front());
-    touch_link(r, s, c, false);
-    link_synchronous(r, s, c, composite, false);
-    const uint32_t first = first_child(composite);
-    const uint32_t count = kernels[composite].child_count;
-    for (uint32_t k = first; k < first + count; ++k) kernels[k].stream = s;
-    if (sc.semantics.comm_concurrency > 0) launch(r, composite);
-    for (uint32_t k = first; k < first + count; ++k) {
-      if (is_collective(kernels[k].op.kind)) issue_collective(k);
-      else issue_p2p(k);
-      if (stopped) return;
-    }
-    mark_dirty(r);
-  }
-
-  // new_group: a blocking rendezvous of every world rank, the k-th calls matching; on the host,
-  // not on a stream (PyTorch's store-based barrier).
-  void issue_new_group(uint32_t t, const OpInstance& op) {
-    Thread& thread = threads[t];
-    Rank& rank = ranks[thread.rank];
-    const uint32_t k = new_kernel(t, op);
-    Kernel& kernel = kernels[k];
-    touch(ObjectKind::NEW_GROUP_SEQ, thread.rank, Access::WRITE);
-    touch(ObjectKind::CREATED, pack(thread.rank, op.stmt->new_group), Access::WRITE);
-    kernel.seq = ++rank.new_groups;
-    kernel.state = KernelState::RUNNING;
-    kernel.start_ns = kernel.issue_ns;
-    if (rank_group(thread.rank, op.stmt->new_group).created) {
-      runtime_error(op, fmt::format("rank {} creates group '{}' a second time", thread.rank,
-                                    sc.groups[op.stmt->new_group].name));
-      return;
-    }
-    rank_group(thread.rank, op.stmt->new_group).created = true;
-    if (options.footprints) touch_kernel(k);
-    if (log_info != nullptr) [[unlikely]] log_issue(k);
-    join_slot(new_group_calls, kernel.seq, static_cast<size_t>(sc.world), thread.rank, k);
-    if (stopped) return;
-    CollSlot& slot = new_group_calls.slots[kernel.seq - 1];
-    ++slot.running;
-    thread.waits.assign(1, k);
-    if (slot.running == static_cast<uint32_t>(sc.world) && !slot.mismatched) {
-      int64_t end = 0;
-      for (int32_t other : slot.kernels) end = std::max(end, kernels[static_cast<size_t>(other)].start_ns);
-      if (options.footprints) join_vclocks(slot.kernels);
-      for (int32_t other : slot.kernels) complete(static_cast<uint32_t>(other), end);
-    }
-    block_thread(t);
-  }
+  // Defined in sim/engine_collectives.cc.
+  void issue_collective(uint32_t k);
+  void join_slot(Comm& comm, uint32_t seq, size_t size, size_t position, uint32_t k);
+  MismatchInfo slot_mismatch(uint32_t id, uint32_t seq) const;
+  std::string p2p_difference(uint32_t send, uint32_t recv) const;
+  void report_mismatches();
+  static std::string collective_difference(const OpInstance& a, const OpInstance& b);
+  MismatchInfo mismatch_of(const std::string& field, uint32_t a, uint32_t b) const;
+  void issue_nccl_group(uint32_t t, const std::vector<OpInstance>& ops);
+  void issue_new_group(uint32_t t, const OpInstance& op);
 
   // -------------------------------------------------------------------------------------------
   // Point to point.
-
-  void issue_p2p(uint32_t k) {
-    Kernel& kernel = kernels[k];
-    const uint32_t group = kernel.op.group;
-    const uint32_t me = kernel.rank;
-    if (kernel.op.kind == OpKind::SEND) {
-      const uint32_t dst = static_cast<uint32_t>(kernel.op.peer);
-      touch(ObjectKind::SEND_SEQ, p2p_key(group, me, dst), Access::WRITE);
-      if (options.footprints) touch_kernel(k);
-      P2pQueue& sends = send_queue.get(p2p_key(group, me, dst));
-      kernel.seq = ++sends.sent;
-      if (log_info != nullptr) [[unlikely]] log_issue(k);
-      sends.push_back(k);
-      match_receives(group, dst);
-    } else {
-      touch(ObjectKind::RECV_POST, p2p_key(group, 0, me), Access::WRITE);
-      if (options.footprints) touch_kernel(k);
-      if (log_info != nullptr) [[unlikely]] log_issue(k);
-      recv_queue.get(p2p_key(group, 0, me)).push_back(k);
-      match_receives(group, me);
-    }
-  }
-
-  // Receives at `dst` on `group` match in issue order; a named receive takes the oldest
-  // unmatched send from its source. A wildcard at the head waits for a choice.
-  void match_receives(uint32_t group, uint32_t dst) {
-    P2pQueue* receives = recv_queue.find(p2p_key(group, 0, dst));
-    if (receives == nullptr) return;
-    while (!receives->empty() && !stopped) {
-      const uint32_t recv = receives->front();
-      const int32_t src = kernels[recv].op.peer;
-      if (src < 0) return;
-      P2pQueue* sends = send_queue.find(p2p_key(group, static_cast<uint32_t>(src), dst));
-      if (sends == nullptr || sends->empty()) return;
-      const uint32_t send = sends->front();
-      sends->pop_front();
-      receives->pop_front();
-      pair_p2p(send, recv);
-    }
-  }
-
-  void pair_p2p(uint32_t send, uint32_t recv) {
-    kernels[send].match = static_cast<int32_t>(recv);
-    kernels[recv].match = static_cast<int32_t>(send);
-    kernels[recv].seq = kernels[send].seq;
-    if (options.footprints) touch_kernel(recv);  // a wildcard's pairs, known now
-    if (log_debug != nullptr) [[unlikely]] {
-      log_kernel(send, "matched", std::max(kernels[send].issue_ns, kernels[recv].issue_ns));
-      log_kernel(recv, "matched", std::max(kernels[send].issue_ns, kernels[recv].issue_ns));
-    }
-    if (!p2p_difference(send, recv).empty()) {
-      mismatched_sends.push_back(send);  // the pair never completes
-      return;
-    }
-    try_complete_p2p(send);
-  }
-
-  // A wildcard receive takes a message that was sent: both kernels must have started (or, an
-  // eager send, finished). A send still queued behind other work on its stream has not been
-  // posted, as in MPI's and Gloo's any-source receives (NCCL has no wildcard); matching it early
-  // reported deadlocks no real job could reach.
-  void collect_wildcard_options() {
-    for (const P2pQueue& receives : recv_queue) {
-      if (receives.empty()) continue;
-      const Kernel& recv = kernels[receives.front()];
-      if (recv.op.peer >= 0 || !alive(recv.rank) || recv.state != KernelState::RUNNING) continue;
-      const uint32_t group = recv.op.group;
-      for (int32_t src : members(group, recv.rank)) {
-        if (static_cast<uint32_t>(src) == recv.rank) continue;
-        const P2pQueue* sends = send_queue.find(p2p_key(group, static_cast<uint32_t>(src), recv.rank));
-        if (sends == nullptr || sends->empty()) continue;
-        if (kernels[sends->front()].state == KernelState::QUEUED) continue;
-        options_buf.push_back(Option{ChoiceKind::MATCH, static_cast<int32_t>(recv.rank), static_cast<int32_t>(group),
-                                     src, kernels[sends->front()].issue_ns, 0,
-                                     channel_actor(group, static_cast<uint32_t>(src), recv.rank)});
-      }
-    }
-  }
-
-  // A MATCH step (decide): `step` is its index among the execution's steps.
-  void apply_wildcard(const Option& option, uint64_t step) {
-    const uint32_t group = static_cast<uint32_t>(option.thread);
-    const uint32_t dst = static_cast<uint32_t>(option.rank);
-    const uint32_t src = static_cast<uint32_t>(option.detail);
-    P2pQueue& receives = *recv_queue.find(p2p_key(group, 0, dst));
-    P2pQueue& sends = *send_queue.find(p2p_key(group, src, dst));
-    const uint32_t recv = receives.front();
-    const uint32_t send = sends.front();
-    receives.pop_front();
-    sends.pop_front();
-    ++result.events;
-    if (options.footprints) {
-      touch(ObjectKind::RECV_MATCH, p2p_key(group, 0, dst), Access::WRITE);
-      touch(ObjectKind::AVAIL, p2p_key(group, 0, dst), Access::READ);
-      // It happens after both kernels started (what made it possible), and the pair after it.
-      step_after = vclock_join(kernel_vclock(recv), kernel_vclock(send));
-      set_kernel_vclock(recv, vclock_with(step_after, option.actor, step));
-    }
-    pair_p2p(send, recv);
-    match_receives(group, dst);
-    mark_dirty(dst);
-    mark_dirty(src);
-  }
+  // Defined in sim/engine_p2p.cc.
+  void issue_p2p(uint32_t k);
+  void match_receives(uint32_t group, uint32_t dst);
+  void pair_p2p(uint32_t send, uint32_t recv);
+  void collect_wildcard_options();
+  void apply_wildcard(const Option& option, uint64_t step);
 
   // -------------------------------------------------------------------------------------------
   // Kernel progress.
