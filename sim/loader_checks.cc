@@ -43,11 +43,7 @@ void Loader::warn_unused() {
     warning(scenario_.params[i].loc,
             "parameter " + quoted(scenario_.params[i].name) + " is never used");
   }
-  for (size_t i = 1; i < scenario_.groups.size(); ++i) {
-    if (group_used_[i]) continue;
-    warning(scenario_.groups[i].loc,
-            "group " + quoted(scenario_.groups[i].name) + " is never used");
-  }
+  warn_unused_groups(scenario_, group_used_, [&](SourceLoc at, std::string message) { warning(at, std::move(message)); });
   for (size_t i = 0; i < scenario_.defines.size(); ++i) {
     if (define_called_[i]) continue;
     warning(scenario_.defines[i].loc,

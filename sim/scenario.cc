@@ -181,6 +181,14 @@ GroupDef make_group(std::string name, SourceLoc loc, std::vector<int32_t> ranks,
   return group;
 }
 
+void warn_unused_groups(const Scenario& scenario, const std::vector<bool>& used,
+                        const std::function<void(SourceLoc, std::string)>& warning) {
+  for (size_t i = 1; i < scenario.groups.size(); ++i) {
+    if (i < used.size() && used[i]) continue;
+    warning(scenario.groups[i].loc, "group " + quoted(scenario.groups[i].name) + " is never used");
+  }
+}
+
 }  // namespace lockstep::sim
 
 namespace lockstep::sim {

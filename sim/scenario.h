@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -476,6 +477,11 @@ struct Scenario {
   const RankProgram& program_of(int32_t rank) const { return programs[rank_program[static_cast<size_t>(rank)]]; }
   std::string location(SourceLoc loc) const { return format_location(path, loc); }
 };
+
+// The check both loaders (YAML and trace) make once every op is read: a warning for each group
+// no op uses (`used`, by group index; world is never warned about).
+void warn_unused_groups(const Scenario& scenario, const std::vector<bool>& used,
+                        const std::function<void(SourceLoc, std::string)>& warning);
 
 }  // namespace lockstep::sim
 

@@ -193,11 +193,7 @@ bool TraceLoader::check_created(const RankState& rs, const PendingUse& use, cons
 }
 
 void TraceLoader::warn_unused() {
-  for (size_t i = 1; i < scenario_.groups.size(); ++i) {
-    if (group_used_[i]) continue;
-    warning(scenario_.groups[i].loc,
-            "group " + quoted(scenario_.groups[i].name) + " is never used");
-  }
+  warn_unused_groups(scenario_, group_used_, [&](SourceLoc at, std::string message) { warning(at, std::move(message)); });
 }
 
 }  // namespace lockstep::sim::trace
