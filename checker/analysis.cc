@@ -319,6 +319,10 @@ std::optional<Bug> analyze(const sim::Scenario& scenario, const sim::ExecutionRe
     bug.summary = fmt::format("{} differs in {}: rank {} {} {}, rank {} {} {}",
                               m.op_a.op.kind == OpKind::INIT ? std::string("init_process_group") : what, m.field,
                               m.rank_a, verb, detail(m.op_a), m.rank_b, verb, detail(m.op_b));
+    if (m.split_from >= 0) {
+      bug.summary += fmt::format("; rank {} sends {} to rank {}, which expects {} from it", m.split_from,
+                                 format_size(m.split_sent), m.split_to, format_size(m.split_expected));
+    }
     bug.explanation.push_back(bug.summary);
     if (m.op_a.op.kind == OpKind::INIT) {
       const sim::LaunchProcess* a = launch_process(scenario, m.op_a.op.stmt);

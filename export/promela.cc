@@ -384,6 +384,10 @@ class Exporter {
   // One issued communication op: the statements that record it (no d_step around them).
   // Leaves the collective slot in `sl`. False when the op cannot be issued (a diagnostic).
   bool issue(Walk& w, const Stmt& stmt, std::string& code, std::string* describe = nullptr) {
+    if (!sim::op_info(stmt.op).promela) {
+      unsupported(stmt.loc, fmt::format("'{}'", sim::op_kind_name(stmt.op)));
+      return false;
+    }
     const sim::GroupDef& group = sc_.groups[stmt.group];
     const std::vector<int32_t>* members = group.comm_for(w.rank);
     if (members == nullptr) {

@@ -87,7 +87,31 @@ struct OpState {
   MPI_Request request = MPI_REQUEST_NULL;
   Buffer in, out;
   std::vector<int32_t> gathered;  // new_group: every rank's group id
+  // all_to_all_single: elements to and from each member, and where each member's part starts
+  std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
 };
+
+// The counts and displacements of an all_to_all_single's parts, in elements of `width` bytes;
+// false where a count does not fit an MPI count.
+bool split_counts(const std::vector<int64_t>& splits, uint32_t width, std::vector<int>& counts,
+                  std::vector<int>& displs, int64_t& total) {
+  counts.clear();
+  displs.clear();
+  total = 0;
+  for (int64_t bytes : splits) {
+    const int64_t elements = bytes / width;
+    if (elements > INT32_MAX || total > INT32_MAX) return false;
+    counts.push_back(static_cast<int>(elements));
+    displs.push_back(static_cast<int>(total));
+    total += elements;
+  }
+  return total <= INT32_MAX;
+}
+
+// The seeded element e of what `sender` sends to member `to` in an all_to_all_single: each part
+// is numbered from its receiver's place, so a receiver checks what it got without knowing the
+// sender's other parts.
+int64_t split_element(int64_t to, int64_t e) { return (to << 32) + e; }
 
 class Worker {
  public:
@@ -340,6 +364,27 @@ class Worker {
         s.out.resize(n * piece, w);
         rc = MPI_Ialltoall(s.in.data(), p, t, s.out.data(), p, t, comm, &s.request);
         break;
+      case PlanKind::ALL_TO_ALL_SINGLE: {
+        int64_t sent = 0, received = 0;
+        if (!split_counts(op.send_splits, w, s.send_counts, s.send_displs, sent) ||
+            !split_counts(op.recv_splits, w, s.recv_counts, s.recv_displs, received) ||
+            s.send_counts.size() != static_cast<size_t>(n) || s.recv_counts.size() != static_cast<size_t>(n)) {
+          fail(i, "split sizes that MPI cannot express (one per member, each within an MPI count)");
+          return;
+        }
+        // Every element: the receiver checks a sample of its own choosing.
+        s.in.resize(sent, w);
+        for (int64_t j = 0; j < n; ++j) {
+          const auto at = static_cast<size_t>(j);
+          for (int64_t e = 0; e < s.send_counts[at]; ++e) {
+            s.in.set(s.send_displs[at] + e, seeded(rank_, op.seq, split_element(j, e), op.dtype, op.tag, w, n));
+          }
+        }
+        s.out.resize(received, w);
+        rc = MPI_Ialltoallv(s.in.data(), s.send_counts.data(), s.send_displs.data(), t, s.out.data(),
+                            s.recv_counts.data(), s.recv_displs.data(), t, comm, &s.request);
+        break;
+      }
       case PlanKind::GATHER:
         fill(s.in, piece, rank_, op.seq);
         s.out.resize(me == root ? n * piece : 0, w);
@@ -448,6 +493,16 @@ class Worker {
         break;
       case PlanKind::SCATTER:
         for (int64_t e = 0; e < piece; e += stride) if (!expect(e, v(op.root, op.seq, me * piece + e))) return;
+        break;
+      case PlanKind::ALL_TO_ALL_SINGLE:
+        for (int64_t j = 0; j < n; ++j) {
+          const auto at = static_cast<size_t>(j);
+          const int64_t part = s.recv_counts[at];
+          for (int64_t e = 0; e < part; e += stride_of(part)) {
+            const uint64_t want = seeded(members[at], op.seq, split_element(me, e), op.dtype, op.tag, w, n);
+            if (!expect(s.recv_displs[at] + e, want)) return;
+          }
+        }
         break;
       case PlanKind::RECV: {
         int got = 0;

@@ -455,6 +455,16 @@ class NcclWorker {
           s.expected.push_back(v(members[static_cast<size_t>(j)], op.seq, me * piece + e % std::max<int64_t>(1, piece)));
         }
         break;
+      case PlanKind::ALL_TO_ALL_SINGLE:
+        // Parts of any sizes: sent as zeros, and not checked (the op's point is whether each
+        // pair's send and receive agree, which a hang or an NCCL error shows).
+        if (op.send_splits.size() != static_cast<size_t>(n) || op.recv_splits.size() != static_cast<size_t>(n)) {
+          fail(i, "split sizes that are not one per member");
+          return;
+        }
+        for (int64_t bytes : op.send_splits) in_count += bytes / w;
+        for (int64_t bytes : op.recv_splits) out_count += bytes / w;
+        break;
       case PlanKind::SCATTER:
         in_count = me == root ? n * piece : 0;
         out_count = piece;
@@ -478,7 +488,8 @@ class NcclWorker {
     // This rank's contribution: zeros, and seeded values at every stride-th element, copied in
     // one strided transfer from the pinned arena.
     const uint32_t seq = op.kind == PlanKind::SEND ? 0 : op.seq;
-    const bool gives = in_count > 0 && op.kind != PlanKind::RECV && (op.kind != PlanKind::BROADCAST || me == root) &&
+    const bool gives = in_count > 0 && op.kind != PlanKind::RECV && op.kind != PlanKind::ALL_TO_ALL_SINGLE &&
+                       (op.kind != PlanKind::BROADCAST || me == root) &&
                        (op.kind != PlanKind::SCATTER || me == root);
     if (gives) {
       unsigned char* stage = arena_ + s.staging;
@@ -507,6 +518,22 @@ class NcclWorker {
         result(i, ncclReduceScatter(s.in, s.out, p, t, ncclSum, comm, stream), "ncclReduceScatter");
         break;
       case PlanKind::ALL_TO_ALL: result(i, ncclAlltoAll(s.in, s.out, p, t, comm, stream), "ncclAlltoAll"); break;
+      case PlanKind::ALL_TO_ALL_SINGLE: {
+        // As PyTorch's alltoall_base with split sizes: a send and a receive per member, grouped.
+        auto* in = static_cast<unsigned char*>(s.in);
+        auto* out = static_cast<unsigned char*>(s.out);
+        ncclGroupStart();
+        for (int64_t j = 0; j < n; ++j) {
+          const auto at = static_cast<size_t>(j);
+          const auto sent = static_cast<size_t>(op.send_splits[at] / w), received = static_cast<size_t>(op.recv_splits[at] / w);
+          result(i, ncclSend(in, sent, t, static_cast<int>(j), comm, stream), "ncclSend");
+          result(i, ncclRecv(out, received, t, static_cast<int>(j), comm, stream), "ncclRecv");
+          in += sent * w;
+          out += received * w;
+        }
+        result(i, ncclGroupEnd(), "ncclGroupEnd");
+        break;
+      }
       case PlanKind::SCATTER: result(i, ncclScatter(s.in, s.out, p, t, root, comm, stream), "ncclScatter"); break;
       case PlanKind::SEND: result(i, ncclSend(s.in, c, t, index_in(members, op.peer), comm, stream), "ncclSend"); break;
       case PlanKind::RECV: {

@@ -34,26 +34,10 @@ void collect_nccl_groups(std::span<const sim::Stmt> body, std::map<const sim::St
   }
 }
 
+// A communication op's plan kind has its lockstep name; the rest complete locally
+// (init_process_group too: the workers start initialised, build_plan).
 PlanKind plan_kind(OpKind kind) {
-  switch (kind) {
-    case OpKind::ALLREDUCE: return PlanKind::ALLREDUCE;
-    case OpKind::ALLGATHER: return PlanKind::ALLGATHER;
-    case OpKind::REDUCE_SCATTER: return PlanKind::REDUCE_SCATTER;
-    case OpKind::BROADCAST: return PlanKind::BROADCAST;
-    case OpKind::REDUCE: return PlanKind::REDUCE;
-    case OpKind::ALL_TO_ALL: return PlanKind::ALL_TO_ALL;
-    case OpKind::GATHER: return PlanKind::GATHER;
-    case OpKind::SCATTER: return PlanKind::SCATTER;
-    case OpKind::BARRIER: return PlanKind::BARRIER;
-    case OpKind::SEND: return PlanKind::SEND;
-    case OpKind::RECV: return PlanKind::RECV;
-    case OpKind::NEW_GROUP: return PlanKind::NEW_GROUP;
-    case OpKind::EXIT: return PlanKind::EXIT;
-    case OpKind::CRASH: return PlanKind::CRASH;
-    case OpKind::COMPUTE: case OpKind::SLEEP: case OpKind::SYNC: case OpKind::WAIT: return PlanKind::LOCAL;
-    case OpKind::INIT: return PlanKind::LOCAL;  // init_process_group: the workers start initialised (build_plan)
-  }
-  return PlanKind::LOCAL;
+  return parse_plan_kind(sim::op_kind_name(kind)).value_or(PlanKind::LOCAL);
 }
 
 void add(std::vector<uint32_t>& to, const std::vector<uint32_t>& from) { to.insert(to.end(), from.begin(), from.end()); }
@@ -96,6 +80,8 @@ std::vector<PlanOp> plan_rank(const std::vector<sim::OpRecord>& records, const s
     op.name = std::string(sim::op_kind_name(in.kind));
     op.group = in.group;
     op.size_bytes = in.size_bytes;
+    op.send_splits = rec.send_splits;
+    op.recv_splits = rec.recv_splits;
     op.dtype = static_cast<uint32_t>(in.dtype);
     op.dtype_bytes = sim::dtype_bytes(in.dtype);
     op.peer = in.peer;
@@ -613,6 +599,11 @@ size_t compact_sizes(Plan& plan, int64_t cap_bytes) {
   for (const std::vector<PlanOp>& ops : plan.ranks) {
     for (const PlanOp& op : ops) {
       if (op.size_bytes > cap_bytes) large.insert(op.size_bytes);
+      for (const std::vector<int64_t>* splits : {&op.send_splits, &op.recv_splits}) {
+        for (int64_t bytes : *splits) {
+          if (bytes > cap_bytes) large.insert(bytes);
+        }
+      }
     }
   }
   const int64_t base = (cap_bytes / quantum + 1) * quantum;
@@ -628,6 +619,12 @@ size_t compact_sizes(Plan& plan, int64_t cap_bytes) {
       if (auto it = to.find(op.size_bytes); it != to.end()) {
         op.size_bytes = it->second;
         ++changed;
+      }
+      // Split sizes map as sizes do, so that what agreed agrees still and what did not does not.
+      for (std::vector<int64_t>* splits : {&op.send_splits, &op.recv_splits}) {
+        for (int64_t& bytes : *splits) {
+          if (auto it = to.find(bytes); it != to.end()) bytes = it->second;
+        }
       }
     }
   }

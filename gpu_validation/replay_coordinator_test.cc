@@ -65,7 +65,7 @@ TEST_CASE("replay plan: the text form round trips") {
   REQUIRE_MESSAGE(back, error);
   CHECK(format_plan(*back) == text);
   CHECK(back->ranks[3].size() + 2 == back->ranks[0].size());  // rank 3 runs one batch fewer
-  CHECK_FALSE(parse_plan("lockstep-replay-plan 3\nworld 2\nbogus\n", error));
+  CHECK_FALSE(parse_plan("lockstep-replay-plan 4\nworld 2\nbogus\n", error));
   CHECK(error == "plan line 3: unexpected 'bogus'");
   CHECK_FALSE(parse_plan("lockstep-replay-plan 2\nworld 2\n", error));
   CHECK(error == "not a lockstep replay plan (version 3)");

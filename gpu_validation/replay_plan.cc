@@ -11,9 +11,10 @@ namespace lockstep::gpu {
 
 namespace {
 
-constexpr std::array<std::string_view, 15> KIND_NAMES = {
-    "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "gather", "scatter",
-    "barrier",   "send",      "recv",           "new_group", "local",  "exit",       "crash"};
+constexpr std::array<std::string_view, 16> KIND_NAMES = {
+    "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "all_to_all_single",
+    "gather",    "scatter",   "barrier",        "send",      "recv",   "new_group",  "local",
+    "exit",      "crash"};
 
 constexpr std::array<std::string_view, 6> STATUS_NAMES = {"running", "completed", "stuck", "exited", "crashed", "failed"};
 
@@ -79,7 +80,7 @@ bool plan_kind_communicates(PlanKind kind) {
 
 std::string format_plan(const Plan& plan) {
   std::ostringstream out;
-  out << "lockstep-replay-plan 3\n" << "world " << plan.world << "\n";
+  out << "lockstep-replay-plan 4\n" << "world " << plan.world << "\n";
   out << "order " << (plan.order == IssueOrder::FREE ? "free" : "granted") << "\n";
   if (plan.comm_concurrency > 0) out << "comm_concurrency " << plan.comm_concurrency << "\n";
   for (const PlanGroup& g : plan.groups) {
@@ -99,6 +100,12 @@ std::string format_plan(const Plan& plan) {
       out << " " << op.gates.size();
       for (uint32_t g : op.gates) out << " " << g;
       out << "\n";
+      if (op.kind == PlanKind::ALL_TO_ALL_SINGLE) {
+        out << "splits " << op.send_splits.size();
+        for (int64_t bytes : op.send_splits) out << " " << bytes;
+        for (int64_t bytes : op.recv_splits) out << " " << bytes;
+        out << "\n";
+      }
     }
   }
   return out.str();
@@ -124,7 +131,7 @@ std::optional<Plan> parse_plan(const std::string& text, std::string& error) {
     error = "plan line " + std::to_string(line_no) + ": " + what;
     return std::nullopt;
   };
-  if (!std::getline(in, line) || line != "lockstep-replay-plan 3") {
+  if (!std::getline(in, line) || line != "lockstep-replay-plan 4") {
     error = "not a lockstep replay plan (version 3)";
     return std::nullopt;
   }
@@ -189,6 +196,17 @@ std::optional<Plan> parse_plan(const std::string& text, std::string& error) {
         op.gates.push_back(g);
       }
       ops->push_back(std::move(op));
+    } else if (w[0] == "splits" && w.size() >= 2 && ops != nullptr && !ops->empty() &&
+               ops->back().kind == PlanKind::ALL_TO_ALL_SINGLE && ops->back().send_splits.empty()) {
+      // splits N SENT... RECEIVED...: the sizes of the all_to_all_single before it
+      size_t n = 0;
+      if (!to_int(w[1], n) || n > w.size() || w.size() != 2 + 2 * n) return fail("bad splits");
+      PlanOp& op = ops->back();
+      for (size_t i = 0; i < 2 * n; ++i) {
+        int64_t bytes = 0;
+        if (!to_i64(w[2 + i], bytes) || bytes < 0) return fail("bad splits");
+        (i < n ? op.send_splits : op.recv_splits).push_back(bytes);
+      }
     } else {
       return fail("unexpected '" + line + "'");
     }

@@ -90,48 +90,15 @@ std::string parse_profiling_name(std::string_view text, FrOpName& out) {
     meta = rest.substr(space + 1);
     rest = rest.substr(0, space);
   }
-  struct Known {
-    const char* name;
-    sim::OpKind kind;
-  };
-  static constexpr Known KNOWN[] = {
-      {"all_reduce", sim::OpKind::ALLREDUCE},
-      {"allreduce", sim::OpKind::ALLREDUCE},
-      {"all_reduce_coalesced", sim::OpKind::ALLREDUCE},
-      {"allreduce_coalesced", sim::OpKind::ALLREDUCE},
-      {"all_reduce_barrier", sim::OpKind::BARRIER},
-      {"barrier", sim::OpKind::BARRIER},
-      {"broadcast", sim::OpKind::BROADCAST},
-      {"_broadcast_oop", sim::OpKind::BROADCAST},
-      {"reduce", sim::OpKind::REDUCE},
-      {"_reduce_oop", sim::OpKind::REDUCE},
-      {"all_gather", sim::OpKind::ALLGATHER},
-      {"allgather", sim::OpKind::ALLGATHER},
-      {"_all_gather_base", sim::OpKind::ALLGATHER},
-      {"_allgather_base", sim::OpKind::ALLGATHER},
-      {"all_gather_into_tensor_coalesced", sim::OpKind::ALLGATHER},
-      {"allgather_into_tensor_coalesced", sim::OpKind::ALLGATHER},
-      {"reduce_scatter", sim::OpKind::REDUCE_SCATTER},
-      {"_reduce_scatter_base", sim::OpKind::REDUCE_SCATTER},
-      {"reduce_scatter_tensor_coalesced", sim::OpKind::REDUCE_SCATTER},
-      {"all_to_all", sim::OpKind::ALL_TO_ALL},
-      {"all_to_all_base", sim::OpKind::ALL_TO_ALL},
-      {"alltoall", sim::OpKind::ALL_TO_ALL},
-      {"alltoall_base", sim::OpKind::ALL_TO_ALL},
-      {"gather", sim::OpKind::GATHER},
-      {"scatter", sim::OpKind::SCATTER},
-      {"send", sim::OpKind::SEND},
-      {"recv", sim::OpKind::RECV},
-  };
   if (rest == "coalesced") {
     out.coalesced_end = true;
     return "";
   }
-  for (const Known& known : KNOWN) {
-    if (rest != known.name) continue;
-    out.kind = known.kind;
-    if (known.kind == sim::OpKind::SEND || known.kind == sim::OpKind::RECV) {
-      const std::string_view arrow = known.kind == sim::OpKind::SEND ? "->" : "<-";
+  // PyTorch's names for each op are the op table's (sim/ops.h).
+  if (const sim::OpInfo* known = sim::find_torch_op(rest); known != nullptr && known->kind != sim::OpKind::ALL_TO_ALL_SINGLE) {
+    out.kind = known->kind;
+    if (known->kind == sim::OpKind::SEND || known->kind == sim::OpKind::RECV) {
+      const std::string_view arrow = known->kind == sim::OpKind::SEND ? "->" : "<-";
       const size_t at = meta.find(arrow);
       auto number = [](std::string_view digits, int32_t& value) {
         const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
@@ -139,13 +106,18 @@ std::string parse_profiling_name(std::string_view text, FrOpName& out) {
       };
       if (at == std::string_view::npos || !number(meta.substr(0, at), out.local_self) ||
           !number(meta.substr(at + 2), out.local_peer)) {
-        return fmt::format("profiling_name '{}': expected '{} A{}B' with group ranks A and B", text, known.name, arrow);
+        return fmt::format("profiling_name '{}': expected '{} A{}B' with group ranks A and B", text, rest, arrow);
       }
     }
     return "";
   }
   std::vector<std::string> names;
-  for (const Known& known : KNOWN) names.emplace_back(known.name);
+  for (const sim::OpInfo& op : sim::OPS) {
+    if (op.kind == sim::OpKind::ALL_TO_ALL_SINGLE) continue;
+    for (std::string_view name : op.torch) {
+      if (!name.empty()) names.emplace_back(name);
+    }
+  }
   names.emplace_back("coalesced");
   const std::string hint = sim::closest_name(rest, names);
   return fmt::format("unknown op '{}' in profiling_name '{}'{}", rest, text,

@@ -143,18 +143,8 @@ std::optional<std::pair<sim::DType, int64_t>> nccl_dtype(int32_t code) {
 }
 
 std::optional<sim::OpKind> nccl_op(std::string_view name) {
-  static const std::pair<const char*, sim::OpKind> KNOWN[] = {
-      {"AllReduce", sim::OpKind::ALLREDUCE},   {"Broadcast", sim::OpKind::BROADCAST},
-      {"Bcast", sim::OpKind::BROADCAST},       {"Reduce", sim::OpKind::REDUCE},
-      {"AllGather", sim::OpKind::ALLGATHER},   {"ReduceScatter", sim::OpKind::REDUCE_SCATTER},
-      {"Send", sim::OpKind::SEND},             {"Recv", sim::OpKind::RECV},
-      {"AllToAll", sim::OpKind::ALL_TO_ALL},   {"AlltoAll", sim::OpKind::ALL_TO_ALL},
-      {"Gather", sim::OpKind::GATHER},         {"Scatter", sim::OpKind::SCATTER},
-  };
-  for (const auto& [known, kind] : KNOWN) {
-    if (name == known) return kind;
-  }
-  return std::nullopt;
+  const sim::OpInfo* op = sim::find_nccl_op(name);
+  return op != nullptr ? std::optional(op->kind) : std::nullopt;
 }
 
 class LogReader {

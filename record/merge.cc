@@ -469,21 +469,15 @@ std::string join_ranks(const std::vector<int32_t>& ranks) {
   return out;
 }
 
+// The op an NCCL call is (the op table names NCCL's calls, sim/ops.h), or none.
+const sim::OpInfo* op_of_call(Call call) {
+  const std::string_view name = call_name(call);
+  return name.starts_with("nccl") ? sim::find_nccl_op(name.substr(4)) : nullptr;
+}
+
 std::optional<sim::OpKind> op_kind(Call call) {
-  switch (call) {
-    case Call::ALL_REDUCE: return sim::OpKind::ALLREDUCE;
-    case Call::BROADCAST:
-    case Call::BCAST: return sim::OpKind::BROADCAST;
-    case Call::REDUCE: return sim::OpKind::REDUCE;
-    case Call::ALL_GATHER: return sim::OpKind::ALLGATHER;
-    case Call::REDUCE_SCATTER: return sim::OpKind::REDUCE_SCATTER;
-    case Call::ALL_TO_ALL: return sim::OpKind::ALL_TO_ALL;
-    case Call::GATHER: return sim::OpKind::GATHER;
-    case Call::SCATTER: return sim::OpKind::SCATTER;
-    case Call::SEND: return sim::OpKind::SEND;
-    case Call::RECV: return sim::OpKind::RECV;
-    default: return std::nullopt;
-  }
+  const sim::OpInfo* op = op_of_call(call);
+  return op != nullptr ? std::optional(op->kind) : std::nullopt;
 }
 
 sim::DType dtype_of(int64_t nccl) {
@@ -494,11 +488,9 @@ sim::DType dtype_of(int64_t nccl) {
   return nccl >= 0 && nccl < 12 ? TABLE[nccl] : sim::DType::UINT8;
 }
 
-// Ops whose NCCL count is per rank while lockstep's size is the whole buffer (the gathered
-// output, the scattered input), as PyTorch's all_gather_into_tensor and reduce_scatter_tensor.
 bool count_is_per_rank(Call call) {
-  return call == Call::ALL_GATHER || call == Call::REDUCE_SCATTER || call == Call::ALL_TO_ALL ||
-         call == Call::GATHER || call == Call::SCATTER;
+  const sim::OpInfo* op = op_of_call(call);
+  return op != nullptr && op->nccl_count_per_rank;
 }
 
 }  // namespace

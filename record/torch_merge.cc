@@ -132,17 +132,9 @@ class Reader {
 };
 
 std::optional<sim::OpKind> op_of(const std::string& name) {
-  static const std::pair<const char*, sim::OpKind> KNOWN[] = {
-      {"allreduce", sim::OpKind::ALLREDUCE}, {"allgather", sim::OpKind::ALLGATHER},
-      {"reduce_scatter", sim::OpKind::REDUCE_SCATTER}, {"all_to_all", sim::OpKind::ALL_TO_ALL},
-      {"broadcast", sim::OpKind::BROADCAST}, {"reduce", sim::OpKind::REDUCE},
-      {"gather", sim::OpKind::GATHER}, {"scatter", sim::OpKind::SCATTER},
-      {"barrier", sim::OpKind::BARRIER}, {"send", sim::OpKind::SEND}, {"recv", sim::OpKind::RECV},
-  };
-  for (const auto& [known, kind] : KNOWN) {
-    if (name == known) return kind;
-  }
-  return std::nullopt;
+  const sim::OpInfo* op = sim::find_op_named(name);
+  if (op == nullptr || op->op_class == sim::OpClass::HOST) return std::nullopt;
+  return op->kind;
 }
 
 // The fields of an operation (a record, or one op of a group's "ops").

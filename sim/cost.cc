@@ -11,9 +11,8 @@ int64_t comm_cost_ns(OpKind kind, int64_t size_bytes, int32_t group_size, const 
   const double alpha = static_cast<double>(link.latency_ns);
   double steps = 0;      // latency terms
   double transfer = 0;   // bytes each rank moves over its link
-  switch (kind) {
-    case OpKind::ALLREDUCE:
-    case OpKind::BARRIER:
+  switch (op_info(kind).cost) {
+    case CostShape::ALLREDUCE:
       if (algorithm == Algorithm::TREE) {
         // (double binary) tree: reduce up and broadcast down, pipelined: 2 log2(n) steps, the
         // buffer crosses a link twice
@@ -25,29 +24,23 @@ int64_t comm_cost_ns(OpKind kind, int64_t size_bytes, int32_t group_size, const 
         transfer = 2 * (n - 1) / n * bytes;
       }
       break;
-    case OpKind::ALLGATHER:
-    case OpKind::REDUCE_SCATTER:
-    case OpKind::ALL_TO_ALL:
-    case OpKind::GATHER:
-    case OpKind::SCATTER:
+    case CostShape::SHARDED:
       steps = n - 1;
       transfer = (n - 1) / n * bytes;
       break;
-    case OpKind::BROADCAST:
-    case OpKind::REDUCE:
+    case CostShape::WHOLE:
       // pipelined ring: the whole buffer crosses each link once
       steps = n - 1;
       transfer = bytes;
       break;
-    case OpKind::SEND:
-    case OpKind::RECV:
+    case CostShape::POINT:
       steps = 1;
       transfer = bytes;
       break;
-    default:
+    case CostShape::NONE:
       return 0;
   }
-  if (group_size <= 1 && kind != OpKind::SEND && kind != OpKind::RECV) return 0;
+  if (group_size <= 1 && !is_p2p(kind)) return 0;
   const double ns = steps * alpha + transfer * per_byte_ns;
   // Past what int64 holds (2^63 ns, 292 years): the largest time, which the engine reports as
   // an overflow of virtual time.

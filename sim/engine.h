@@ -25,7 +25,8 @@ namespace lockstep::sim {
 // An operation as a rank issued it: expressions evaluated.
 struct OpInstance {  // 40 bytes: the engine keeps one in every kernel
   int64_t size_bytes = 0;
-  int64_t duration_ns = 0;
+  int64_t duration_ns = 0;     // compute, sleep; all_to_all_single: where its split sizes are
+                               // (in its program's queue, then in the engine's split_values)
   const Stmt* stmt = nullptr;  // source location and tag
   uint32_t group = 0;         // GroupDef index
   int32_t peer = -1;          // send: destination; recv: source, -1 = any
@@ -42,6 +43,8 @@ struct OpRecord {
   uint32_t index = 0;       // position in the rank's issue order, 0-based
   uint32_t thread_index = 0;  // position among its thread's ops, 0-based
   OpInstance op;
+  std::vector<int64_t> send_splits;  // all_to_all_single: bytes to each member of its group
+  std::vector<int64_t> recv_splits;  // and from each
   std::string thread;       // host thread that issued it
   std::string stream;       // "main", "comm:world", ...
   uint32_t seq = 0;         // per-communicator sequence number (collectives), per (comm, src,
@@ -87,7 +90,13 @@ struct StuckOp {
 struct MismatchInfo {
   uint32_t group = 0;
   uint32_t seq = 0;
-  std::string field;  // "kind", "size", "dtype", "root", "tag"
+  std::string field;   // "kind", "size", "split sizes", "dtype", "root", "tag"
+  // "split sizes": rank split_from sends split_sent bytes to rank split_to, which expects
+  // split_expected bytes from it
+  int32_t split_from = -1;
+  int32_t split_to = -1;
+  int64_t split_sent = 0;
+  int64_t split_expected = 0;
   int32_t rank_a = -1;
   OpRecord op_a;
   int32_t rank_b = -1;

@@ -70,7 +70,12 @@ void Engine::Impl::hash_live_kernel(uint32_t k, Hasher& out) const {
   out.add_signed(kernel.op.size_bytes);
   out.add_signed(kernel.op.peer);
   out.add_signed(kernel.op.root);
-  out.add_signed(kernel.op.duration_ns);
+  if (kernel.op.kind == OpKind::ALL_TO_ALL_SINGLE) {
+    for (int64_t bytes : send_splits(kernel.op)) out.add_signed(bytes);
+    for (int64_t bytes : recv_splits(kernel.op)) out.add_signed(bytes);
+  } else {
+    out.add_signed(kernel.op.duration_ns);
+  }
   out.add(kernel.op.stmt != nullptr ? (static_cast<uint64_t>(kernel.op.stmt->loc.line) << 32 | kernel.op.stmt->loc.col) : 0);
   out.add(kernel.match >= 0 ? kernel_ref(static_cast<uint32_t>(kernel.match)) : 0);
   out.add(kernel.parent >= 0 ? kernel_name(static_cast<uint32_t>(kernel.parent)) : 0);

@@ -2,6 +2,8 @@
 // communicator, and mismatches.
 #include "sim/engine_impl.h"
 
+#include <algorithm>
+#include <cassert>
 #include <optional>
 #include <tuple>
 
@@ -31,11 +33,20 @@ void Engine::Impl::join_slot(Comm& comm, uint32_t seq, size_t size, size_t posit
 
   ++slot.issued;
   if (log_debug != nullptr && slot.issued == size) [[unlikely]] log_slot_matched(slot);
-  if (slot.first < 0) {
-    slot.first = static_cast<int32_t>(k);
-    return;
+  if (slot.first < 0) slot.first = static_cast<int32_t>(k);
+  bool differs = static_cast<uint32_t>(slot.first) != k &&
+                 !collective_difference(static_cast<uint32_t>(slot.first), k).empty();
+  if (!differs && op_info(kernels[k].op.kind).agreement == Agreement::SPLITS) {
+    // What each pair exchanges must agree: k against every member issued before it.
+    // (k against itself too: what a member sends itself must be what it expects from itself.)
+    for (int32_t other : slot.kernels) {
+      if (other >= 0 && !collective_difference(static_cast<uint32_t>(other), k).empty()) {
+        differs = true;
+        break;
+      }
+    }
   }
-  if (!slot.mismatched && !collective_difference(kernels[static_cast<size_t>(slot.first)].op, kernels[k].op).empty()) {
+  if (!slot.mismatched && differs) {
     slot.mismatched = true;
     const uint32_t id = &comm == &new_group_calls ? UINT32_MAX : static_cast<uint32_t>(&comm - comms.data());
     mismatched_slots.emplace_back(id, seq);
@@ -43,23 +54,29 @@ void Engine::Impl::join_slot(Comm& comm, uint32_t seq, size_t size, size_t posit
 }
 
 // The mismatch a slot shows in the final state, whatever order its members issued in: the
-// lowest rank that issued against the lowest rank whose op differs from it.
+// lowest rank whose op differs from another's, against the lowest rank it differs from.
 MismatchInfo Engine::Impl::slot_mismatch(uint32_t id, uint32_t seq) const {
   const CollSlot& slot = (id == UINT32_MAX ? new_group_calls : comms[id]).slots[seq - 1];
-  int32_t a = -1;
+  std::vector<uint32_t> issued;
   for (int32_t k : slot.kernels) {
-    if (k >= 0 && (a < 0 || kernels[static_cast<size_t>(k)].rank < kernels[static_cast<size_t>(a)].rank)) a = k;
+    if (k >= 0) issued.push_back(static_cast<uint32_t>(k));
   }
-  int32_t b = -1;
-  for (int32_t k : slot.kernels) {
-    if (k < 0 || collective_difference(kernels[static_cast<size_t>(a)].op, kernels[static_cast<size_t>(k)].op).empty()) {
-      continue;
+  std::sort(issued.begin(), issued.end(), [&](uint32_t x, uint32_t y) { return kernels[x].rank < kernels[y].rank; });
+  for (uint32_t a : issued) {
+    for (uint32_t b : issued) {
+      MismatchInfo split;
+      const std::string field = collective_difference(a, b, &split);
+      if (field.empty()) continue;
+      MismatchInfo info = mismatch_of(field, a, b);
+      info.split_from = split.split_from;
+      info.split_to = split.split_to;
+      info.split_sent = split.split_sent;
+      info.split_expected = split.split_expected;
+      return info;
     }
-    if (b < 0 || kernels[static_cast<size_t>(k)].rank < kernels[static_cast<size_t>(b)].rank) b = k;
   }
-  assert(a >= 0 && b >= 0);
-  return mismatch_of(collective_difference(kernels[static_cast<size_t>(a)].op, kernels[static_cast<size_t>(b)].op),
-                     static_cast<uint32_t>(a), static_cast<uint32_t>(b));
+  assert(false && "a mismatched slot has two members that differ");
+  return {};
 }
 
 // The field a matched send/recv pair differs in ("size", "dtype", "tag"), or empty.
@@ -96,16 +113,42 @@ void Engine::Impl::report_mismatches() {
   result.end = ExecutionEnd::MISMATCH;
 }
 
-std::string Engine::Impl::collective_difference(const OpInstance& a, const OpInstance& b) {
+std::string Engine::Impl::collective_difference(uint32_t ka, uint32_t kb, MismatchInfo* split) const {
+  const OpInstance& a = kernels[ka].op;
+  const OpInstance& b = kernels[kb].op;
   if (a.kind != b.kind) return "kind";
   if (a.kind == OpKind::NEW_GROUP) return a.stmt->new_group == b.stmt->new_group ? std::string() : "group";
-  if (a.size_bytes != b.size_bytes) return "size";
+  if (op_info(a.kind).agreement == Agreement::SPLITS) {
+    // Member a sends b what b receives from a, both ways.
+    const auto pos = [&](uint32_t k) { return static_cast<size_t>(member_pos[kernels[k].op.group][kernels[k].rank]); };
+    for (const auto& [from, to] : {std::pair{ka, kb}, std::pair{kb, ka}}) {
+      const int64_t sent = send_splits(kernels[from].op)[pos(to)];
+      const int64_t expected = recv_splits(kernels[to].op)[pos(from)];
+      if (sent == expected) continue;
+      if (split != nullptr) {
+        split->split_from = static_cast<int32_t>(kernels[from].rank);
+        split->split_to = static_cast<int32_t>(kernels[to].rank);
+        split->split_sent = sent;
+        split->split_expected = expected;
+      }
+      return "split sizes";
+    }
+  } else if (a.size_bytes != b.size_bytes) {
+    return "size";
+  }
   if (a.dtype != b.dtype) return "dtype";
   if (a.root != b.root) return "root";
   const std::string_view tag_a = a.stmt ? std::string_view(a.stmt->tag) : std::string_view();
   const std::string_view tag_b = b.stmt ? std::string_view(b.stmt->tag) : std::string_view();
   if (tag_a != tag_b) return "tag";
   return {};
+}
+
+uint32_t Engine::Impl::keep_splits(std::span<const int64_t> splits) {
+  const auto at = static_cast<uint32_t>(split_values.size());
+  split_values.push_back(static_cast<int64_t>(splits.size() / 2));
+  split_values.insert(split_values.end(), splits.begin(), splits.end());
+  return at;
 }
 
 MismatchInfo Engine::Impl::mismatch_of(const std::string& field, uint32_t a, uint32_t b) const {

@@ -385,7 +385,20 @@ struct Engine::Impl : ExecState {
   MismatchInfo slot_mismatch(uint32_t id, uint32_t seq) const;
   std::string p2p_difference(uint32_t send, uint32_t recv) const;
   void report_mismatches();
-  static std::string collective_difference(const OpInstance& a, const OpInstance& b);
+  // How kernels a and b of one collective slot disagree ("size", "split sizes", ...), or empty;
+  // for split sizes, `split` (if given) gets the pair and both sizes.
+  std::string collective_difference(uint32_t a, uint32_t b, MismatchInfo* split = nullptr) const;
+  // all_to_all_single: its split sizes, kept in split_values when its kernel is made.
+  uint32_t keep_splits(std::span<const int64_t> splits);
+  std::span<const int64_t> send_splits(const OpInstance& op) const {
+    const auto at = static_cast<size_t>(op.duration_ns);
+    return {split_values.data() + at + 1, static_cast<size_t>(split_values[at])};
+  }
+  std::span<const int64_t> recv_splits(const OpInstance& op) const {
+    const auto at = static_cast<size_t>(op.duration_ns);
+    const auto n = static_cast<size_t>(split_values[at]);
+    return {split_values.data() + at + 1 + n, n};
+  }
   MismatchInfo mismatch_of(const std::string& field, uint32_t a, uint32_t b) const;
   void issue_nccl_group(uint32_t t, const std::vector<OpInstance>& ops);
   void issue_new_group(uint32_t t, const OpInstance& op);

@@ -153,6 +153,7 @@ void Engine::Impl::reset() {
   new_group_calls.reset();
   mismatched_slots.clear();
   mismatched_sends.clear();
+  split_values.clear();
   send_queue.clear();
   recv_queue.clear();
   agreed_branch.clear();

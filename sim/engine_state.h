@@ -387,6 +387,9 @@ struct ExecState {
   // ops never complete) and ends MISMATCH, reporting the canonical one of the final state.
   std::vector<std::pair<uint32_t, uint32_t>> mismatched_slots;
   std::vector<uint32_t> mismatched_sends;
+  // all_to_all_single's split sizes, each op's as n, its n sizes sent, its n received; the op's
+  // OpInstance::duration_ns holds where they start.
+  std::vector<int64_t> split_values;
   P2pTable send_queue;                // (group, src, dst): unmatched sends, sends issued
   P2pTable recv_queue;                // (group, 0, dst): unmatched receives
   std::unordered_map<uint64_t, uint32_t> agreed_branch;           // (comm, k) -> branch

@@ -225,6 +225,7 @@ void ProgramFiber::restart() {
   live_.saved.clear();
   live_.call_depth = 0;
   live_.group_ops.clear();
+  live_.splits.clear();
   live_.choose = nullptr;
   live_.branch = 0;
   live_.head = 0;
@@ -307,6 +308,7 @@ void ProgramFiber::advance() {
   if (live_.head == live_.queued) {
     live_.head = 0;
     live_.queued = 0;
+    live_.splits.clear();
     if (!live_.ended) switch_to_program();  // the program queues more actions, or ends
   }
   live_.state = live_.head < live_.queued ? State::READY : live_.end;
@@ -460,6 +462,28 @@ bool ProgramFiber::run_call(const Stmt& stmt) {
   return true;
 }
 
+// all_to_all_single: its sizes to and from each member, after the queue's others in
+// live_.splits; its size is the larger of what it sends and receives in all.
+void ProgramFiber::evaluate_splits(const Stmt& stmt, const std::vector<int32_t>& comm, OpInstance& op) {
+  op.duration_ns = static_cast<int64_t>(live_.splits.size());
+  int64_t sent = 0;
+  int64_t received = 0;
+  for (const std::vector<Expr>* list : {&stmt.extra().send_splits, &stmt.extra().recv_splits}) {
+    const bool sends = list == &stmt.extra().send_splits;
+    if (list->size() != comm.size()) {
+      fail(stmt.loc, fmt::format("{} has {} sizes but group '{}' has {} members on rank {}", sends ? "send_splits" : "recv_splits",
+                                 list->size(), scenario_.groups[stmt.group].name, comm.size(), rank_));
+    }
+    for (const Expr& expr : *list) {
+      const int64_t bytes = eval(expr);
+      if (bytes < 0) fail(expr.loc, fmt::format("size {} is negative (on rank {})", bytes, rank_));
+      (sends ? sent : received) += bytes;
+      live_.splits.push_back(bytes);
+    }
+  }
+  op.size_bytes = std::max(sent, received);
+}
+
 void ProgramFiber::evaluate_op(const Stmt& stmt, OpInstance& op) {
   const int32_t rank = rank_;
   op = OpInstance{};
@@ -503,6 +527,7 @@ void ProgramFiber::evaluate_op(const Stmt& stmt, OpInstance& op) {
       check_rank(root_expr, root, "root");
       op.root = static_cast<int32_t>(root);
     }
+    if (stmt.op == OpKind::ALL_TO_ALL_SINGLE && comm != nullptr) evaluate_splits(stmt, *comm, op);
     if (stmt.has_peer && !stmt.peer_any) {
       const int64_t peer = eval(stmt.peer);
       check_rank(stmt.peer, peer, stmt.op == OpKind::SEND ? "destination" : "source");

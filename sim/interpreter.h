@@ -103,6 +103,12 @@ class ProgramFiber {
   Action action() const { return live_.queue[live_.head].action; }
   const OpInstance& pending() const { return live_.queue[live_.head].op; }
   const std::vector<OpInstance>& group_ops() const { return live_.group_ops; }
+  // An all_to_all_single of the queue or group_ops(): its sizes sent to each member of its
+  // group, then those received from each.
+  std::span<const int64_t> splits(const OpInstance& op) const {
+    const auto at = static_cast<size_t>(op.duration_ns);
+    return {live_.splits.data() + at, 2 * op.stmt->extra().send_splits.size()};
+  }
   const Stmt& choose_stmt() const { return *live_.choose; }
   void set_branch(uint32_t branch) { live_.branch = branch; }
   const Diagnostic& failure() const { return live_.failure; }
@@ -143,6 +149,7 @@ class ProgramFiber {
   // the calls it makes, which restore their own): all a call has to save and restore.
   const std::vector<int32_t>& written_slots(uint32_t callee);
   void evaluate_op(const Stmt& stmt, OpInstance& op);  // writes every field of op
+  void evaluate_splits(const Stmt& stmt, const std::vector<int32_t>& comm, OpInstance& op);
   // Constants (most sizes and durations) are read inline; the rest goes to eval_expr.
   int64_t eval(const Expr& expr) {
     if (expr.op == ExprOp::CONST) return expr.value;
@@ -186,6 +193,7 @@ class ProgramFiber {
     uint32_t head = 0;
     uint32_t queued = 0;
     std::vector<OpInstance> group_ops;
+    std::vector<int64_t> splits;  // all_to_all_single: the split sizes of the queue's and group_ops'
     const Stmt* choose = nullptr;
     uint32_t branch = 0;
     Diagnostic failure;

@@ -75,6 +75,8 @@ void Loader::mark_used(std::span<const Stmt> body, std::vector<bool>& used) {
       mark_used_slots(*expr, used);
     }
     for (const Expr& arg : extra.args) mark_used_slots(arg, used);
+    for (const Expr& split : extra.send_splits) mark_used_slots(split, used);
+    for (const Expr& split : extra.recv_splits) mark_used_slots(split, used);
     mark_used(stmt.body, used);
     mark_used(extra.else_body, used);
     for (const Branch& branch : stmt.branches) mark_used(branch.body, used);

@@ -276,14 +276,16 @@ bool Loader::load_statement(const Node& item, int32_t depth, Stmt& stmt) {
 
 void Loader::report_unknown_statement(const Entry& entry) {
   std::vector<std::string> valid;
-  for (const OpSpec& spec : op_specs()) valid.emplace_back(spec.name);
+  for (const OpInfo& op : OPS) {
+    if (op.kind != OpKind::INIT) valid.emplace_back(op.name);
+  }
   valid.insert(valid.end(), BLOCK_STATEMENTS.begin(), BLOCK_STATEMENTS.end());
   error(entry.key_node->loc, unknown_message("operation", entry.key, "", valid));
 }
 
 bool Loader::load_headed(const Entry& head, const std::vector<Entry>& companions, int32_t depth,
                  Stmt& stmt) {
-  const OpSpec* spec = find_op(head.key);
+  const OpInfo* spec = find_op(head.key);
   const bool block = spec == nullptr && is_block_statement(head.key);
   if (spec == nullptr && !block) {
     report_unknown_statement(head);
@@ -322,7 +324,7 @@ bool Loader::load_headed(const Entry& head, const std::vector<Entry>& companions
 }
 
 void Loader::report_stray_key(const Entry& head, const Entry& extra) {
-  const OpSpec* spec = find_op(head.key);
+  const OpInfo* spec = find_op(head.key);
   if (is_statement_name(extra.key) && (spec == nullptr || !takes_arg(*spec, extra.key))) {
     error(extra.key_node->loc, "one statement per list item: " + quoted(extra.key) +
                                    " needs its own '- ' (after " + quoted(head.key) + ")");
@@ -510,22 +512,22 @@ bool Loader::load_nccl_group(const Entry& head, const std::vector<Entry>& compan
   return true;
 }
 
-bool Loader::load_op(const OpSpec& spec, const Entry& head, Stmt& stmt) {
+bool Loader::load_op(const OpInfo& spec, const Entry& head, Stmt& stmt) {
   stmt.kind = StmtKind::OP;
   stmt.op = spec.kind;
   stmt.loc = head.key_node->loc;
   const Node& value = *head.value;
   switch (spec.form) {
-    case OpForm::DURATION:
+    case YamlForm::DURATION:
       if (!load_duration(spec, head, stmt)) return false;
       return true;
-    case OpForm::COMPUTE:
+    case YamlForm::COMPUTE:
       if (value.kind != NodeKind::MAP) {
         if (!load_duration(spec, head, stmt)) return false;
         return true;
       }
       break;
-    case OpForm::HANDLE: {
+    case YamlForm::HANDLE: {
       if (value.kind == NodeKind::NUL) {
         error(stmt.loc, quoted(spec.name) + " requires a handle (the 'async' of an operation)");
         return false;
@@ -537,7 +539,7 @@ bool Loader::load_op(const OpSpec& spec, const Entry& head, Stmt& stmt) {
       waits_.push_back({value.value, value.loc, owner_});
       return true;
     }
-    case OpForm::SYNC:
+    case YamlForm::SYNC:
       if (value.kind == NodeKind::NUL) return true;
       if (!expect_kind(value, NodeKind::SCALAR, "a stream name") ||
           !check_name(value, "stream", false)) {
@@ -545,7 +547,7 @@ bool Loader::load_op(const OpSpec& spec, const Entry& head, Stmt& stmt) {
       }
       stmt.stream = scenario_.names->intern(value.value);
       return true;
-    case OpForm::NEW_GROUP: {
+    case YamlForm::NEW_GROUP: {
       const auto found = new_group_of_.find(&value);
       if (found == new_group_of_.end()) {
         error(stmt.loc, "'new_group' requires arguments 'name' and 'ranks'");
@@ -556,38 +558,39 @@ bool Loader::load_op(const OpSpec& spec, const Entry& head, Stmt& stmt) {
       stmt.group = 0;
       return true;
     }
-    case OpForm::BARE:
+    case YamlForm::BARE:
       if (value.kind != NodeKind::NUL) {
         error(value.loc, quoted(spec.name) + " takes no value");
         return false;
       }
       return true;
-    case OpForm::ARGS: break;
+    case YamlForm::ARGS: break;
   }
-  std::array<const Node*, ARG_NAMES.size()> args{};
+  std::array<const Node*, FIELD_COUNT> args{};
   // After an unknown argument (likely a misspelt required one) missing ones go unreported.
   const bool all_known = collect_args(spec, head, args);
   bool ok = all_known;
-  for (Arg required : spec.required) {
-    if (!all_known || args[static_cast<size_t>(required)] != nullptr) continue;
+  for (size_t f = 0; f < FIELD_COUNT; ++f) {
+    if ((spec.required & field_bit(static_cast<Field>(f))) == 0) continue;
+    if (!all_known || args[f] != nullptr) continue;
     error(head.key_node->loc,
-          quoted(spec.name) + " requires argument " + quoted(arg_name(required)));
+          quoted(spec.name) + " requires argument " + quoted(arg_name(static_cast<Field>(f))));
     ok = false;
   }
-  for (Arg arg : spec.args) {
-    if (const Node* node = args[static_cast<size_t>(arg)]) ok = load_arg(arg, *node, stmt) && ok;
+  for (size_t f = 0; f < FIELD_COUNT; ++f) {
+    if (const Node* node = args[f]) ok = load_arg(static_cast<Field>(f), *node, stmt) && ok;
   }
   if (stmt.op == OpKind::BARRIER) stmt.size = Expr::constant(dtype_bytes(stmt.dtype), stmt.loc);
   if (!ok) return false;
   if (is_collective(stmt.op) || is_p2p(stmt.op)) group_used_.at(stmt.group) = true;
   if (!stmt.handle.empty()) {
-    asyncs_.push_back({args[static_cast<size_t>(Arg::ASYNC)]->value,
-                       args[static_cast<size_t>(Arg::ASYNC)]->loc, owner_});
+    asyncs_.push_back({args[static_cast<size_t>(Field::ASYNC)]->value,
+                       args[static_cast<size_t>(Field::ASYNC)]->loc, owner_});
   }
   return true;
 }
 
-bool Loader::load_duration(const OpSpec& spec, const Entry& head, Stmt& stmt) {
+bool Loader::load_duration(const OpInfo& spec, const Entry& head, Stmt& stmt) {
   if (head.value->kind == NodeKind::NUL) {
     error(head.key_node->loc, quoted(spec.name) + " requires a duration");
     return false;
@@ -602,12 +605,12 @@ bool Loader::load_duration_value(const Node& value, Stmt& stmt) {
   return true;
 }
 
-bool Loader::collect_args(const OpSpec& spec, const Entry& head,
-                  std::array<const Node*, ARG_NAMES.size()>& args) {
+bool Loader::collect_args(const OpInfo& spec, const Entry& head,
+                  std::array<const Node*, FIELD_COUNT>& args) {
   const Node& value = *head.value;
   if (value.kind == NodeKind::NUL) return true;
   if (value.kind == NodeKind::SCALAR) {
-    args[static_cast<size_t>(Arg::GROUP)] = &value;
+    args[static_cast<size_t>(Field::GROUP)] = &value;
     return true;
   }
   if (value.kind != NodeKind::MAP) {
@@ -618,7 +621,7 @@ bool Loader::collect_args(const OpSpec& spec, const Entry& head,
   for (size_t i = 0; i + 1 < value.items.size(); i += 2) {  // as entries_of, without allocating
     const Node& key = *value.items[i];
     if (!accept_key(value, i)) continue;
-    const std::optional<Arg> arg = find_arg(spec, Entry{key.value, &key, value.items[i + 1]});
+    const std::optional<Field> arg = find_arg(spec, Entry{key.value, &key, value.items[i + 1]});
     if (arg) args[static_cast<size_t>(*arg)] = value.items[i + 1];
     ok = ok && arg.has_value();
   }
@@ -645,12 +648,10 @@ bool Loader::accept_key(const Node& map, size_t i) {
   return true;
 }
 
-std::optional<Arg> Loader::find_arg(const OpSpec& spec, const Entry& entry) {
-  for (const ArgName& candidate : ARG_NAMES) {
-    if (candidate.name != entry.key) continue;
-    if (std::find(spec.args.begin(), spec.args.end(), candidate.arg) != spec.args.end()) {
-      return candidate.arg;
-    }
+std::optional<Field> Loader::find_arg(const OpInfo& spec, const Entry& entry) {
+  for (size_t f = 0; f < FIELD_COUNT; ++f) {
+    if (FIELD_NAMES[f].yaml != entry.key) continue;
+    if ((yaml_fields(spec) & field_bit(static_cast<Field>(f))) != 0) return static_cast<Field>(f);
     error(entry.key_node->loc, quoted(spec.name) + " takes no argument " + quoted(entry.key) +
                                    "; valid arguments: " + join(valid_args(spec)));
     return std::nullopt;
@@ -662,27 +663,29 @@ std::optional<Arg> Loader::find_arg(const OpSpec& spec, const Entry& entry) {
   return std::nullopt;
 }
 
-std::vector<std::string> Loader::valid_args(const OpSpec& spec) {
+std::vector<std::string> Loader::valid_args(const OpInfo& spec) {
   std::vector<std::string> valid;
-  for (Arg arg : spec.args) valid.emplace_back(arg_name(arg));
+  for (size_t f = 0; f < FIELD_COUNT; ++f) {
+    if ((yaml_fields(spec) & field_bit(static_cast<Field>(f))) != 0) valid.emplace_back(FIELD_NAMES[f].yaml);
+  }
   return sorted(valid);
 }
 
-bool Loader::load_arg(Arg arg, const Node& value, Stmt& stmt) {
+bool Loader::load_arg(Field arg, const Node& value, Stmt& stmt) {
   switch (arg) {
-    case Arg::GROUP: {
+    case Field::GROUP: {
       const std::optional<uint32_t> group = group_of(value);
       if (group) stmt.group = *group;
       return group.has_value();
     }
-    case Arg::DTYPE: return load_dtype(value, stmt);
-    case Arg::SIZE: {
+    case Field::DTYPE: return load_dtype(value, stmt);
+    case Field::SIZE: {
       std::optional<Expr> size = expr_of(value, Unit::BYTES, "a size", scope_);
       if (!size || !check_minimum(*size, value, "size", 0)) return false;
       stmt.size = std::move(*size);
       return true;
     }
-    case Arg::ROOT: {
+    case Field::ROOT: {
       std::optional<Expr> root = expr_of(value, Unit::NONE, "a rank", scope_);
       if (!root) return false;
       check_member(*root, value, stmt.group);
@@ -690,30 +693,61 @@ bool Loader::load_arg(Arg arg, const Node& value, Stmt& stmt) {
       stmt.set_extra().root = std::move(*root);
       return true;
     }
-    case Arg::TO:
-    case Arg::FROM: return load_peer(value, stmt);
-    case Arg::TAG: {
+    case Field::TO:
+    case Field::FROM: return load_peer(value, stmt);
+    case Field::TAG: {
       std::optional<std::string> tag = string_of(value);
       if (tag) stmt.tag = scenario_.names->intern(*tag);
       return tag.has_value();
     }
-    case Arg::STREAM:
+    case Field::STREAM:
       if (!expect_kind(value, NodeKind::SCALAR, "a stream name") ||
           !check_name(value, "stream", false)) {
         return false;
       }
       stmt.stream = scenario_.names->intern(value.value);
       return true;
-    case Arg::ASYNC:
+    case Field::ASYNC:
       if (!expect_kind(value, NodeKind::SCALAR, "a handle name") ||
           !check_name(value, "handle", false)) {
         return false;
       }
       stmt.handle = scenario_.names->intern(value.value);
       return true;
-    case Arg::DURATION: return load_duration_value(value, stmt);
+    case Field::DURATION: return load_duration_value(value, stmt);
+    case Field::SEND_SPLITS: return load_splits(value, stmt, stmt.set_extra().send_splits);
+    case Field::RECV_SPLITS: return load_splits(value, stmt, stmt.set_extra().recv_splits);
+    case Field::HANDLE:
+    case Field::NAME:
+    case Field::RANKS: break;  // read by their statements' forms
   }
   return false;
+}
+
+bool Loader::load_splits(const Node& value, const Stmt& stmt, std::vector<Expr>& out) {
+  if (!expect_kind(value, NodeKind::LIST, "a list of sizes, one per member of the group")) return false;
+  // Where every communicator of the group has the same size, a list of another length is
+  // wrong on every rank; the interpreter checks the others on the rank that issues the op.
+  const GroupDef& group = scenario_.groups.at(stmt.group);
+  const size_t members = group.comms.empty() ? 0 : group.comms.front().size();
+  const bool uniform = std::all_of(group.comms.begin(), group.comms.end(),
+                                   [&](const std::vector<int32_t>& comm) { return comm.size() == members; });
+  if (uniform && value.items.size() != members) {
+    error(value.loc, "expected " + std::to_string(members) + " sizes, one per member of group " +
+                         quoted(group.name) + ", got " + std::to_string(value.items.size()));
+    return false;
+  }
+  bool ok = true;
+  out.clear();
+  for (const Node* item : value.items) {
+    std::optional<Expr> size = expr_of(*item, Unit::BYTES, "a size", scope_);
+    if (!size || !check_minimum(*size, *item, "size", 0)) {
+      ok = false;
+      continue;
+    }
+    out.push_back(std::move(*size));
+  }
+  return ok;
 }
 
 bool Loader::load_dtype(const Node& value, Stmt& stmt) {

@@ -1,5 +1,5 @@
-// The loader's tables: the statements, the operations and the arguments each takes, and the
-// bandwidth units. Private to sim/.
+// The loader's tables: the statements, the arguments of operations (the op table, sim/ops.h, says
+// which each takes), and the bandwidth units. Private to sim/.
 #pragma once
 
 #include <array>
@@ -11,51 +11,18 @@
 
 namespace lockstep::sim::yaml {
 
-enum class Arg : uint8_t { GROUP, SIZE, DTYPE, ROOT, TAG, TO, FROM, STREAM, ASYNC, DURATION };
+// The fields a statement takes in YAML: those of its op (sim/ops.h) where its form is a map of
+// arguments, none otherwise (`wait: H`, `sync: S`, `new_group: {...}` are read by their form).
+constexpr FieldSet yaml_fields(const OpInfo& op) {
+  return op.form == YamlForm::ARGS || op.form == YamlForm::COMPUTE ? op.fields : 0;
+}
 
-struct ArgName {
-  std::string_view name;
-  Arg arg;
-};
+constexpr std::string_view arg_name(Field field) { return FIELD_NAMES[static_cast<size_t>(field)].yaml; }
 
-inline constexpr std::array<ArgName, 10> ARG_NAMES = {{
-    {"group", Arg::GROUP},
-    {"size", Arg::SIZE},
-    {"dtype", Arg::DTYPE},
-    {"root", Arg::ROOT},
-    {"tag", Arg::TAG},
-    {"to", Arg::TO},
-    {"from", Arg::FROM},
-    {"stream", Arg::STREAM},
-    {"async", Arg::ASYNC},
-    {"duration", Arg::DURATION},
-}};
+// The op a statement names, or null.
+inline const OpInfo* find_op(std::string_view name) { return find_op_named(name); }
 
-std::string_view arg_name(Arg arg);
-
-enum class OpForm : uint8_t {
-  ARGS,       // a map of arguments, or the short form `op: GROUP`, or nothing
-  DURATION,   // `op: DURATION`
-  COMPUTE,    // `op: DURATION` or a map of arguments
-  HANDLE,     // `wait: HANDLE`
-  SYNC,       // `sync` or `sync: STREAM`
-  NEW_GROUP,  // `new_group: {name, ranks}`
-  BARE,       // `exit`, `crash`: no value
-};
-
-struct OpSpec {
-  std::string_view name;
-  OpKind kind;
-  OpForm form;
-  std::vector<Arg> args;  // accepted, in the order they are loaded
-  std::vector<Arg> required;
-};
-
-const std::vector<OpSpec>& op_specs();
-
-const OpSpec* find_op(std::string_view name);
-
-bool takes_arg(const OpSpec& spec, std::string_view name);
+bool takes_arg(const OpInfo& op, std::string_view name);
 
 // Statements that hold other statements (`group` is an NCCL group).
 inline constexpr std::array<std::string_view, 5> BLOCK_STATEMENTS = {"repeat", "if", "choose", "call",

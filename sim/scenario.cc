@@ -55,38 +55,6 @@ void ThreadDef::build() const {
   });
 }
 
-std::string_view op_kind_name(OpKind kind) {
-  switch (kind) {
-    case OpKind::ALLREDUCE: return "allreduce";
-    case OpKind::ALLGATHER: return "allgather";
-    case OpKind::REDUCE_SCATTER: return "reduce_scatter";
-    case OpKind::BROADCAST: return "broadcast";
-    case OpKind::REDUCE: return "reduce";
-    case OpKind::ALL_TO_ALL: return "all_to_all";
-    case OpKind::GATHER: return "gather";
-    case OpKind::SCATTER: return "scatter";
-    case OpKind::BARRIER: return "barrier";
-    case OpKind::SEND: return "send";
-    case OpKind::RECV: return "recv";
-    case OpKind::COMPUTE: return "compute";
-    case OpKind::SLEEP: return "sleep";
-    case OpKind::SYNC: return "sync";
-    case OpKind::WAIT: return "wait";
-    case OpKind::NEW_GROUP: return "new_group";
-    case OpKind::EXIT: return "exit";
-    case OpKind::CRASH: return "crash";
-    case OpKind::INIT: return "init_process_group";
-  }
-  return "?";
-}
-
-bool is_collective(OpKind kind) { return kind <= OpKind::BARRIER; }
-bool is_p2p(OpKind kind) { return kind == OpKind::SEND || kind == OpKind::RECV; }
-bool has_root(OpKind kind) {
-  return kind == OpKind::BROADCAST || kind == OpKind::REDUCE || kind == OpKind::GATHER ||
-         kind == OpKind::SCATTER;
-}
-
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
     case DType::INT8: return "int8";

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "sim/diagnostic.h"
+#include "sim/ops.h"
 #include "sim/stmt_arena.h"
 
 namespace lockstep::sim {
@@ -152,23 +153,7 @@ struct Expr {
 inline size_t ExprList::size() const { return items_.get() ? items_.get()->size() : 0; }
 
 // ---------------------------------------------------------------------------------------------
-// Operations and statements.
-
-enum class OpKind : uint8_t {
-  // collectives (on a communicator; the k-th of each member match)
-  ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALL_TO_ALL, GATHER, SCATTER, BARRIER,
-  // point to point
-  SEND, RECV,
-  // host and device
-  COMPUTE, SLEEP, SYNC, WAIT, NEW_GROUP, EXIT, CRASH,
-  // initialisation (`launch:`): init_process_group, a blocking rendezvous over the world
-  INIT,
-};
-
-std::string_view op_kind_name(OpKind kind);  // "allreduce", "reduce_scatter", "send", ...
-bool is_collective(OpKind kind);
-bool is_p2p(OpKind kind);
-bool has_root(OpKind kind);                   // broadcast, reduce, gather, scatter
+// Operations (OpKind and what each takes: the op table, sim/ops.h) and statements.
 
 enum class DType : uint8_t {
   INT8, UINT8, INT32, UINT32, INT64, UINT64, FP16, BF16, FP32, FP64, FP8_E4M3, FP8_E5M2,
@@ -206,6 +191,9 @@ struct StmtExtra {
   uint32_t callee = 0;      // CALL: index into Scenario::defines
   std::vector<Expr> args;   // CALL: one per parameter of the define, evaluated in the caller
   std::vector<Stmt> else_body;  // IF: else
+  // OP all_to_all_single: bytes to and from each member of its group, in member order
+  std::vector<Expr> send_splits;
+  std::vector<Expr> recv_splits;
 };
 
 struct Stmt {

@@ -253,7 +253,7 @@ TEST_CASE("trace: every operation error has its exact message") {
   const std::vector<ErrorCase> cases = {
       {R"({"rank": 0, "op": "allreduse", "size": 1})",
        "t.jsonl:2:19: error: unknown operation 'allreduse' (did you mean 'allreduce'?); valid "
-       "operations: all_to_all, allgather, allreduce, barrier, broadcast, compute, crash, exit, "
+       "operations: all_to_all, all_to_all_single, allgather, allreduce, barrier, broadcast, compute, crash, exit, "
        "gather, group_end, group_start, new_group, recv, reduce, reduce_scatter, scatter, send, "
        "sleep, sync, wait\n"},
       {R"({"rank": 0, "size": 1})", "t.jsonl:2:1: error: missing required key 'op'\n"},
@@ -278,7 +278,7 @@ TEST_CASE("trace: every operation error has its exact message") {
        "t.jsonl:2:32: error: unknown argument 'sise' for 'allreduce' (did you mean 'size'?); valid "
        "arguments: async, dtype, group, size, stream, tag\n"},
       {R"({"rank": 0, "op": "compute", "duration_ns": 1, "size": 5})",
-       "t.jsonl:2:48: error: 'compute' takes no argument 'size'; valid arguments: duration_ns\n"},
+       "t.jsonl:2:48: error: 'compute' takes no argument 'size'; valid arguments: duration_ns, stream\n"},
       {R"({"rank": 0, "op": "exit", "to": 1})",
        "t.jsonl:2:27: error: 'exit' takes no argument 'to'; valid arguments: none\n"},
       {R"({"rank": 0, "op": "broadcast", "size": 5})",

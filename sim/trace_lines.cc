@@ -174,7 +174,31 @@ bool TraceLoader::load_args(const LineKeys& keys, Stmt& stmt, int32_t rank) {
   if (ok && group_known && rank >= 0 && (is_collective(stmt.op) || is_p2p(stmt.op))) {
     ok = check_members(stmt, rank, keys.get(Key::GROUP));
   }
+  if (ok && group_known && rank >= 0 && stmt.op == OpKind::ALL_TO_ALL_SINGLE) {
+    const std::vector<int32_t>* comm = scenario_.groups[stmt.group].comm_for(rank);
+    for (Key key : {Key::SEND_SPLITS, Key::RECV_SPLITS}) {
+      const std::vector<Expr>& splits =
+          key == Key::SEND_SPLITS ? stmt.extra().send_splits : stmt.extra().recv_splits;
+      if (comm == nullptr || splits.size() == comm->size()) continue;
+      error(at(keys.get(key)->value), "expected " + std::to_string(comm->size()) + " sizes in " +
+                                           quoted(key_name(key)) + ", one per member of group " +
+                                           quoted(scenario_.groups[stmt.group].name) + ", got " +
+                                           std::to_string(splits.size()));
+      ok = false;
+    }
+  }
   return ok;
+}
+
+bool TraceLoader::load_splits(const JsonValue& value, std::string_view name, std::vector<Expr>& out) {
+  if (!expect_kind(value, JsonKind::ARRAY, "an array of sizes in bytes")) return false;
+  out.clear();
+  for (const JsonValue& item : value.items) {
+    Expr size;
+    if (!load_expr(item, "a size in bytes", name, size)) return false;
+    out.push_back(size);
+  }
+  return true;
 }
 
 bool TraceLoader::load_arg(Key key, const JsonValue& value, Stmt& stmt) {
@@ -189,6 +213,8 @@ bool TraceLoader::load_arg(Key key, const JsonValue& value, Stmt& stmt) {
     case Key::STREAM: return load_string(value, "stream", stmt.stream);
     case Key::ASYNC: return load_async(value, stmt);
     case Key::HANDLE: return load_wait(value, stmt);
+    case Key::SEND_SPLITS: return load_splits(value, "send_splits", stmt.set_extra().send_splits);
+    case Key::RECV_SPLITS: return load_splits(value, "recv_splits", stmt.set_extra().recv_splits);
     case Key::RANK: case Key::OP: case Key::THREAD: case Key::GROUP:
     case Key::NAME: case Key::RANKS: return true;  // see load_args
   }

@@ -308,6 +308,7 @@ class TraceLoader {
   bool load_rank_expr(const JsonValue& value, Expr& out, bool& has);
 
   bool load_from(const JsonValue& value, Stmt& stmt);
+  bool load_splits(const JsonValue& value, std::string_view name, std::vector<Expr>& out);
 
   bool load_string(const JsonValue& value, std::string_view key, Name& out);
 

@@ -479,38 +479,11 @@ bool TraceLoader::same(const char* text, const char (&name)[N]) {
 }
 
 const OpSpec* TraceLoader::fast_op(std::string_view name) {
-  const char* const n = name.data();
-  switch (name.size()) {
-    case 4:
-      if (same(n, "send")) return spec_for<OpKind::SEND>();
-      if (same(n, "recv")) return spec_for<OpKind::RECV>();
-      if (same(n, "sync")) return spec_for<OpKind::SYNC>();
-      if (same(n, "wait")) return spec_for<OpKind::WAIT>();
-      if (same(n, "exit")) return spec_for<OpKind::EXIT>();
-      return nullptr;
-    case 5:
-      if (same(n, "sleep")) return spec_for<OpKind::SLEEP>();
-      if (same(n, "crash")) return spec_for<OpKind::CRASH>();
-      return nullptr;
-    case 6:
-      if (same(n, "reduce")) return spec_for<OpKind::REDUCE>();
-      if (same(n, "gather")) return spec_for<OpKind::GATHER>();
-      return nullptr;
-    case 7:
-      if (same(n, "compute")) return spec_for<OpKind::COMPUTE>();
-      if (same(n, "scatter")) return spec_for<OpKind::SCATTER>();
-      if (same(n, "barrier")) return spec_for<OpKind::BARRIER>();
-      return nullptr;
-    case 9:
-      if (same(n, "allreduce")) return spec_for<OpKind::ALLREDUCE>();
-      if (same(n, "allgather")) return spec_for<OpKind::ALLGATHER>();
-      if (same(n, "broadcast")) return spec_for<OpKind::BROADCAST>();
-      if (same(n, "new_group")) return spec_for<OpKind::NEW_GROUP>();
-      return nullptr;
-    case 10: return same(n, "all_to_all") ? spec_for<OpKind::ALL_TO_ALL>() : nullptr;
-    case 14: return same(n, "reduce_scatter") ? spec_for<OpKind::REDUCE_SCATTER>() : nullptr;
-    default: return nullptr;
+  // By length first: most lengths hold one or two ops.
+  for (const OpSpec& spec : OP_SPECS) {
+    if (spec.name.size() == name.size() && spec.name == name) return &spec;
   }
+  return nullptr;
 }
 
 Stmt& TraceLoader::new_side_stmt(RecordedBody& body) {

@@ -34,12 +34,14 @@ inline uint32_t to_u32(size_t value) {
 enum class Key : uint8_t {
   RANK, OP, THREAD,  // every line
   GROUP, SIZE, DTYPE, ROOT, TO, FROM, TAG, STREAM, ASYNC, HANDLE, DURATION, NAME, RANKS,
+  SEND_SPLITS, RECV_SPLITS,
 };
-inline constexpr size_t KEY_COUNT = 16;
+inline constexpr size_t KEY_COUNT = 18;
 
 inline constexpr std::array<std::string_view, KEY_COUNT> KEY_NAMES = {
     "rank", "op",   "thread", "group", "size",   "dtype",       "root", "to",
     "from", "tag",  "stream", "async", "handle", "duration_ns", "name", "ranks",
+    "send_splits", "recv_splits",
 };
 
 using KeySet = uint32_t;
@@ -59,11 +61,12 @@ inline Key find_key(std::string_view name, bool& found) {
   switch (name[0]) {
     case 'r':
       if (name.size() == 5) return is(Key::RANKS);
+      if (name.size() == 11) return is(Key::RECV_SPLITS);
       return name.size() > 1 && name[1] == 'o' ? is(Key::ROOT) : is(Key::RANK);
     case 'o': return is(Key::OP);
     case 't': return name.size() == 2 ? is(Key::TO) : name.size() == 3 ? is(Key::TAG) : is(Key::THREAD);
     case 'g': return is(Key::GROUP);
-    case 's': return name.size() == 4 ? is(Key::SIZE) : is(Key::STREAM);
+    case 's': return name.size() == 4 ? is(Key::SIZE) : name.size() == 6 ? is(Key::STREAM) : is(Key::SEND_SPLITS);
     case 'd': return name.size() == 5 ? is(Key::DTYPE) : is(Key::DURATION);
     case 'f': return is(Key::FROM);
     case 'a': return is(Key::ASYNC);
@@ -80,33 +83,29 @@ struct OpSpec {
   KeySet required;  // of those, required
 };
 
-inline constexpr KeySet COLLECTIVE =
-    bit(Key::GROUP) | bit(Key::SIZE) | bit(Key::DTYPE) | bit(Key::TAG) | bit(Key::STREAM) |
-    bit(Key::ASYNC);
-inline constexpr KeySet ROOTED = COLLECTIVE | bit(Key::ROOT);
-inline constexpr KeySet BARRIER_ARGS = COLLECTIVE & ~bit(Key::SIZE);
+// The keys of the op table's fields (sim/ops.h), by their trace names.
+constexpr KeySet keys_of(FieldSet fields) {
+  KeySet keys = 0;
+  for (size_t f = 0; f < FIELD_COUNT; ++f) {
+    if ((fields & field_bit(static_cast<Field>(f))) == 0) continue;
+    for (size_t k = 0; k < KEY_COUNT; ++k) {
+      if (KEY_NAMES[k] == FIELD_NAMES[f].trace) keys |= KeySet{1} << k;
+    }
+  }
+  return keys;
+}
 
-inline constexpr std::array<OpSpec, 18> OP_SPECS = {{
-    {"allreduce", OpKind::ALLREDUCE, COLLECTIVE, bit(Key::SIZE)},
-    {"allgather", OpKind::ALLGATHER, COLLECTIVE, bit(Key::SIZE)},
-    {"reduce_scatter", OpKind::REDUCE_SCATTER, COLLECTIVE, bit(Key::SIZE)},
-    {"broadcast", OpKind::BROADCAST, ROOTED, bit(Key::SIZE) | bit(Key::ROOT)},
-    {"reduce", OpKind::REDUCE, ROOTED, bit(Key::SIZE) | bit(Key::ROOT)},
-    {"all_to_all", OpKind::ALL_TO_ALL, COLLECTIVE, bit(Key::SIZE)},
-    {"gather", OpKind::GATHER, ROOTED, bit(Key::SIZE) | bit(Key::ROOT)},
-    {"scatter", OpKind::SCATTER, ROOTED, bit(Key::SIZE) | bit(Key::ROOT)},
-    {"barrier", OpKind::BARRIER, BARRIER_ARGS, 0},
-    {"send", OpKind::SEND, COLLECTIVE | bit(Key::TO), bit(Key::SIZE) | bit(Key::TO)},
-    {"recv", OpKind::RECV, COLLECTIVE | bit(Key::FROM), bit(Key::SIZE) | bit(Key::FROM)},
-    {"compute", OpKind::COMPUTE, bit(Key::DURATION), bit(Key::DURATION)},
-    {"sleep", OpKind::SLEEP, bit(Key::DURATION), bit(Key::DURATION)},
-    {"wait", OpKind::WAIT, bit(Key::HANDLE), bit(Key::HANDLE)},
-    {"sync", OpKind::SYNC, bit(Key::STREAM), 0},
-    {"new_group", OpKind::NEW_GROUP, bit(Key::NAME) | bit(Key::RANKS),
-     bit(Key::NAME) | bit(Key::RANKS)},
-    {"exit", OpKind::EXIT, 0, 0},
-    {"crash", OpKind::CRASH, 0, 0},
-}};
+// The op lines: every op of the op table but init_process_group, in OpKind order.
+inline constexpr size_t OP_SPEC_COUNT = OP_KIND_COUNT - 1;
+constexpr std::array<OpSpec, OP_SPEC_COUNT> make_op_specs() {
+  std::array<OpSpec, OP_SPEC_COUNT> specs{};
+  for (size_t i = 0; i < OP_SPEC_COUNT; ++i) {
+    specs[i] = {OPS[i].name, OPS[i].kind, keys_of(OPS[i].fields), keys_of(OPS[i].required)};
+  }
+  return specs;
+}
+inline constexpr std::array<OpSpec, OP_SPEC_COUNT> OP_SPECS = make_op_specs();
+static_assert(OPS[OP_SPEC_COUNT].kind == OpKind::INIT, "init_process_group is the last op");
 
 const OpSpec* find_op(std::string_view name);
 
@@ -125,13 +124,6 @@ constexpr const OpSpec& spec_of(OpKind kind) {
     if (spec.kind == kind) return spec;
   }
   return OP_SPECS.back();
-}
-
-// The spec of `KIND`, found at compile time.
-template <OpKind KIND>
-const OpSpec* spec_for() {
-  static constexpr const OpSpec* SPEC = &spec_of(KIND);
-  return SPEC;
 }
 
 std::vector<std::string> arg_names(KeySet keys);

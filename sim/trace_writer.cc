@@ -164,6 +164,17 @@ void write_op(const Scenario& s, int32_t rank, const ThreadDef& thread, const St
     write_key("duration_ns", first, out);
     write_integer(stmt.duration.value, out);
   }
+  for (const auto& [key, splits] : {std::pair{Key::SEND_SPLITS, &stmt.extra().send_splits},
+                                    std::pair{Key::RECV_SPLITS, &stmt.extra().recv_splits}}) {
+    if (!takes(key)) continue;
+    write_key(key_name(key), first, out);
+    out += '[';
+    for (size_t i = 0; i < splits->size(); ++i) {
+      if (i > 0) out += ", ";
+      write_integer((*splits)[i].value, out);
+    }
+    out += ']';
+  }
   if (stmt.op == OpKind::NEW_GROUP) {
     const GroupDef& group = s.groups[stmt.new_group];
     write_key("name", first, out);
@@ -189,6 +200,11 @@ std::string body_problem(const Scenario& s, std::span<const Stmt> body, bool in_
     if (in_group && !stmt.handle.empty()) return where + "an async operation in an NCCL group";
     for (const Expr* expr : {&stmt.size, &stmt.peer, &stmt.extra().root, &stmt.duration}) {
       if (!expr->is_constant()) return where + "an expression that is not a constant";
+    }
+    for (const std::vector<Expr>* splits : {&stmt.extra().send_splits, &stmt.extra().recv_splits}) {
+      for (const Expr& expr : *splits) {
+        if (!expr.is_constant()) return where + "an expression that is not a constant";
+      }
     }
     if (stmt.group >= s.groups.size()) return where + "an undefined group";
     if (stmt.op == OpKind::NEW_GROUP &&

@@ -286,24 +286,26 @@ class Loader {
 
   // ----- operations
 
-  bool load_op(const OpSpec& spec, const Entry& head, Stmt& stmt);
+  bool load_op(const OpInfo& spec, const Entry& head, Stmt& stmt);
 
-  bool load_duration(const OpSpec& spec, const Entry& head, Stmt& stmt);
+  bool load_duration(const OpInfo& spec, const Entry& head, Stmt& stmt);
 
   bool load_duration_value(const Node& value, Stmt& stmt);
 
   // The argument nodes of an op: from a map, or the group of the short form `op: GROUP`.
-  bool collect_args(const OpSpec& spec, const Entry& head,
-                    std::array<const Node*, ARG_NAMES.size()>& args);
+  bool collect_args(const OpInfo& spec, const Entry& head,
+                    std::array<const Node*, FIELD_COUNT>& args);
 
   // Whether the key at map.items[i] is a string seen first there; reports it otherwise.
   bool accept_key(const Node& map, size_t i);
 
-  std::optional<Arg> find_arg(const OpSpec& spec, const Entry& entry);
+  std::optional<Field> find_arg(const OpInfo& spec, const Entry& entry);
 
-  static std::vector<std::string> valid_args(const OpSpec& spec);
+  static std::vector<std::string> valid_args(const OpInfo& spec);
 
-  bool load_arg(Arg arg, const Node& value, Stmt& stmt);
+  bool load_arg(Field arg, const Node& value, Stmt& stmt);
+  // all_to_all_single's split sizes: a list of sizes, one per member of the op's group.
+  bool load_splits(const Node& value, const Stmt& stmt, std::vector<Expr>& out);
 
   bool load_dtype(const Node& value, Stmt& stmt);
 
