@@ -176,9 +176,10 @@ def _bytes(tensor):
 class _Described:
     """What one call issues, as the trace will hold it."""
 
-    def __init__(self, op, group, size=0, dtype=None, root=None, peer=None, async_op=False, ops=None):
+    def __init__(self, op, group, size=0, dtype=None, root=None, peer=None, async_op=False, ops=None, splits=None):
         self.op, self.group, self.size, self.dtype = op, group, size, dtype
         self.root, self.peer, self.async_op, self.ops = root, peer, async_op, ops
+        self.splits = splits  # all_to_all_single: (bytes to each member, bytes from each)
 
     def fields(self, c10d):
         out = {"op": self.op}
@@ -193,6 +194,9 @@ class _Described:
             out["root"] = int(self.root)
         if self.peer is not None:
             out["peer"] = self.peer if self.peer == "any" else int(self.peer)
+        if self.splits is not None:
+            out["send_splits"] = [int(s) for s in self.splits[0]]
+            out["recv_splits"] = [int(s) for s in self.splits[1]]
         return out
 
 
@@ -321,7 +325,8 @@ def _all_to_all_single(c10d, a):
     recvs = [int(s) * out_row for s in outs]
     if len(set(sends)) == 1 and len(set(recvs)) == 1 and sends[0] == recvs[0]:
         return _Described("all_to_all", group, _bytes(tensor), _dtype(tensor), async_op=async_op)
-    return _exchange(c10d, group, sends, recvs, _dtype(tensor), async_op)
+    return _Described("all_to_all_single", group, max(sum(sends), sum(recvs)), _dtype(tensor), async_op=async_op,
+                      splits=(sends, recvs))
 
 
 def _all_to_all(c10d, a):

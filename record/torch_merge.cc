@@ -36,6 +36,7 @@ struct Rec {
   bool peer_any = false;
   int64_t handle = 0;
   bool payload = false;  // the data-dependent payload of an object collective under --fake
+  std::vector<int64_t> send_splits, recv_splits;  // all_to_all_single: bytes to and from each member
   std::vector<Rec> ops;  // a group's operations
   std::string source, function;
   // init_process_group, initialized
@@ -184,6 +185,22 @@ void read_op(const json& j, Rec& r, Reader& in, bool in_group) {
   if (sim::has_root(*r.op)) {
     r.root = in.integer("root", true, -1);
     if (r.root < 0 || r.root > INT32_MAX) in.fail("\"root\" is not a rank");
+  }
+  if (*r.op == sim::OpKind::ALL_TO_ALL_SINGLE) {
+    for (const auto& [key, out] : {std::pair{"send_splits", &r.send_splits}, std::pair{"recv_splits", &r.recv_splits}}) {
+      auto it = j.find(key);
+      if (it == j.end() || !it->is_array()) {
+        in.fail(fmt::format("missing \"{}\" (a list of sizes)", key));
+        return;
+      }
+      for (const json& bytes : *it) {
+        if (!bytes.is_number_integer() || bytes.get<int64_t>() < 0 || bytes.get<int64_t>() > (int64_t{1} << 56)) {
+          in.fail(fmt::format("\"{}\" holds a size out of range", key));
+          return;
+        }
+        out->push_back(bytes.get<int64_t>());
+      }
+    }
   }
   if (sim::is_p2p(*r.op)) {
     auto it = j.find("peer");
@@ -531,6 +548,14 @@ class Merger {
         if (op.peer == rank) return refuse("it sends to or receives from its own rank");
         stmt.peer = sim::Expr::constant(op.peer);
       }
+    }
+    if (stmt.op == sim::OpKind::ALL_TO_ALL_SINGLE) {
+      const size_t members = scenario_.groups[*group].comm_for(rank)->size();
+      if (op.send_splits.size() != members || op.recv_splits.size() != members) {
+        return refuse(fmt::format("its split sizes are not one per member of {}", name));
+      }
+      for (int64_t bytes : op.send_splits) stmt.set_extra().send_splits.push_back(sim::Expr::constant(bytes));
+      for (int64_t bytes : op.recv_splits) stmt.set_extra().recv_splits.push_back(sim::Expr::constant(bytes));
     }
     if (op.payload) payload_unknown_ = true;
     return stmt;
