@@ -27,9 +27,9 @@ limit=(--max-file-bytes $((1 << 30)))
 
 printf '%-6s %12s %10s %10s %10s %10s %14s\n' format bytes best_s median_s user_s cpu_s ops_per_s
 TIMEFORMAT='%R %U %S'
-# Each format's runs one after another, as in the numbers docs/trace-format.md gives. (Alternating them, on
-# this project's virtual machine, slows the trace's runs: each follows a YAML load that freed
-# hundreds of MB, which the guest hands back to its host, and the trace's pages then come slowly.)
+# Each format's runs one after another, as in the numbers docs/trace-format.md gives. (Alternating them,
+# on a virtual machine that hands free memory back to its host, slows the trace's runs: each
+# follows a YAML load that freed hundreds of MB, and the trace's pages then come slowly.)
 declare -A best median
 for file in "$dir/recorded.yaml" "$dir/recorded.jsonl"; do
   times=()

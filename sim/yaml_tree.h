@@ -45,8 +45,9 @@ std::string type_name(const Node& node);
 // slices of the text. Nodes and lists are handed out front to back from blocks that double in
 // size, up to 64 MiB: a recorded schedule's tree has millions of nodes, and allocating them a
 // few at a time (a std::deque's 512-byte blocks) was a fifth of loading its YAML's user time.
-// (Huge pages for the blocks halved the system time too, but on this project's virtual machine
-// one run in a few then spent a second backing them: docs/trace-format.md.)
+// (Huge pages for the blocks halved the system time too, but on a virtual machine that hands
+// free memory back to its host one run in a few then spent a second backing them:
+// docs/trace-format.md.)
 class Tree {
  public:
   // Moves stack[from..] into the tree (the stack is cut back to `from`).
