@@ -45,10 +45,17 @@ int64_t simdjson_walk(const simdjson::padded_string& text, size_t& lines) {
         std::string_view string;
         if (value.get_string().get(string) != simdjson::SUCCESS) return -1;
         sum += static_cast<int64_t>(string.size());
-      } else {
-        std::string_view raw;
-        if (value.raw_json().get(raw) != simdjson::SUCCESS) return -1;  // the header's objects, ranks
-        sum += static_cast<int64_t>(raw.size());
+      } else if (type == simdjson::ondemand::json_type::array) {  // new_group's ranks
+        simdjson::ondemand::array items;
+        if (value.get_array().get(items) != simdjson::SUCCESS) return -1;
+        for (auto item : items) {
+          int64_t number = 0;
+          if (item.get_int64().get(number) == simdjson::SUCCESS) sum += number;
+        }
+      } else if (type == simdjson::ondemand::json_type::object) {  // the header's groups, semantics
+        size_t fields = 0;
+        if (value.count_fields().get(fields) != simdjson::SUCCESS) return -1;
+        sum += static_cast<int64_t>(fields);
       }
       sum += static_cast<int64_t>(key.size());
     }

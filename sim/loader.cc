@@ -66,9 +66,10 @@ const std::vector<Loader::TopLevelKey>& Loader::top_level_keys() {
       {"description", false, &Loader::load_description},
       {"source", false, &Loader::load_source},
       {"expect", false, &Loader::load_expect},
+      // Parameters (and -D) come first: the world and the mesh sizes may be expressions over them.
+      {"params", false, &Loader::load_params, &Loader::apply_overrides},
       {"mesh", false, &Loader::load_mesh},
       {"world", false, &Loader::load_world, &Loader::finish_world},
-      {"params", false, &Loader::load_params, &Loader::bind_params},
       {"groups", false, &Loader::load_groups, &Loader::create_new_groups},
       {"link", false, &Loader::load_link},
       {"semantics", false, &Loader::load_semantics},
@@ -252,6 +253,33 @@ std::optional<Expr> Loader::expr_of(const Node& node, Unit unit, std::string_vie
   return expr;
 }
 
+std::optional<int64_t> Loader::size_of_params(const Node& node, std::string_view name) {
+  std::vector<ExprName> names;
+  std::vector<int64_t> env;
+  for (const Param& param : scenario_.params) {
+    names.push_back({param.name, static_cast<int32_t>(env.size())});
+    env.push_back(param.value);
+  }
+  const std::optional<Expr> expr = expr_of(node, Unit::NONE, "an integer or an expression over the parameters", names);
+  if (!expr) return std::nullopt;
+  std::vector<bool> used;
+  mark_used_slots(*expr, used);
+  params_in_sizes_.resize(std::max(params_in_sizes_.size(), used.size()));
+  for (size_t i = 0; i < used.size(); ++i) params_in_sizes_[i] = params_in_sizes_[i] || used[i];
+  int64_t value = 0;
+  try {
+    value = eval_expr(*expr, env);
+  } catch (const EvalError& e) {
+    error(e.loc, e.what());
+    return std::nullopt;
+  }
+  if (value < 1) {
+    error(node.loc, std::string(name) + " must be positive, got " + std::to_string(value));
+    return std::nullopt;
+  }
+  return value;
+}
+
 std::optional<int64_t> Loader::constant_of(const Node& node, Unit unit, std::string_view what,
                                    std::string_view name, int64_t min) {
   const std::optional<Expr> expr = expr_of(node, unit, what, {});
@@ -357,8 +385,7 @@ std::string Loader::world_limit_hint() const {
 void Loader::load_world(const Entry& entry) {
   world_loc_ = entry.key_node->loc;
   world_node_ = entry.value;
-  const std::optional<int64_t> world =
-      constant_of(*entry.value, Unit::NONE, "an integer", "world", 1);
+  const std::optional<int64_t> world = size_of_params(*entry.value, "world");
   if (!world) return;
   if (*world > limits_.max_world) {
     error(entry.value->loc, "world " + std::to_string(*world) + " exceeds the limit of " +

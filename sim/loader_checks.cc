@@ -40,6 +40,7 @@ void Loader::warn_unused() {
   for (size_t i = 0; i < scenario_.params.size(); ++i) {
     const size_t slot = Scenario::FIRST_PARAM_SLOT + i;
     if (slot < used.size() && used[slot]) continue;
+    if (i < params_in_sizes_.size() && params_in_sizes_[i]) continue;  // the world or a mesh size
     warning(scenario_.params[i].loc,
             "parameter " + quoted(scenario_.params[i].name) + " is never used");
   }

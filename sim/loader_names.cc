@@ -26,11 +26,11 @@ void Loader::load_mesh(const Entry& entry) {
       ok = false;
       continue;
     }
+    if (dim.value->kind == NodeKind::SCALAR && dim.value->value == dim.key) mesh_size_params_.insert(std::string(dim.key));
     MeshDim mesh_dim;
     mesh_dim.name = std::string(dim.key);
     mesh_dim.loc = dim.key_node->loc;
-    const std::optional<int64_t> size =
-        constant_of(*dim.value, Unit::NONE, "an integer", "mesh size", 1);
+    const std::optional<int64_t> size = size_of_params(*dim.value, "mesh size");
     if (!size) {
       ok = false;
     } else if (ok && (__builtin_mul_overflow(product, *size, &product) ||
@@ -69,6 +69,7 @@ void Loader::finish_world() {
   scenario_.groups.push_back(make_group("world", world_loc_, std::move(ranks), scenario_.world));
   group_used_.push_back(true);
   define_mesh_groups();
+  bind_params();
 }
 
 void Loader::define_mesh_groups() {
@@ -151,8 +152,14 @@ void Loader::bind_params() {
   slot_kinds_.clear();
   add_slot("rank", "the built-in");
   add_slot("world", "the built-in");
-  for (const Param& param : scenario_.params) add_slot(param.name, "the parameter");
-  for (const ParamOverride& override_ : overrides_) apply_override(override_);
+  for (const Param& param : scenario_.params) {
+    // A parameter a mesh dimension of its name takes its size from is that dimension's size:
+    // in programs the name is the coordinate and NAME_size the size.
+    const MeshDim* dim = mesh_dim_named(param.name);
+    add_slot(dim != nullptr && mesh_size_params_.count(param.name) != 0 ? param.name + " (the size of mesh dimension " + param.name + ")"
+                                                                       : param.name,
+             "the parameter");
+  }
   for (MeshDim& dim : scenario_.mesh) {
     for (const bool is_size : {false, true}) {
       const std::string name = is_size ? dim.name + "_size" : dim.name;
@@ -170,6 +177,10 @@ void Loader::bind_params() {
     base_scope_.push_back({scenario_.slot_names[slot], static_cast<int32_t>(slot)});
   }
   scope_ = base_scope_;
+}
+
+void Loader::apply_overrides() {
+  for (const ParamOverride& override_ : overrides_) apply_override(override_);
 }
 
 void Loader::apply_override(const ParamOverride& override_) {

@@ -102,6 +102,37 @@ TEST_CASE("loader: world must be a positive constant within the limit") {
   CHECK(loaded(load("scenario: t\nworld: \"2 * 4\"\nprogram: []\n", {}, small)).world == 8);
 }
 
+TEST_CASE("loader: the world and mesh sizes may be expressions over the parameters, -D included") {
+  const char* text = R"y(scenario: t
+params: {pp: 2, dp: 3, layers: 4}
+mesh: {dp: dp, pp: pp}
+program:
+  - repeat: layers
+    do: [allreduce: {group: dp, size: "pp_size * 1KiB"}]
+)y";
+  const LoadResult result = load(text);
+  const Scenario& s = loaded(result);
+  CHECK(s.world == 6);
+  CHECK(s.mesh[0].size == 3);
+  CHECK(s.mesh[1].size == 2);
+  // The parameters a dimension of their name sizes are its size: the name is the coordinate.
+  CHECK(s.slot_names == std::vector<std::string>{"rank", "world", "pp (the size of mesh dimension pp)",
+                                                 "dp (the size of mesh dimension dp)", "layers", "dp", "dp_size",
+                                                 "pp", "pp_size"});
+  CHECK(problems(text).empty());  // pp and dp are used (by the mesh)
+  const LoadResult wider = load(text, {{"pp", "8"}, {"dp", "4"}});
+  CHECK(loaded(wider).world == 32);
+  CHECK(loaded(wider).groups[1].comms.size() == 8);  // dp groups: one per pp coordinate
+
+  CHECK(loaded(load("scenario: t\nparams: {n: 3}\nworld: \"n * 2\"\nprogram: []\n", {{"n", "5"}})).world == 10);
+  CHECK(problems("scenario: t\nparams: {n: 3}\nworld: \"n - 3\"\nprogram: []\n") ==
+        std::vector<std::string>{"3:8: error: world must be positive, got 0"});
+  LoadLimits small;
+  small.max_world = 8;
+  CHECK(problems("scenario: t\nparams: {n: 3}\nmesh: {a: n, b: 3}\nprogram: []\n", {}, small) ==
+        std::vector<std::string>{"3:17: error: the mesh has more ranks than the limit of 8 (raise it with --max-world)"});
+}
+
 TEST_CASE("loader: a mesh defines its groups (Megatron order), coordinates and sizes") {
   const LoadResult result = load(R"y(scenario: t
 params: {n: 1}

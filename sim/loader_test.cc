@@ -127,7 +127,7 @@ TEST_CASE("loader: columns inside quoted and plain scalars are exact") {
 TEST_CASE("loader: type errors name what was expected") {
   CHECK(problems("scenario: [a]\nworld: {}\ndescription: {}\nexpect: deadlok\nprogram: {a: 1}\n") ==
         std::vector<std::string>{"1:11: error: expected a string, got a list",
-                                 "2:8: error: expected an integer, got a map",
+                                 "2:8: error: expected an integer or an expression over the parameters, got a map",
                                  "3:14: error: expected a string, got a map",
                                  "4:9: error: invalid value 'deadlok' for 'expect' (did you mean "
                                  "'deadlock'?); valid values: "

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -106,6 +107,9 @@ class Loader {
                               std::span<const ExprName> names, bool any_unit = false);
 
   // A constant expression (no names in scope) that is at least `min`.
+  // The world or a mesh size: a positive integer, or an expression over the parameters (after
+  // any -D), so that `-D pp=8` changes the world.
+  std::optional<int64_t> size_of_params(const Node& node, std::string_view name);
   std::optional<int64_t> constant_of(const Node& node, Unit unit, std::string_view what,
                                      std::string_view name, int64_t min);
 
@@ -161,6 +165,7 @@ class Loader {
   // Applies the -D overrides and puts rank, world, the parameters and the mesh variables in scope.
   void bind_params();
 
+  void apply_overrides();  // every -D, once the parameters are read
   void apply_override(const ParamOverride& override_);
 
   const MeshDim* mesh_dim_named(std::string_view name) const;
@@ -335,6 +340,8 @@ class Loader {
   SourceLoc world_loc_;
   const Node* world_node_ = nullptr;
   bool mesh_given_ = false;
+  std::vector<bool> params_in_sizes_;         // by parameter: the world or a mesh size uses it
+  std::set<std::string> mesh_size_params_;    // parameters a mesh dimension of their name sizes
   int32_t mesh_world_ = 0;             // the product of the mesh sizes; 0 when invalid
   std::vector<std::string> slot_kinds_;  // per slot: "the parameter", ...
   std::vector<ExprName> base_scope_;   // rank, world, params, mesh variables
