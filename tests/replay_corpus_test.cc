@@ -92,6 +92,7 @@ const std::map<std::string, std::string>& expected_outcomes() {
       {"corpus/zero3-generate-unsynced-fixed", COMPLETED},
       {"examples/3d-parallel", COMPLETED},
       {"examples/recorded-dp-hang", CONFIRMED_HANG},
+      {"examples/pipeline-interleaved-sweep", COMPLETED},
       {"examples/wildcard-gather", COMPLETED},
       {"examples/wildcard-race", CONFIRMED_HANG},
   };

@@ -1,0 +1,412 @@
+// lockstep sweep: the points of a cross product of parameter values, each loaded and checked;
+// the matrix as text, JSON and JUnit, points that show the same bug grouped.
+#include "cli/sweep.h"
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <ostream>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "checker/report.h"
+#include "cli/cli.h"
+#include "cli/command_line.h"
+#include "sim/expr.h"
+#include "sim/trace_format.h"
+
+namespace lockstep::cli {
+namespace {
+
+std::optional<int64_t> integer_of(std::string_view text) {
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// A value as an integer, as -D reads it ("4", "2 * 3", "1KiB").
+std::optional<int64_t> value_of(const std::string& text) {
+  sim::ExprSource source;
+  source.text = text;
+  source.exact_columns = false;
+  source.any_unit = true;
+  std::vector<sim::Diagnostic> diagnostics;
+  const std::optional<sim::Expr> expr = sim::parse_expr(source, diagnostics);
+  if (!expr || !expr->is_constant()) return std::nullopt;
+  return expr->value;
+}
+
+std::string point_name(const std::vector<sim::ParamOverride>& point) {
+  std::string name;
+  for (const sim::ParamOverride& o : point) name += (name.empty() ? "" : " ") + o.name + "=" + o.value;
+  return name;
+}
+
+// What makes two points' bugs the same across layouts: the verdict and where in the source the
+// ranks are stuck (or which ops disagree, and in what), without rank numbers.
+std::string class_key(const sim::Scenario& scenario, const checker::Bug& bug) {
+  std::set<std::string> where;
+  const auto at = [&](const sim::OpRecord& rec) {
+    return rec.op.stmt != nullptr ? scenario.location(rec.op.stmt->loc) : std::string(sim::op_kind_name(rec.op.kind));
+  };
+  if (bug.mismatch) {
+    where.insert(at(bug.mismatch->op_a) + " / " + at(bug.mismatch->op_b) + " differ in " + bug.mismatch->field);
+  }
+  for (const sim::StuckOp& s : bug.stuck) where.insert(at(s.op));
+  std::string key(sim::verdict_name(bug.kind));
+  for (const std::string& w : where) key += (key.empty() ? "" : " ") + w;
+  return key;
+}
+
+struct PointResult {
+  std::vector<sim::ParamOverride> point;
+  std::unique_ptr<sim::Scenario> scenario;
+  checker::InputReport report;
+  std::vector<std::string> warnings;
+};
+
+void check_point(const Options& options, const std::string& input, PointResult& r, unsigned inner_jobs) {
+  r.report.input = input;
+  r.report.seed = options.seed;
+  sim::LoadResult loaded = sim::is_trace_path(input) ? sim::load_trace_file(input, r.point, options.load_limits)
+                                                     : sim::load_scenario_file(input, r.point, options.load_limits);
+  for (const sim::Diagnostic& d : loaded.diagnostics) {
+    (d.severity == sim::Severity::ERROR ? r.report.errors : r.warnings).push_back(sim::format_diagnostic(d, loaded.text));
+  }
+  if (!loaded.scenario) return;
+  r.scenario = std::make_unique<sim::Scenario>(std::move(*loaded.scenario));
+  r.report.scenario = r.scenario.get();
+  checker::CheckOptions check = options.check;
+  check.jobs = inner_jobs;
+  r.report.result = checker::check_scenario(*r.scenario, check);
+}
+
+std::string json_of(const std::string& input, const SweepOptions& sweep, const std::vector<PointResult>& results,
+                    const std::vector<std::pair<std::string, std::vector<size_t>>>& classes) {
+  using Json = nlohmann::ordered_json;
+  Json out;
+  out["sweep"] = input;
+  out["version"] = checker::lockstep_version();
+  Json axes = Json::array();
+  for (const SweepAxis& axis : sweep.axes) axes.push_back(Json{{"name", axis.name}, {"values", axis.values}});
+  out["axes"] = std::move(axes);
+  out["where"] = sweep.where;
+  Json points = Json::array();
+  for (const PointResult& r : results) {
+    Json p;
+    Json params = Json::object();
+    for (const sim::ParamOverride& o : r.point) params[o.name] = o.value;
+    p["params"] = std::move(params);
+    if (r.report.failed_to_load()) {
+      p["verdict"] = "error";
+      p["errors"] = r.report.errors;
+      if (r.report.result && r.report.result->error) p["errors"].push_back(r.report.result->error->message);
+    } else {
+      const checker::CheckResult& c = *r.report.result;
+      p["verdict"] = std::string(sim::verdict_name(c.verdict));
+      p["exhaustive"] = c.exhaustive;
+      p["executions"] = c.executions;
+      Json bugs = Json::array();
+      for (const checker::Bug& bug : c.bugs) bugs.push_back(bug.summary);
+      p["bugs"] = std::move(bugs);
+    }
+    points.push_back(std::move(p));
+  }
+  out["points"] = std::move(points);
+  Json cls = Json::array();
+  for (const auto& [key, members] : classes) {
+    const PointResult& first = results[members.front()];
+    cls.push_back(Json{{"verdict", std::string(sim::verdict_name(first.report.result->bugs.front().kind))},
+                       {"key", key},
+                       {"points", members},
+                       {"summary", first.report.result->bugs.front().summary}});
+  }
+  out["classes"] = std::move(cls);
+  return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+std::string xml_escape(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string junit_of(const std::string& input, const std::vector<PointResult>& results) {
+  size_t failures = 0;
+  std::string cases;
+  for (const PointResult& r : results) {
+    cases += fmt::format("  <testcase classname=\"{}\" name=\"{}\"", xml_escape(input), xml_escape(point_name(r.point)));
+    std::string failure;
+    if (r.report.failed_to_load()) {
+      for (const std::string& e : r.report.errors) failure += e;
+      if (r.report.result && r.report.result->error) failure += r.report.result->error->message;
+    } else if (r.report.result->verdict != sim::Verdict::OK) {
+      failure = checker::report_text(r.report, false);
+    }
+    if (failure.empty()) {
+      cases += "/>\n";
+      continue;
+    }
+    ++failures;
+    const std::string verdict =
+        r.report.failed_to_load() ? "error" : std::string(sim::verdict_name(r.report.result->verdict));
+    cases += fmt::format(">\n    <failure message=\"{}\">{}</failure>\n  </testcase>\n", xml_escape(verdict),
+                         xml_escape(failure));
+  }
+  return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"lockstep sweep {}\" tests=\"{}\" "
+                     "failures=\"{}\">\n{}</testsuite>\n",
+                     xml_escape(input), results.size(), failures, cases);
+}
+
+bool write_text_file(const std::string& path, const std::string& text, std::ostream& err) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << text;
+  if (file.good()) return true;
+  err << "lockstep: error: cannot write " << path << "\n";
+  return false;
+}
+
+}  // namespace
+
+std::optional<SweepAxis> parse_sweep_axis(std::string_view text, size_t max_values, std::string& error) {
+  const size_t eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0) {
+    error = fmt::format("-D {}: expected NAME=V1,V2,... or NAME=LO..HI", text);
+    return std::nullopt;
+  }
+  SweepAxis axis;
+  axis.name = std::string(text.substr(0, eq));
+  const std::string_view values = text.substr(eq + 1);
+  if (const size_t dots = values.find(".."); dots != std::string_view::npos) {
+    const std::optional<int64_t> lo = integer_of(values.substr(0, dots));
+    const std::optional<int64_t> hi = integer_of(values.substr(dots + 2));
+    if (!lo || !hi || *lo > *hi) {
+      error = fmt::format("-D {}: a range is LO..HI with integers LO <= HI", text);
+      return std::nullopt;
+    }
+    if (static_cast<uint64_t>(*hi - *lo) >= max_values) {
+      error = fmt::format("-D {}: more than {} values (raise --max-points)", text, max_values);
+      return std::nullopt;
+    }
+    for (int64_t v = *lo; v <= *hi; ++v) axis.values.push_back(std::to_string(v));
+    return axis;
+  }
+  size_t start = 0;
+  while (start <= values.size()) {
+    const size_t comma = std::min(values.find(',', start), values.size());
+    const std::string_view value = values.substr(start, comma - start);
+    if (value.empty()) {
+      error = fmt::format("-D {}: an empty value", text);
+      return std::nullopt;
+    }
+    axis.values.emplace_back(value);
+    if (axis.values.size() > max_values) {
+      error = fmt::format("-D {}: more than {} values (raise --max-points)", text, max_values);
+      return std::nullopt;
+    }
+    start = comma + 1;
+  }
+  return axis;
+}
+
+std::optional<std::vector<std::vector<sim::ParamOverride>>> sweep_points(const SweepOptions& sweep, std::string& error) {
+  std::optional<sim::Expr> where;
+  std::vector<sim::ExprName> names;
+  for (size_t i = 0; i < sweep.axes.size(); ++i) names.push_back({sweep.axes[i].name, static_cast<int32_t>(i)});
+  if (!sweep.where.empty()) {
+    sim::ExprSource source;
+    source.text = sweep.where;
+    source.exact_columns = false;
+    source.names = names;
+    source.context = "in --where";
+    std::vector<sim::Diagnostic> diagnostics;
+    where = sim::parse_expr(source, diagnostics);
+    if (!where) {
+      error = diagnostics.empty() ? "--where does not compile" : diagnostics.front().message;
+      return std::nullopt;
+    }
+  }
+  // The axes' values as integers, where --where reads them.
+  std::vector<std::vector<int64_t>> numbers(sweep.axes.size());
+  for (size_t a = 0; a < sweep.axes.size() && where; ++a) {
+    for (const std::string& v : sweep.axes[a].values) {
+      const std::optional<int64_t> n = value_of(v);
+      if (!n) {
+        error = fmt::format("--where needs integers, and -D {}={} is not one", sweep.axes[a].name, v);
+        return std::nullopt;
+      }
+      numbers[a].push_back(*n);
+    }
+  }
+  std::vector<std::vector<sim::ParamOverride>> points;
+  std::vector<size_t> at(sweep.axes.size(), 0);
+  std::vector<int64_t> env(sweep.axes.size(), 0);
+  for (;;) {
+    bool keep = true;
+    if (where) {
+      for (size_t a = 0; a < at.size(); ++a) env[a] = numbers[a][at[a]];
+      try {
+        keep = sim::eval_expr(*where, env) != 0;
+      } catch (const sim::EvalError& e) {
+        error = fmt::format("in --where: {}", e.what());
+        return std::nullopt;
+      }
+    }
+    if (keep) {
+      if (points.size() == sweep.max_points) {
+        error = fmt::format("the sweep has more than {} points (raise --max-points)", sweep.max_points);
+        return std::nullopt;
+      }
+      std::vector<sim::ParamOverride> point;
+      for (size_t a = 0; a < at.size(); ++a) point.push_back({sweep.axes[a].name, sweep.axes[a].values[at[a]]});
+      points.push_back(std::move(point));
+    }
+    size_t a = at.size();
+    while (a > 0 && ++at[a - 1] == sweep.axes[a - 1].values.size()) at[--a] = 0;
+    if (a == 0) break;
+  }
+  return points;
+}
+
+int cmd_sweep(const Options& options, const SweepOptions& sweep, std::ostream& out, std::ostream& err) {
+  const std::string& input = options.inputs.front();
+  std::string error;
+  const std::optional<std::vector<std::vector<sim::ParamOverride>>> points = sweep_points(sweep, error);
+  if (!points) {
+    err << "lockstep: error: " << error << "\n";
+    return EXIT_BAD_INPUT;
+  }
+  // Every axis must name a parameter: said once, not at every point.
+  {
+    sim::LoadResult base = sim::is_trace_path(input) ? sim::load_trace_file(input, options.overrides, options.load_limits)
+                                                     : sim::load_scenario_file(input, options.overrides, options.load_limits);
+    if (!base.scenario) {
+      for (const sim::Diagnostic& d : base.diagnostics) err << sim::format_diagnostic(d, base.text);
+      return EXIT_BAD_INPUT;
+    }
+    std::vector<std::string> names;
+    for (const sim::Param& p : base.scenario->params) names.push_back(p.name);
+    for (const SweepAxis& axis : sweep.axes) {
+      if (std::find(names.begin(), names.end(), axis.name) != names.end()) continue;
+      err << fmt::format("lockstep: error: {} has no parameter '{}' to sweep{}\n", input, axis.name,
+                         names.empty() ? "" : "; parameters: " + fmt::format("{}", fmt::join(names, ", ")));
+      return EXIT_BAD_INPUT;
+    }
+  }
+  std::vector<PointResult> results(points->size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    results[i].point = (*points)[i];
+    // A fixed -D beside the swept ones applies to every point.
+    for (const sim::ParamOverride& o : options.overrides) results[i].point.push_back(o);
+  }
+  // Points in parallel under --jobs, each searched on one thread; alone, a point gets them all.
+  const unsigned jobs = std::max(1u, std::min<unsigned>(options.check.jobs, static_cast<unsigned>(results.size())));
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i = next++; i < results.size(); i = next++) {
+      check_point(options, input, results[i], jobs > 1 ? 1 : options.check.jobs);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+
+  // The matrix.
+  const bool text_to_stdout = !(options.json_path && *options.json_path == "-");
+  std::ostream& text = text_to_stdout ? out : err;
+  size_t bugs = 0, failed = 0, inconclusive = 0;
+  std::map<std::string, std::vector<size_t>> by_key;
+  std::vector<std::string> keys;  // in the order first met
+  std::set<std::string> printed_errors;
+  std::vector<size_t> widths;
+  for (const SweepAxis& axis : sweep.axes) {
+    size_t w = axis.name.size();
+    for (const std::string& v : axis.values) w = std::max(w, v.size());
+    widths.push_back(w);
+  }
+  text << fmt::format("sweep {}: {} point{}", input, results.size(), results.size() == 1 ? "" : "s");
+  if (!sweep.where.empty()) text << fmt::format(" (--where {})", sweep.where);
+  text << "\n ";
+  for (size_t a = 0; a < sweep.axes.size(); ++a) text << fmt::format(" {:>{}}", sweep.axes[a].name, widths[a]);
+  text << "  verdict\n";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const PointResult& r = results[i];
+    if (!options.quiet) {
+      for (const std::string& w : r.warnings) {
+        if (printed_errors.insert(w).second) err << w;
+      }
+    }
+    text << " ";
+    for (size_t a = 0; a < sweep.axes.size(); ++a) text << fmt::format(" {:>{}}", r.point[a].value, widths[a]);
+    if (r.report.failed_to_load()) {
+      ++failed;
+      text << "  error\n";
+      // Each distinct problem once (an unknown parameter fails every point alike).
+      for (const std::string& e : r.report.errors) {
+        if (printed_errors.insert(e).second) err << e;
+      }
+      if (r.report.result && r.report.result->error) {
+        const std::string e = sim::format_diagnostic(*r.report.result->error, r.scenario->text);
+        if (printed_errors.insert(e).second) err << e;
+      }
+      continue;
+    }
+    const checker::CheckResult& c = *r.report.result;
+    std::string line(sim::verdict_name(c.verdict));
+    if (c.verdict == sim::Verdict::INCONCLUSIVE) {
+      ++inconclusive;
+      line += " (" + c.bound_hit + ")";
+    } else if (c.verdict != sim::Verdict::OK) {
+      ++bugs;
+      const std::string key = class_key(*r.scenario, c.bugs.front());
+      auto [it, fresh] = by_key.try_emplace(key);
+      if (fresh) keys.push_back(key);
+      it->second.push_back(i);
+      line += fmt::format(" [class {}]", std::find(keys.begin(), keys.end(), key) - keys.begin() + 1);
+    }
+    text << "  " << line << "\n";
+  }
+  std::vector<std::pair<std::string, std::vector<size_t>>> classes;
+  for (const std::string& key : keys) classes.emplace_back(key, by_key[key]);
+  for (size_t k = 0; k < classes.size(); ++k) {
+    const std::vector<size_t>& members = classes[k].second;
+    const PointResult& first = results[members.front()];
+    text << fmt::format("class {}: {} point{}, first {}\n  {}\n", k + 1, members.size(), members.size() == 1 ? "" : "s",
+                        point_name(first.point), first.report.result->bugs.front().summary);
+  }
+  text << fmt::format("{} point{}: {} with bugs ({} class{}), {} inconclusive{}\n", results.size(),
+                      results.size() == 1 ? "" : "s", bugs, classes.size(), classes.size() == 1 ? "" : "es",
+                      inconclusive, failed > 0 ? fmt::format(", {} failed to load", failed) : "");
+
+  bool bad = failed > 0;
+  if (options.json_path) {
+    const std::string json = json_of(input, sweep, results, classes);
+    if (*options.json_path == "-") out << json;
+    else if (!write_text_file(*options.json_path, json, err)) bad = true;
+  }
+  if (options.junit_path && !write_text_file(*options.junit_path, junit_of(input, results), err)) bad = true;
+  if (bad) return EXIT_BAD_INPUT;
+  if (bugs > 0) return EXIT_BUG;
+  if (inconclusive > 0) return EXIT_INCONCLUSIVE;
+  return EXIT_NO_BUG;
+}
+
+}  // namespace lockstep::cli
