@@ -19,6 +19,7 @@
 
 #include "checker/analysis.h"
 #include "cli/command_line.h"
+#include "cli/sweep.h"
 #include "import/import_cli.h"
 #include "checker/counterexample.h"
 #include "checker/minimize.h"
@@ -549,6 +550,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (line.verb == "check") return cmd_check(options, out, err);
   if (line.verb == "validate") return cmd_validate(options, out, err);
   if (line.verb == "run") return cmd_run(options, out, err);
+  if (line.verb == "sweep") return run_sweep(options, out, err);
   if (line.verb == "replay") return cmd_replay(options, out, err);
   if (line.verb == "explain") return cmd_explain(options, out, err);
   if (line.verb == "record") return record::run_record(line.record_options, out, err);

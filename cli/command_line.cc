@@ -265,6 +265,27 @@ void define_check(CLI::App& app, CommandLine& line) {
   });
 }
 
+// sweep: check's options, every -D an axis (name=v1,v2,... or name=lo..hi), and the filter.
+void define_sweep(CLI::App& app, CommandLine& line) {
+  define_check(app, line);
+  Options& o = line.options;
+  const std::string group = "sweep options";
+  add_value(app, "--where", "EXPR", group,
+            "keep the points where EXPR (over the swept names) is nonzero,\n"
+            "e.g. \"microbatches % pp == 0\"",
+            [&o](const std::string& text) { o.sweep_where = text; });
+  add_count(app, "--max-points", "N", group, "bound on the points kept (default 10000)", [&o](uint64_t n) {
+    if (n == 0) throw UsageError{"--max-points must be at least 1"};
+    o.sweep_max_points = n;
+  });
+  app.final_callback([&o] {
+    if (o.inputs.size() != 1) throw UsageError{"sweep needs exactly one scenario"};
+    if (o.overrides.empty()) throw UsageError{"sweep needs at least one -D name=v1,v2,... or -D name=lo..hi"};
+    if (o.cex_dir || o.minimize) throw UsageError{"sweep writes no counterexamples: check a failing point with its -D values"};
+    if (o.check_expect) throw UsageError{"sweep reports every point's verdict; --check-expect is check's"};
+  });
+}
+
 void define_run(CLI::App& app, CommandLine& line) {
   Options& o = line.options;
   add_common(app, o);
@@ -454,6 +475,11 @@ const std::vector<Verb>& verbs() {
   static const std::vector<Verb> table = {
       {"check", {{"SCENARIO_OR_DIR... [options]", "explore every schedule; a verdict per input"}}, EXIT_CODES, define_check},
       {"run", {{"SCENARIO [--timeline FILE]", "one timed, deterministic simulation"}}, EXIT_CODES, define_run},
+      {"sweep",
+       {{"SCENARIO -D name=v1,v2,...|name=lo..hi... [--where EXPR]",
+         "check every point of a cross product of\nparameter values; a matrix of verdicts"}},
+       EXIT_CODES,
+       define_sweep},
       {"validate", {{"SCENARIO_OR_DIR...", "parse and static checks only"}}, EXIT_CODES, define_validate},
       {"replay",
        {{"COUNTEREXAMPLE|SCENARIO --sim|--mpi|--nccl [--timeout S]",

@@ -40,6 +40,8 @@ struct Options {
   std::optional<sim::LogLevel> log_level;  // run, replay --sim: the event log
   std::vector<int32_t> log_ranks;
   std::optional<std::string> log_path;
+  std::string sweep_where;             // sweep --where
+  uint64_t sweep_max_points = 10'000;  // sweep --max-points
 };
 
 // A command line read: the verb to run and its options, or text to print and an exit code

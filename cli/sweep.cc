@@ -185,6 +185,29 @@ bool write_text_file(const std::string& path, const std::string& text, std::ostr
 
 }  // namespace
 
+int run_sweep(const Options& options, std::ostream& out, std::ostream& err) {
+  SweepOptions sweep;
+  sweep.where = options.sweep_where;
+  sweep.max_points = static_cast<size_t>(options.sweep_max_points);
+  for (const sim::ParamOverride& o : options.overrides) {
+    std::string error;
+    std::optional<SweepAxis> axis = parse_sweep_axis(o.name + "=" + o.value, sweep.max_points, error);
+    if (!axis) {
+      err << "lockstep: error: " << error << "\n";
+      return EXIT_BAD_INPUT;
+    }
+    const auto same = [&](const SweepAxis& a) { return a.name == axis->name; };
+    if (std::any_of(sweep.axes.begin(), sweep.axes.end(), same)) {
+      err << "lockstep: error: -D " << o.name << " is given twice\n";
+      return EXIT_BAD_INPUT;
+    }
+    sweep.axes.push_back(std::move(*axis));
+  }
+  Options point_options = options;
+  point_options.overrides.clear();
+  return cmd_sweep(point_options, sweep, out, err);
+}
+
 std::optional<SweepAxis> parse_sweep_axis(std::string_view text, size_t max_values, std::string& error) {
   const size_t eq = text.find('=');
   if (eq == std::string_view::npos || eq == 0) {

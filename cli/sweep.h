@@ -42,4 +42,7 @@ std::optional<std::vector<std::vector<sim::ParamOverride>>> sweep_points(const S
 // the exit code (1 when a point has a bug, 2 when one fails to load, 3 when one is inconclusive).
 int cmd_sweep(const Options& options, const SweepOptions& sweep, std::ostream& out, std::ostream& err);
 
+// `lockstep sweep`: every -D of `options` is an axis; --where and --max-points from `options`.
+int run_sweep(const Options& options, std::ostream& out, std::ostream& err);
+
 }  // namespace lockstep::cli

@@ -107,3 +107,37 @@ TEST_CASE("sweep: the interleaved pipeline fails where microbatches is not a mul
 }
 
 }  // namespace lockstep::cli
+
+namespace lockstep::cli {
+
+TEST_CASE("sweep: from the command line, every -D is an axis") {
+  const testing::CliRun ran = testing::run_lockstep({"sweep", "scenarios/examples/pipeline-interleaved-sweep.yaml", "-D",
+                                                     "pp=2", "-D", "chunks=2,3", "-D", "microbatches=4,5", "--quiet"});
+  CHECK(ran.code == EXIT_BUG);
+  CHECK(ran.out.starts_with("sweep scenarios/examples/pipeline-interleaved-sweep.yaml: 4 points\n"
+                            "  pp chunks microbatches  verdict\n"
+                            "   2      2            4  ok\n"
+                            "   2      2            5  deadlock [class 1]\n"
+                            "   2      3            4  ok\n"
+                            "   2      3            5  deadlock [class 1]\n"));
+  CHECK(ran.out.ends_with("4 points: 2 with bugs (1 class), 0 inconclusive\n"));
+  const testing::CliRun ok = testing::run_lockstep({"sweep", "scenarios/examples/pipeline-interleaved-sweep.yaml", "-D",
+                                                    "pp=2,4", "--where", "pp != 4"});
+  CHECK(ok.code == EXIT_NO_BUG);
+  CHECK(ok.out.ends_with("1 point: 0 with bugs (0 classes), 0 inconclusive\n"));
+
+  const auto refused = [](const std::vector<std::string>& args, const std::string& message) {
+    const testing::CliRun r = testing::run_lockstep(args);
+    CHECK(r.code == EXIT_BAD_INPUT);
+    CHECK(r.err.starts_with("lockstep: error: " + message + "\n"));
+  };
+  const std::string scenario = "scenarios/examples/pipeline-interleaved-sweep.yaml";
+  refused({"sweep", scenario}, "sweep needs at least one -D name=v1,v2,... or -D name=lo..hi");
+  refused({"sweep", scenario, scenario, "-D", "pp=2"}, "sweep needs exactly one scenario");
+  refused({"sweep", scenario, "-D", "pp=2", "--cex-dir", "x"}, "sweep writes no counterexamples: check a failing point with its -D values");
+  refused({"sweep", scenario, "-D", "pp=2", "-D", "pp=3"}, "-D pp is given twice");
+  refused({"sweep", scenario, "-D", "pp=3..2"}, "-D pp=3..2: a range is LO..HI with integers LO <= HI");
+  refused({"sweep", scenario, "-D", "pp=2,3", "--where", "pp +"}, "in --where: expected an expression, got end of expression");
+}
+
+}  // namespace lockstep::cli
