@@ -274,6 +274,9 @@ void define_sweep(CLI::App& app, CommandLine& line) {
             "keep the points where EXPR (over the swept names) is nonzero,\n"
             "e.g. \"microbatches % pp == 0\"",
             [&o](const std::string& text) { o.sweep_where = text; });
+  add_flag(app, "--mpi", o.sweep_mpi, group,
+           "under mpirun or srun: the points spread over the MPI ranks, rank 0\n"
+           "printing the report (docs/sweep.md)");
   add_count(app, "--max-points", "N", group, "bound on the points kept (default 10000)", [&o](uint64_t n) {
     if (n == 0) throw UsageError{"--max-points must be at least 1"};
     o.sweep_max_points = n;

@@ -67,30 +67,79 @@ std::string class_key(const sim::Scenario& scenario, const checker::Bug& bug) {
   return key;
 }
 
-struct PointResult {
-  std::vector<sim::ParamOverride> point;
-  std::unique_ptr<sim::Scenario> scenario;
-  checker::InputReport report;
-  std::vector<std::string> warnings;
-};
+}  // namespace
 
-void check_point(const Options& options, const std::string& input, PointResult& r, unsigned inner_jobs) {
-  r.report.input = input;
-  r.report.seed = options.seed;
-  sim::LoadResult loaded = sim::is_trace_path(input) ? sim::load_trace_file(input, r.point, options.load_limits)
-                                                     : sim::load_scenario_file(input, r.point, options.load_limits);
+PointSummary check_point(const Options& options, const std::string& input, const std::vector<sim::ParamOverride>& point,
+                         unsigned inner_jobs) {
+  PointSummary r;
+  sim::LoadResult loaded = sim::is_trace_path(input) ? sim::load_trace_file(input, point, options.load_limits)
+                                                     : sim::load_scenario_file(input, point, options.load_limits);
   for (const sim::Diagnostic& d : loaded.diagnostics) {
-    (d.severity == sim::Severity::ERROR ? r.report.errors : r.warnings).push_back(sim::format_diagnostic(d, loaded.text));
+    (d.severity == sim::Severity::ERROR ? r.errors : r.warnings).push_back(sim::format_diagnostic(d, loaded.text));
   }
-  if (!loaded.scenario) return;
-  r.scenario = std::make_unique<sim::Scenario>(std::move(*loaded.scenario));
-  r.report.scenario = r.scenario.get();
+  if (!loaded.scenario) {
+    r.failed = true;
+    return r;
+  }
+  const sim::Scenario scenario = std::move(*loaded.scenario);
   checker::CheckOptions check = options.check;
   check.jobs = inner_jobs;
-  r.report.result = checker::check_scenario(*r.scenario, check);
+  checker::InputReport report;
+  report.input = input;
+  report.seed = options.seed;
+  report.scenario = &scenario;
+  report.result = checker::check_scenario(scenario, check);
+  const checker::CheckResult& c = *report.result;
+  if (c.error) {
+    r.failed = true;
+    r.errors.push_back(sim::format_diagnostic(*c.error, scenario.text));
+    return r;
+  }
+  r.verdict = std::string(sim::verdict_name(c.verdict));
+  r.exhaustive = c.exhaustive;
+  r.executions = c.executions;
+  r.bound_hit = c.bound_hit;
+  for (const checker::Bug& bug : c.bugs) r.bugs.push_back(bug.summary);
+  if (!c.bugs.empty()) {
+    r.class_key = class_key(scenario, c.bugs.front());
+    r.text = checker::report_text(report, false);
+  }
+  return r;
 }
 
-std::string json_of(const std::string& input, const SweepOptions& sweep, const std::vector<PointResult>& results,
+std::string PointSummary::to_json() const {
+  return nlohmann::json{{"failed", failed},     {"errors", errors},         {"warnings", warnings},
+                        {"verdict", verdict},   {"exhaustive", exhaustive}, {"executions", executions},
+                        {"bound_hit", bound_hit}, {"bugs", bugs},           {"class_key", class_key},
+                        {"text", text}}
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::optional<PointSummary> PointSummary::from_json(std::string_view text) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  try {
+    PointSummary r;
+    r.failed = j.at("failed").get<bool>();
+    r.errors = j.at("errors").get<std::vector<std::string>>();
+    r.warnings = j.at("warnings").get<std::vector<std::string>>();
+    r.verdict = j.at("verdict").get<std::string>();
+    r.exhaustive = j.at("exhaustive").get<bool>();
+    r.executions = j.at("executions").get<uint64_t>();
+    r.bound_hit = j.at("bound_hit").get<std::string>();
+    r.bugs = j.at("bugs").get<std::vector<std::string>>();
+    r.class_key = j.at("class_key").get<std::string>();
+    r.text = j.at("text").get<std::string>();
+    return r;
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
+
+namespace {
+
+std::string json_of(const std::string& input, const SweepOptions& sweep, const std::vector<std::vector<sim::ParamOverride>>& points,
+                    const std::vector<PointSummary>& results,
                     const std::vector<std::pair<std::string, std::vector<size_t>>>& classes) {
   using Json = nlohmann::ordered_json;
   Json out;
@@ -100,35 +149,29 @@ std::string json_of(const std::string& input, const SweepOptions& sweep, const s
   for (const SweepAxis& axis : sweep.axes) axes.push_back(Json{{"name", axis.name}, {"values", axis.values}});
   out["axes"] = std::move(axes);
   out["where"] = sweep.where;
-  Json points = Json::array();
-  for (const PointResult& r : results) {
+  Json rows = Json::array();
+  for (size_t i = 0; i < results.size(); ++i) {
+    const PointSummary& r = results[i];
     Json p;
     Json params = Json::object();
-    for (const sim::ParamOverride& o : r.point) params[o.name] = o.value;
+    for (const sim::ParamOverride& o : points[i]) params[o.name] = o.value;
     p["params"] = std::move(params);
-    if (r.report.failed_to_load()) {
+    if (r.failed) {
       p["verdict"] = "error";
-      p["errors"] = r.report.errors;
-      if (r.report.result && r.report.result->error) p["errors"].push_back(r.report.result->error->message);
+      p["errors"] = r.errors;
     } else {
-      const checker::CheckResult& c = *r.report.result;
-      p["verdict"] = std::string(sim::verdict_name(c.verdict));
-      p["exhaustive"] = c.exhaustive;
-      p["executions"] = c.executions;
-      Json bugs = Json::array();
-      for (const checker::Bug& bug : c.bugs) bugs.push_back(bug.summary);
-      p["bugs"] = std::move(bugs);
+      p["verdict"] = r.verdict;
+      p["exhaustive"] = r.exhaustive;
+      p["executions"] = r.executions;
+      p["bugs"] = r.bugs;
     }
-    points.push_back(std::move(p));
+    rows.push_back(std::move(p));
   }
-  out["points"] = std::move(points);
+  out["points"] = std::move(rows);
   Json cls = Json::array();
   for (const auto& [key, members] : classes) {
-    const PointResult& first = results[members.front()];
-    cls.push_back(Json{{"verdict", std::string(sim::verdict_name(first.report.result->bugs.front().kind))},
-                       {"key", key},
-                       {"points", members},
-                       {"summary", first.report.result->bugs.front().summary}});
+    const PointSummary& first = results[members.front()];
+    cls.push_back(Json{{"verdict", first.verdict}, {"key", key}, {"points", members}, {"summary", first.bugs.front()}});
   }
   out["classes"] = std::move(cls);
   return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -148,25 +191,25 @@ std::string xml_escape(std::string_view text) {
   return out;
 }
 
-std::string junit_of(const std::string& input, const std::vector<PointResult>& results) {
+std::string junit_of(const std::string& input, const std::vector<std::vector<sim::ParamOverride>>& points,
+                     const std::vector<PointSummary>& results) {
   size_t failures = 0;
   std::string cases;
-  for (const PointResult& r : results) {
-    cases += fmt::format("  <testcase classname=\"{}\" name=\"{}\"", xml_escape(input), xml_escape(point_name(r.point)));
+  for (size_t i = 0; i < results.size(); ++i) {
+    const PointSummary& r = results[i];
+    cases += fmt::format("  <testcase classname=\"{}\" name=\"{}\"", xml_escape(input), xml_escape(point_name(points[i])));
     std::string failure;
-    if (r.report.failed_to_load()) {
-      for (const std::string& e : r.report.errors) failure += e;
-      if (r.report.result && r.report.result->error) failure += r.report.result->error->message;
-    } else if (r.report.result->verdict != sim::Verdict::OK) {
-      failure = checker::report_text(r.report, false);
+    if (r.failed) {
+      for (const std::string& e : r.errors) failure += e;
+    } else if (r.verdict != "ok") {
+      failure = r.text.empty() ? r.verdict + " (" + r.bound_hit + ")\n" : r.text;
     }
     if (failure.empty()) {
       cases += "/>\n";
       continue;
     }
     ++failures;
-    const std::string verdict =
-        r.report.failed_to_load() ? "error" : std::string(sim::verdict_name(r.report.result->verdict));
+    const std::string verdict = r.failed ? "error" : r.verdict;
     cases += fmt::format(">\n    <failure message=\"{}\">{}</failure>\n  </testcase>\n", xml_escape(verdict),
                          xml_escape(failure));
   }
@@ -185,8 +228,7 @@ bool write_text_file(const std::string& path, const std::string& text, std::ostr
 
 }  // namespace
 
-int run_sweep(const Options& options, std::ostream& out, std::ostream& err) {
-  SweepOptions sweep;
+int sweep_options_of(const Options& options, SweepOptions& sweep, Options& point_options, std::ostream& err) {
   sweep.where = options.sweep_where;
   sweep.max_points = static_cast<size_t>(options.sweep_max_points);
   for (const sim::ParamOverride& o : options.overrides) {
@@ -203,8 +245,20 @@ int run_sweep(const Options& options, std::ostream& out, std::ostream& err) {
     }
     sweep.axes.push_back(std::move(*axis));
   }
-  Options point_options = options;
+  point_options = options;
   point_options.overrides.clear();
+  return EXIT_NO_BUG;
+}
+
+int run_sweep(const Options& options, std::ostream& out, std::ostream& err) {
+  if (options.sweep_mpi) {
+    err << "lockstep: error: --mpi: this lockstep hands a sweep over MPI to lockstep-mpi beside it, which is "
+           "missing (it is built where CMake finds MPI: scripts/setup installs libopenmpi-dev)\n";
+    return EXIT_BAD_INPUT;
+  }
+  SweepOptions sweep;
+  Options point_options;
+  if (const int code = sweep_options_of(options, sweep, point_options, err); code != EXIT_NO_BUG) return code;
   return cmd_sweep(point_options, sweep, out, err);
 }
 
@@ -308,57 +362,63 @@ std::optional<std::vector<std::vector<sim::ParamOverride>>> sweep_points(const S
   return points;
 }
 
-int cmd_sweep(const Options& options, const SweepOptions& sweep, std::ostream& out, std::ostream& err) {
+std::optional<std::vector<std::vector<sim::ParamOverride>>> prepare_sweep(const Options& options, const SweepOptions& sweep,
+                                                                          std::ostream& err) {
   const std::string& input = options.inputs.front();
   std::string error;
-  const std::optional<std::vector<std::vector<sim::ParamOverride>>> points = sweep_points(sweep, error);
+  std::optional<std::vector<std::vector<sim::ParamOverride>>> points = sweep_points(sweep, error);
   if (!points) {
     err << "lockstep: error: " << error << "\n";
-    return EXIT_BAD_INPUT;
+    return std::nullopt;
   }
   // Every axis must name a parameter: said once, not at every point.
-  {
-    sim::LoadResult base = sim::is_trace_path(input) ? sim::load_trace_file(input, options.overrides, options.load_limits)
-                                                     : sim::load_scenario_file(input, options.overrides, options.load_limits);
-    if (!base.scenario) {
-      for (const sim::Diagnostic& d : base.diagnostics) err << sim::format_diagnostic(d, base.text);
-      return EXIT_BAD_INPUT;
-    }
-    std::vector<std::string> names;
-    for (const sim::Param& p : base.scenario->params) names.push_back(p.name);
-    for (const SweepAxis& axis : sweep.axes) {
-      if (std::find(names.begin(), names.end(), axis.name) != names.end()) continue;
-      err << fmt::format("lockstep: error: {} has no parameter '{}' to sweep{}\n", input, axis.name,
-                         names.empty() ? "" : "; parameters: " + fmt::format("{}", fmt::join(names, ", ")));
-      return EXIT_BAD_INPUT;
-    }
+  sim::LoadResult base = sim::is_trace_path(input) ? sim::load_trace_file(input, options.overrides, options.load_limits)
+                                                   : sim::load_scenario_file(input, options.overrides, options.load_limits);
+  if (!base.scenario) {
+    for (const sim::Diagnostic& d : base.diagnostics) err << sim::format_diagnostic(d, base.text);
+    return std::nullopt;
   }
-  std::vector<PointResult> results(points->size());
-  for (size_t i = 0; i < results.size(); ++i) {
-    results[i].point = (*points)[i];
-    // A fixed -D beside the swept ones applies to every point.
-    for (const sim::ParamOverride& o : options.overrides) results[i].point.push_back(o);
+  std::vector<std::string> names;
+  for (const sim::Param& p : base.scenario->params) names.push_back(p.name);
+  for (const SweepAxis& axis : sweep.axes) {
+    if (std::find(names.begin(), names.end(), axis.name) != names.end()) continue;
+    err << fmt::format("lockstep: error: {} has no parameter '{}' to sweep{}\n", input, axis.name,
+                       names.empty() ? "" : "; parameters: " + fmt::format("{}", fmt::join(names, ", ")));
+    return std::nullopt;
   }
+  // A fixed -D beside the swept ones applies to every point.
+  for (std::vector<sim::ParamOverride>& point : *points) {
+    for (const sim::ParamOverride& o : options.overrides) point.push_back(o);
+  }
+  return points;
+}
+
+std::vector<PointSummary> check_points(const Options& options, const std::vector<std::vector<sim::ParamOverride>>& points) {
+  std::vector<PointSummary> results(points.size());
   // Points in parallel under --jobs, each searched on one thread; alone, a point gets them all.
-  const unsigned jobs = std::max(1u, std::min<unsigned>(options.check.jobs, static_cast<unsigned>(results.size())));
+  const unsigned jobs = std::max(1u, std::min<unsigned>(options.check.jobs, static_cast<unsigned>(points.size())));
   std::atomic<size_t> next{0};
   const auto work = [&] {
-    for (size_t i = next++; i < results.size(); i = next++) {
-      check_point(options, input, results[i], jobs > 1 ? 1 : options.check.jobs);
+    for (size_t i = next++; i < points.size(); i = next++) {
+      results[i] = check_point(options, options.inputs.front(), points[i], jobs > 1 ? 1 : options.check.jobs);
     }
   };
   std::vector<std::thread> threads;
   for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(work);
   work();
   for (std::thread& t : threads) t.join();
+  return results;
+}
 
-  // The matrix.
+int report_sweep(const Options& options, const SweepOptions& sweep, const std::vector<std::vector<sim::ParamOverride>>& points,
+                 const std::vector<PointSummary>& results, std::ostream& out, std::ostream& err) {
+  const std::string& input = options.inputs.front();
   const bool text_to_stdout = !(options.json_path && *options.json_path == "-");
   std::ostream& text = text_to_stdout ? out : err;
   size_t bugs = 0, failed = 0, inconclusive = 0;
   std::map<std::string, std::vector<size_t>> by_key;
   std::vector<std::string> keys;  // in the order first met
-  std::set<std::string> printed_errors;
+  std::set<std::string> printed;  // each warning and error once (an unknown parameter fails every point alike)
   std::vector<size_t> widths;
   for (const SweepAxis& axis : sweep.axes) {
     size_t w = axis.name.size();
@@ -371,39 +431,32 @@ int cmd_sweep(const Options& options, const SweepOptions& sweep, std::ostream& o
   for (size_t a = 0; a < sweep.axes.size(); ++a) text << fmt::format(" {:>{}}", sweep.axes[a].name, widths[a]);
   text << "  verdict\n";
   for (size_t i = 0; i < results.size(); ++i) {
-    const PointResult& r = results[i];
+    const PointSummary& r = results[i];
     if (!options.quiet) {
       for (const std::string& w : r.warnings) {
-        if (printed_errors.insert(w).second) err << w;
+        if (printed.insert(w).second) err << w;
       }
     }
     text << " ";
-    for (size_t a = 0; a < sweep.axes.size(); ++a) text << fmt::format(" {:>{}}", r.point[a].value, widths[a]);
-    if (r.report.failed_to_load()) {
+    for (size_t a = 0; a < sweep.axes.size(); ++a) text << fmt::format(" {:>{}}", points[i][a].value, widths[a]);
+    if (r.failed) {
       ++failed;
       text << "  error\n";
-      // Each distinct problem once (an unknown parameter fails every point alike).
-      for (const std::string& e : r.report.errors) {
-        if (printed_errors.insert(e).second) err << e;
-      }
-      if (r.report.result && r.report.result->error) {
-        const std::string e = sim::format_diagnostic(*r.report.result->error, r.scenario->text);
-        if (printed_errors.insert(e).second) err << e;
+      for (const std::string& e : r.errors) {
+        if (printed.insert(e).second) err << e;
       }
       continue;
     }
-    const checker::CheckResult& c = *r.report.result;
-    std::string line(sim::verdict_name(c.verdict));
-    if (c.verdict == sim::Verdict::INCONCLUSIVE) {
+    std::string line = r.verdict;
+    if (r.verdict == "inconclusive") {
       ++inconclusive;
-      line += " (" + c.bound_hit + ")";
-    } else if (c.verdict != sim::Verdict::OK) {
+      line += " (" + r.bound_hit + ")";
+    } else if (r.verdict != "ok") {
       ++bugs;
-      const std::string key = class_key(*r.scenario, c.bugs.front());
-      auto [it, fresh] = by_key.try_emplace(key);
-      if (fresh) keys.push_back(key);
+      auto [it, fresh] = by_key.try_emplace(r.class_key);
+      if (fresh) keys.push_back(r.class_key);
       it->second.push_back(i);
-      line += fmt::format(" [class {}]", std::find(keys.begin(), keys.end(), key) - keys.begin() + 1);
+      line += fmt::format(" [class {}]", std::find(keys.begin(), keys.end(), r.class_key) - keys.begin() + 1);
     }
     text << "  " << line << "\n";
   }
@@ -411,9 +464,8 @@ int cmd_sweep(const Options& options, const SweepOptions& sweep, std::ostream& o
   for (const std::string& key : keys) classes.emplace_back(key, by_key[key]);
   for (size_t k = 0; k < classes.size(); ++k) {
     const std::vector<size_t>& members = classes[k].second;
-    const PointResult& first = results[members.front()];
     text << fmt::format("class {}: {} point{}, first {}\n  {}\n", k + 1, members.size(), members.size() == 1 ? "" : "s",
-                        point_name(first.point), first.report.result->bugs.front().summary);
+                        point_name(points[members.front()]), results[members.front()].bugs.front());
   }
   text << fmt::format("{} point{}: {} with bugs ({} class{}), {} inconclusive{}\n", results.size(),
                       results.size() == 1 ? "" : "s", bugs, classes.size(), classes.size() == 1 ? "" : "es",
@@ -421,15 +473,21 @@ int cmd_sweep(const Options& options, const SweepOptions& sweep, std::ostream& o
 
   bool bad = failed > 0;
   if (options.json_path) {
-    const std::string json = json_of(input, sweep, results, classes);
+    const std::string json = json_of(input, sweep, points, results, classes);
     if (*options.json_path == "-") out << json;
     else if (!write_text_file(*options.json_path, json, err)) bad = true;
   }
-  if (options.junit_path && !write_text_file(*options.junit_path, junit_of(input, results), err)) bad = true;
+  if (options.junit_path && !write_text_file(*options.junit_path, junit_of(input, points, results), err)) bad = true;
   if (bad) return EXIT_BAD_INPUT;
   if (bugs > 0) return EXIT_BUG;
   if (inconclusive > 0) return EXIT_INCONCLUSIVE;
   return EXIT_NO_BUG;
+}
+
+int cmd_sweep(const Options& options, const SweepOptions& sweep, std::ostream& out, std::ostream& err) {
+  const std::optional<std::vector<std::vector<sim::ParamOverride>>> points = prepare_sweep(options, sweep, err);
+  if (!points) return EXIT_BAD_INPUT;
+  return report_sweep(options, sweep, *points, check_points(options, *points), out, err);
 }
 
 }  // namespace lockstep::cli
