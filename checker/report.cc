@@ -186,10 +186,6 @@ std::string report_text(const InputReport& report, bool quiet) {
   return line;
 }
 
-namespace {
-
-// XML 1.0 text: valid UTF-8, the five specials escaped, and the control characters it does not
-// allow (all below 0x20 but tab, newline and return) written as '?'.
 std::string xml_escape(std::string_view raw) {
   const std::string text = sim::valid_utf8(raw);
   std::string out;
@@ -208,6 +204,8 @@ std::string xml_escape(std::string_view raw) {
   }
   return out;
 }
+
+namespace {
 
 // GitHub's workflow commands: properties escape % , : and newlines; messages % and newlines.
 std::string github_escape(std::string_view raw, bool property) {

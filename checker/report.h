@@ -38,6 +38,10 @@ std::string report_text(const InputReport& report, bool quiet);
 // is the explanation.
 std::string report_junit(const std::vector<InputReport>& reports, bool check_expect);
 
+// XML 1.0 text: valid UTF-8, the five specials escaped, and the control characters it does not
+// allow (all below 0x20 but tab, newline and return) written as '?'.
+std::string xml_escape(std::string_view raw);
+
 // GitHub Actions workflow commands: one `::error file=...,line=...::` at the YAML line of each
 // stuck op (or of each mismatched op) of every bug.
 std::string report_github(const std::vector<InputReport>& reports);

@@ -177,27 +177,13 @@ std::string json_of(const std::string& input, const SweepOptions& sweep, const s
   return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-std::string xml_escape(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 std::string junit_of(const std::string& input, const std::vector<std::vector<sim::ParamOverride>>& points,
                      const std::vector<PointSummary>& results) {
   size_t failures = 0;
   std::string cases;
   for (size_t i = 0; i < results.size(); ++i) {
     const PointSummary& r = results[i];
-    cases += fmt::format("  <testcase classname=\"{}\" name=\"{}\"", xml_escape(input), xml_escape(point_name(points[i])));
+    cases += fmt::format("  <testcase classname=\"{}\" name=\"{}\"", checker::xml_escape(input), checker::xml_escape(point_name(points[i])));
     std::string failure;
     if (r.failed) {
       for (const std::string& e : r.errors) failure += e;
@@ -210,12 +196,12 @@ std::string junit_of(const std::string& input, const std::vector<std::vector<sim
     }
     ++failures;
     const std::string verdict = r.failed ? "error" : r.verdict;
-    cases += fmt::format(">\n    <failure message=\"{}\">{}</failure>\n  </testcase>\n", xml_escape(verdict),
-                         xml_escape(failure));
+    cases += fmt::format(">\n    <failure message=\"{}\">{}</failure>\n  </testcase>\n", checker::xml_escape(verdict),
+                         checker::xml_escape(failure));
   }
   return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"lockstep sweep {}\" tests=\"{}\" "
                      "failures=\"{}\">\n{}</testsuite>\n",
-                     xml_escape(input), results.size(), failures, cases);
+                     checker::xml_escape(input), results.size(), failures, cases);
 }
 
 bool write_text_file(const std::string& path, const std::string& text, std::ostream& err) {
