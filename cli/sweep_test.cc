@@ -114,6 +114,22 @@ TEST_CASE("sweep: the interleaved pipeline fails where microbatches is not a mul
 
 namespace lockstep::cli {
 
+TEST_CASE("sweep: the interleaved pipeline over 231 layouts, as docs/sweep.md shows it") {
+  const testing::CliRun ran = testing::run_lockstep({"sweep", "scenarios/examples/pipeline-interleaved-sweep.yaml", "-D", "pp=2..8",
+                                                     "-D", "chunks=2..4", "-D", "microbatches=1..16", "--where",
+                                                     "microbatches > pp", "--jobs", "2"});
+  CHECK(ran.code == EXIT_BUG);
+  CHECK(ran.out.starts_with("sweep scenarios/examples/pipeline-interleaved-sweep.yaml: 231 points (--where microbatches > pp)\n"));
+  CHECK(ran.out.find("class 1: 14 points, first pp=2 chunks=2 microbatches=3\n") != std::string::npos);
+  CHECK(ran.out.ends_with("231 points: 174 with bugs (10 classes), 0 inconclusive\n"));
+  // Every point where microbatches is a multiple of pp completes, and only those.
+  size_t ok = 0;
+  for (int pp = 2; pp <= 8; ++pp) {
+    for (int mb = pp + 1; mb <= 16; ++mb) ok += mb % pp == 0 ? 3 : 0;
+  }
+  CHECK(ok == 231 - 174);
+}
+
 TEST_CASE("sweep: from the command line, every -D is an axis") {
   const testing::CliRun ran = testing::run_lockstep({"sweep", "scenarios/examples/pipeline-interleaved-sweep.yaml", "-D",
                                                      "pp=2", "-D", "chunks=2,3", "-D", "microbatches=4,5", "--quiet"});
@@ -148,9 +164,9 @@ TEST_CASE("sweep: from the command line, every -D is an axis") {
 
 namespace lockstep::cli {
 
-// mpirun -np 3 lockstep sweep ... --mpi prints what one process prints. Skips without mpirun or
+// mpirun -np 4 lockstep sweep ... --mpi prints what one process prints. Skips without mpirun or
 // lockstep-mpi (built where CMake finds MPI).
-TEST_CASE("sweep --mpi: three MPI ranks print the report of one process") {
+TEST_CASE("sweep --mpi: four MPI ranks print the report of one process") {
   const std::filesystem::path binary(LOCKSTEP_BINARY);
   const std::filesystem::path mpi = binary.parent_path() / "lockstep-mpi";
   if (std::system("command -v mpirun >/dev/null 2>&1") != 0 || !std::filesystem::exists(mpi)) {
@@ -164,7 +180,7 @@ TEST_CASE("sweep --mpi: three MPI ranks print the report of one process") {
   REQUIRE(alone.code == EXIT_BUG);
   std::string command = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
                         "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_orte_tmpdir_base=" + dir.string() +
-                        " ASAN_OPTIONS=detect_leaks=0 mpirun -np 3 " + binary.string();
+                        " ASAN_OPTIONS=detect_leaks=0 mpirun -np 4 " + binary.string();
   for (const std::string& arg : sweep) command += " '" + arg + "'";
   command += " --mpi > " + (dir / "out.txt").string() + " 2> " + (dir / "err.txt").string();
   const int status = std::system(command.c_str());
