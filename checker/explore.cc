@@ -67,26 +67,9 @@ uint64_t execution_budget(const CheckOptions& options) {
 namespace {
 
 // What one part of the search found: the whole space (one thread), or the subtree under one
-// schedule prefix (--jobs). Parts are merged in DFS order, so the result does not depend on
-// how many threads ran them.
-struct Slice {
-  uint64_t executions = 0;
-  uint64_t pruned = 0;           // executions ended at a state already explored (or all asleep)
-  uint64_t sleep_blocked = 0;    // of them, ended because every option was asleep
-  uint64_t states = 0;           // states in the cache at the end
-  bool cache_full = false;
-  uint64_t events = 0;
-  std::vector<uint64_t> hashes;  // one per execution, in order
-  std::vector<uint64_t> events_after;  // events of the slice's executions so far, per execution
-  std::vector<uint64_t> pruned_after;  // pruned executions so far, per execution
-  std::vector<uint64_t> blocked_after;  // sleep-blocked executions so far, per execution
-  std::vector<Bug> bugs;         // first execution of each signature, `execution` local
-  std::set<std::string> terminal_states;
-  std::optional<sim::Diagnostic> error;
-  std::string bound_hit;
-  bool interrupted = false;      // CheckOptions::stop
-  bool complete = false;         // the part was explored to its end
-};
+// schedule prefix (--jobs, --mpi). Parts are merged in DFS order, so the result does not depend
+// on how many threads or processes ran them.
+using Slice = PartResult;
 
 using Clock = std::chrono::steady_clock;
 
@@ -331,27 +314,44 @@ struct Exploration {
   }
 };
 
+// The search of `scenario` under `options`, with the same bounds inside an execution, so that
+// one endless execution cannot run past them.
+std::unique_ptr<Exploration> exploration(const sim::Scenario& scenario, const CheckOptions& options) {
+  const StrategyInfo* info = find_strategy(options.strategy);
+  assert(info != nullptr && "the CLI accepts only strategy_names()");
+  auto search = std::make_unique<Exploration>(scenario, options, *info, engine_options_for(options), Clock::now(),
+                                              execution_budget(options));
+  if (options.time_budget_s > 0) {
+    search->engine_options.deadline =
+        search->started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.time_budget_s));
+  }
+  search->engine_options.max_resident_bytes = options.max_memory_bytes;
+  return search;
+}
+
 }  // namespace
+
+PartResult explore_part(const sim::Scenario& scenario, const CheckOptions& options, std::vector<uint32_t> prefix,
+                        uint64_t budget) {
+  const std::unique_ptr<Exploration> search = exploration(scenario, options);
+  sim::Engine engine(scenario, search->engine_options);
+  const std::unique_ptr<Search> part = search->info.make(search->search_options(std::move(prefix)));
+  return search->run(engine, *part, false, std::min(budget, search->budget));
+}
 
 CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& options) {
   CheckResult out;
   out.strategy = options.strategy;
   out.fingerprint = FNV_OFFSET;
-  const StrategyInfo* info = find_strategy(options.strategy);
-  assert(info != nullptr && "the CLI accepts only strategy_names()");
-  Exploration search{scenario, options, *info, engine_options_for(options), Clock::now(), execution_budget(options)};
-  // The same bounds inside an execution, so that one endless execution cannot run past them.
-  if (options.time_budget_s > 0) {
-    search.engine_options.deadline =
-        search.started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.time_budget_s));
-  }
-  search.engine_options.max_resident_bytes = options.max_memory_bytes;
+  const std::unique_ptr<Exploration> explored = exploration(scenario, options);
+  Exploration& search = *explored;
+  const StrategyInfo* info = &search.info;
   const bool sampling = !info->exhaustive;
 
   std::vector<Slice> slices;
   const unsigned jobs = std::max(1u, options.jobs);
   bool timing_dependent = false;  // which part finds a bug first depends on the threads' timing
-  bool split = info->splits && jobs > 1;
+  bool split = info->splits && (jobs > 1 || options.run_parts);
   uint64_t donations = 0;
   if (info->make_branch != nullptr && jobs > 1) {
     slices.push_back(search.explore_giving(jobs, donations));
@@ -383,6 +383,12 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
     }
     slices.resize(parts.size());
     out.parts = parts.size();
+    if (options.run_parts) {
+      std::vector<std::vector<uint32_t>> prefixes;
+      for (Part& part : parts) prefixes.push_back(std::move(part.prefix));
+      slices = options.run_parts(prefixes, search.budget);
+      parts.clear();  // run elsewhere
+    }
     // A part's budget: what the parts before it that are done left. Those still running only
     // leave less, so the merge below never needs more of a part than it ran.
     std::mutex done_mutex;
@@ -406,8 +412,8 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
       }
     };
     std::vector<std::thread> threads;
-    for (unsigned j = 1; j < jobs; ++j) threads.emplace_back(worker, false);
-    worker(true);
+    for (unsigned j = 1; j < jobs && !parts.empty(); ++j) threads.emplace_back(worker, false);
+    if (!parts.empty()) worker(true);
     for (std::thread& t : threads) t.join();
   }
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -30,6 +31,30 @@ struct Progress {
   uint64_t bugs = 0;    // distinct bugs so far (with --jobs, each part's counted apart)
   double elapsed_s = 0;
 };
+
+// What one part of a search found: the whole space, or the subtree under one schedule prefix
+// (check --jobs with dfs; check --mpi). The checker merges parts in depth-first order.
+struct PartResult {
+  uint64_t executions = 0;
+  uint64_t pruned = 0;           // executions ended at a state already explored (or all asleep)
+  uint64_t sleep_blocked = 0;    // of them, ended because every option was asleep
+  uint64_t states = 0;           // states in the cache at the end
+  bool cache_full = false;
+  uint64_t events = 0;
+  std::vector<uint64_t> hashes;  // one per execution, in order
+  std::vector<uint64_t> events_after;   // events of the part's executions so far, per execution
+  std::vector<uint64_t> pruned_after;   // pruned executions so far, per execution
+  std::vector<uint64_t> blocked_after;  // sleep-blocked executions so far, per execution
+  std::vector<Bug> bugs;         // first execution of each signature, `execution` local
+  std::set<std::string> terminal_states;
+  std::optional<sim::Diagnostic> error;
+  std::string bound_hit;
+  bool interrupted = false;      // CheckOptions::stop
+  bool complete = false;         // the part was explored to its end
+};
+
+// The parts of a split search, by their schedule prefixes (a strategy that splits: dfs).
+using PartRunner = std::function<std::vector<PartResult>(const std::vector<std::vector<uint32_t>>& prefixes, uint64_t budget)>;
 
 struct CheckOptions {
   std::string strategy = "dpor";
@@ -60,6 +85,9 @@ struct CheckOptions {
   uint64_t max_memory_bytes = DEFAULT_MAX_MEMORY_BYTES;
   uint64_t seed = 0;
   sim::EngineOptions engine;
+  // check --mpi: runs the parts of a split search (dfs, once it outgrows jobs_after) elsewhere,
+  // returning their results in the prefixes' order; unset: threads of this process (--jobs).
+  PartRunner run_parts;
 };
 
 struct CheckResult {
@@ -88,6 +116,11 @@ struct CheckResult {
 
 // The engine options a strategy explores with (replays must use the same).
 sim::EngineOptions engine_options_for(const CheckOptions& options);
+
+// One part of `scenario`'s search under `options`: the executions whose schedule starts with
+// `prefix`, at most `budget` of them. What a PartRunner runs on another process.
+PartResult explore_part(const sim::Scenario& scenario, const CheckOptions& options, std::vector<uint32_t> prefix,
+                        uint64_t budget);
 
 // Whether a strategy samples (random, pct) rather than covers the space.
 bool is_sampling(const std::string& strategy);

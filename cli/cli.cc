@@ -201,6 +201,11 @@ bool write_counterexamples(const Options& options, checker::InputReport& report,
 }
 
 int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
+  if (options.mpi && !options.check.run_parts) {
+    err << "lockstep: error: --mpi: this lockstep hands a search over MPI to lockstep-mpi beside it, which is "
+           "missing (it is built where CMake finds MPI: scripts/setup installs libopenmpi-dev)\n";
+    return EXIT_BAD_INPUT;
+  }
   const StopOnSignal stop_on_signal;
   bool bad = false;
   const std::vector<std::string> inputs = expand_inputs(options.inputs, err, bad);
@@ -540,7 +545,10 @@ int cmd_explain(const Options& options, std::ostream& out, std::ostream& err) {
 }  // namespace
 
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  const CommandLine line = parse_command_line(args);
+  return run_command(parse_command_line(args), out, err);
+}
+
+int run_command(const CommandLine& line, std::ostream& out, std::ostream& err) {
   if (line.verb.empty()) {
     out << line.out;
     err << line.err;

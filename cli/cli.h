@@ -10,7 +10,12 @@ namespace lockstep::cli {
 // Exit codes, the same for every verb (docs/cli.md).
 enum ExitCode : int { EXIT_NO_BUG = 0, EXIT_BUG = 1, EXIT_BAD_INPUT = 2, EXIT_INCONCLUSIVE = 3 };
 
+struct CommandLine;
+
 // Runs one command line (args without the program name). Writes to out/err; never exits.
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// Runs a command line already read (lockstep-mpi sets hooks in its options first).
+int run_command(const CommandLine& line, std::ostream& out, std::ostream& err);
 
 }  // namespace lockstep::cli

@@ -246,6 +246,10 @@ void define_check(CLI::App& app, CommandLine& line) {
               o.check.max_memory_bytes = mib << 20;  // 0: no bound
             });
   add_flag(app, "--check-expect", o.check_expect, group, "exit 0 iff every verdict matches its scenario's expect:");
+  add_flag(app, "--mpi", o.mpi, group,
+           "under mpirun or srun: the work spread over the MPI ranks (sweep:\n"
+           "its points; check: the parts of a dfs search), rank 0 printing the\n"
+           "report (docs/sweep.md)");
   add_path(app, "--cex-dir", o.cex_dir, "DIR", group, "write one counterexample file per bug into DIR");
   CLI::Option* minimize = add_flag(app, "--minimize", o.minimize, group,
            "with --cex-dir, for a recorded schedule: remove ranks and ops while\n"
@@ -261,6 +265,7 @@ void define_check(CLI::App& app, CommandLine& line) {
            "::error annotations at the YAML line of each stuck op)");
   app.final_callback([&o] {
     if (o.inputs.empty()) throw UsageError{"check needs at least one scenario or folder"};
+    if (o.mpi && o.inputs.size() != 1) throw UsageError{"check --mpi takes one scenario"};
     if (o.minimize && !o.cex_dir) throw UsageError{"--minimize needs --cex-dir DIR (the minimized trace goes there)"};
   });
 }
@@ -274,9 +279,6 @@ void define_sweep(CLI::App& app, CommandLine& line) {
             "keep the points where EXPR (over the swept names) is nonzero,\n"
             "e.g. \"microbatches % pp == 0\"",
             [&o](const std::string& text) { o.sweep_where = text; });
-  add_flag(app, "--mpi", o.sweep_mpi, group,
-           "under mpirun or srun: the points spread over the MPI ranks, rank 0\n"
-           "printing the report (docs/sweep.md)");
   add_count(app, "--max-points", "N", group, "bound on the points kept (default 10000)", [&o](uint64_t n) {
     if (n == 0) throw UsageError{"--max-points must be at least 1"};
     o.sweep_max_points = n;

@@ -42,7 +42,7 @@ struct Options {
   std::optional<std::string> log_path;
   std::string sweep_where;             // sweep --where
   uint64_t sweep_max_points = 10'000;  // sweep --max-points
-  bool sweep_mpi = false;              // sweep --mpi: the points spread over MPI ranks (lockstep-mpi)
+  bool mpi = false;                    // check, sweep --mpi: the work spread over MPI ranks (lockstep-mpi)
 };
 
 // A command line read: the verb to run and its options, or text to print and an exit code

@@ -10,7 +10,7 @@
 
 namespace {
 
-// `lockstep sweep ... --mpi` runs as lockstep-mpi, the binary beside this one that links MPI:
+// `lockstep sweep|check ... --mpi` runs as lockstep-mpi, the binary beside this one that links MPI:
 // under mpirun each rank's process becomes it (same pid, same environment). False when there is
 // none, which the sweep then reports.
 bool hand_over_to_mpi(char** argv) {
@@ -27,7 +27,7 @@ bool hand_over_to_mpi(char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string_view(argv[1]) == "sweep") {
+  if (argc > 1 && (std::string_view(argv[1]) == "sweep" || std::string_view(argv[1]) == "check")) {
     for (int i = 2; i < argc; ++i) {
       if (std::string_view(argv[i]) == "--") break;
       if (std::string_view(argv[i]) == "--mpi") {

@@ -237,7 +237,7 @@ int sweep_options_of(const Options& options, SweepOptions& sweep, Options& point
 }
 
 int run_sweep(const Options& options, std::ostream& out, std::ostream& err) {
-  if (options.sweep_mpi) {
+  if (options.mpi) {
     err << "lockstep: error: --mpi: this lockstep hands a sweep over MPI to lockstep-mpi beside it, which is "
            "missing (it is built where CMake finds MPI: scripts/setup installs libopenmpi-dev)\n";
     return EXIT_BAD_INPUT;

@@ -4,9 +4,6 @@
 
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
-
-#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -158,36 +155,6 @@ TEST_CASE("sweep: from the command line, every -D is an axis") {
   refused({"sweep", scenario, "-D", "pp=2", "-D", "pp=3"}, "-D pp is given twice");
   refused({"sweep", scenario, "-D", "pp=3..2"}, "-D pp=3..2: a range is LO..HI with integers LO <= HI");
   refused({"sweep", scenario, "-D", "pp=2,3", "--where", "pp +"}, "in --where: expected an expression, got end of expression");
-}
-
-}  // namespace lockstep::cli
-
-namespace lockstep::cli {
-
-// mpirun -np 4 lockstep sweep ... --mpi prints what one process prints. Skips without mpirun or
-// lockstep-mpi (built where CMake finds MPI).
-TEST_CASE("sweep --mpi: four MPI ranks print the report of one process") {
-  const std::filesystem::path binary(LOCKSTEP_BINARY);
-  const std::filesystem::path mpi = binary.parent_path() / "lockstep-mpi";
-  if (std::system("command -v mpirun >/dev/null 2>&1") != 0 || !std::filesystem::exists(mpi)) {
-    MESSAGE("skipped: no mpirun or no lockstep-mpi (scripts/setup installs openmpi-bin libopenmpi-dev)");
-    return;
-  }
-  const std::filesystem::path dir = testing::fresh_temp_dir("sweep", "mpi");
-  const std::vector<std::string> sweep = {"sweep", "scenarios/examples/pipeline-interleaved-sweep.yaml", "-D", "pp=2..4",
-                                          "-D", "chunks=2,3", "-D", "microbatches=2..9", "--where", "microbatches > pp"};
-  const testing::CliRun alone = testing::run_lockstep(sweep);
-  REQUIRE(alone.code == EXIT_BUG);
-  std::string command = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
-                        "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_orte_tmpdir_base=" + dir.string() +
-                        " ASAN_OPTIONS=detect_leaks=0 mpirun -np 4 " + binary.string();
-  for (const std::string& arg : sweep) command += " '" + arg + "'";
-  command += " --mpi > " + (dir / "out.txt").string() + " 2> " + (dir / "err.txt").string();
-  const int status = std::system(command.c_str());
-  INFO(testing::file_bytes(dir / "err.txt"));
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == EXIT_BUG);
-  CHECK(testing::file_bytes(dir / "out.txt") == alone.out);
 }
 
 }  // namespace lockstep::cli

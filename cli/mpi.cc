@@ -1,0 +1,382 @@
+// lockstep-mpi: the lockstep command line, with `sweep --mpi` and `check --mpi` spread over MPI
+// ranks. The one binary that links MPI; `lockstep` hands --mpi over to it (cli/main.cc).
+//
+// Both hand out work one piece at a time from rank 0 to whichever rank asks (a rank whose
+// pieces are slow takes fewer), rank 0 working on pieces itself on a thread of its own (the main
+// thread alone calls MPI), and every piece's result comes back to rank 0 as JSON:
+// - sweep: a piece is a point; its result a PointSummary;
+// - check: a piece is a part of a dfs search (the parts --jobs cuts the tree into, under the
+//   same schedule prefixes); its result a PartResult, whose bugs rank 0 rebuilds by replaying
+//   their schedules. The merge is --jobs' merge.
+// Rank 0 prints the report, the same bytes as one process, and every rank exits with its code.
+#include <mpi.h>
+
+#include <atomic>
+#include <cstring>
+#include <optional>
+#include <cstdint>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "checker/counterexample.h"
+#include "checker/explore.h"
+#include "cli/cli.h"
+#include "cli/command_line.h"
+#include "cli/sweep.h"
+#include "sim/trace_format.h"
+
+namespace lockstep::cli {
+namespace {
+
+constexpr int TAG_RESULT = 1;  // worker -> rank 0: int64 index (-1: none yet), then the summary's JSON
+constexpr int TAG_WORK = 2;    // rank 0 -> worker: int64 index, -1 when no point is left
+
+void send_result(int64_t index, const std::string& json) {
+  std::string message(sizeof(index), '\0');
+  std::memcpy(message.data(), &index, sizeof(index));
+  message += json;
+  MPI_Send(message.data(), static_cast<int>(message.size()), MPI_CHAR, 0, TAG_RESULT, MPI_COMM_WORLD);
+}
+
+int worker(const Options& options, const std::vector<std::vector<sim::ParamOverride>>& points) {
+  send_result(-1, "");
+  for (;;) {
+    int64_t index = -1;
+    MPI_Recv(&index, 1, MPI_INT64_T, 0, TAG_WORK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (index < 0 || static_cast<size_t>(index) >= points.size()) return 0;
+    const PointSummary result = check_point(options, options.inputs.front(), points[static_cast<size_t>(index)], 1);
+    send_result(index, result.to_json());
+  }
+}
+
+// Rank 0: serves the others from the main thread (the only one that calls MPI) while a thread
+// of its own checks points from the same counter.
+std::vector<PointSummary> coordinate(const Options& options, const std::vector<std::vector<sim::ParamOverride>>& points,
+                                     int ranks, std::ostream& err, bool& lost) {
+  std::vector<PointSummary> results(points.size());
+  std::atomic<size_t> next{0};
+  std::thread local([&] {
+    for (size_t i = next++; i < points.size(); i = next++) results[i] = check_point(options, options.inputs.front(), points[i], 1);
+  });
+  int working = ranks - 1;
+  while (working > 0) {
+    MPI_Status status;
+    MPI_Probe(MPI_ANY_SOURCE, TAG_RESULT, MPI_COMM_WORLD, &status);
+    int bytes = 0;
+    MPI_Get_count(&status, MPI_CHAR, &bytes);
+    std::string message(static_cast<size_t>(bytes), '\0');
+    MPI_Recv(message.data(), bytes, MPI_CHAR, status.MPI_SOURCE, TAG_RESULT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    int64_t index = -1;
+    if (message.size() >= sizeof(index)) std::memcpy(&index, message.data(), sizeof(index));
+    if (index >= 0 && static_cast<size_t>(index) < points.size()) {
+      std::optional<PointSummary> got = PointSummary::from_json(std::string_view(message).substr(sizeof(index)));
+      if (got) {
+        results[static_cast<size_t>(index)] = std::move(*got);
+      } else {
+        err << "lockstep: error: rank " << status.MPI_SOURCE << " sent an unreadable result for point " << index << "\n";
+        lost = true;
+      }
+    }
+    const size_t given = next++;
+    int64_t work = given < points.size() ? static_cast<int64_t>(given) : -1;
+    MPI_Send(&work, 1, MPI_INT64_T, status.MPI_SOURCE, TAG_WORK, MPI_COMM_WORLD);
+    if (work < 0) --working;
+  }
+  local.join();
+  return results;
+}
+
+int sweep_over_mpi(const Options& options, std::ostream& out, std::ostream& err) {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  // Every rank derives the same points; only rank 0 speaks.
+  std::ostringstream quiet_out, quiet_err;
+  std::ostream& my_out = rank == 0 ? out : quiet_out;
+  std::ostream& my_err = rank == 0 ? err : quiet_err;
+  SweepOptions sweep;
+  Options point_options = options;
+  int code = sweep_options_of(options, sweep, point_options, my_err);
+  std::optional<std::vector<std::vector<sim::ParamOverride>>> points;
+  if (code == EXIT_NO_BUG) {
+    points = prepare_sweep(point_options, sweep, my_err);
+    if (!points) code = EXIT_BAD_INPUT;
+  }
+  if (code == EXIT_NO_BUG) {
+    if (rank == 0) {
+      bool lost = false;
+      const std::vector<PointSummary> results = coordinate(point_options, *points, ranks, my_err, lost);
+      code = report_sweep(point_options, sweep, *points, results, my_out, my_err);
+      if (lost) code = EXIT_BAD_INPUT;
+    } else {
+      worker(point_options, *points);
+    }
+  }
+  MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return code;
+}
+
+// ---- check --mpi --------------------------------------------------------------------------
+
+using Json = nlohmann::json;
+
+Json option_json(const sim::Option& o) {
+  return Json::array({static_cast<int>(o.kind), o.rank, o.thread, o.detail, o.time_ns, o.name, o.actor});
+}
+
+sim::Option option_of(const Json& j) {
+  sim::Option o;
+  o.kind = static_cast<sim::ChoiceKind>(j.at(0).get<int>());
+  o.rank = j.at(1).get<int32_t>();
+  o.thread = j.at(2).get<int32_t>();
+  o.detail = j.at(3).get<int32_t>();
+  o.time_ns = j.at(4).get<int64_t>();
+  o.name = j.at(5).get<uint32_t>();
+  o.actor = j.at(6).get<uint32_t>();
+  return o;
+}
+
+// A part's result as JSON: its bugs as the schedules that lead to them.
+std::string part_json(const checker::PartResult& p) {
+  Json bugs = Json::array();
+  for (const checker::Bug& bug : p.bugs) {
+    Json choices = Json::array();
+    for (const sim::Option& o : bug.choices) choices.push_back(option_json(o));
+    bugs.push_back(Json{{"execution", bug.execution}, {"signature", bug.signature}, {"schedule", bug.schedule},
+                        {"choices", std::move(choices)}});
+  }
+  Json error = nullptr;
+  if (p.error) {
+    error = Json{{"file", p.error->file}, {"line", p.error->loc.line}, {"col", p.error->loc.col}, {"message", p.error->message}};
+  }
+  return Json{{"executions", p.executions}, {"pruned", p.pruned}, {"sleep_blocked", p.sleep_blocked},
+              {"states", p.states}, {"cache_full", p.cache_full}, {"events", p.events}, {"hashes", p.hashes},
+              {"events_after", p.events_after}, {"pruned_after", p.pruned_after}, {"blocked_after", p.blocked_after},
+              {"bugs", std::move(bugs)}, {"terminal_states", p.terminal_states}, {"error", std::move(error)},
+              {"bound_hit", p.bound_hit}, {"interrupted", p.interrupted}, {"complete", p.complete}}
+      .dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// The part back from JSON, each bug rebuilt by replaying its schedule; nullopt when the text is
+// not a part or a schedule does not lead to the bug it names.
+std::optional<checker::PartResult> part_of(std::string_view text, const sim::Scenario& scenario,
+                                           const checker::CheckOptions& options) {
+  const Json j = Json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  try {
+    checker::PartResult p;
+    p.executions = j.at("executions").get<uint64_t>();
+    p.pruned = j.at("pruned").get<uint64_t>();
+    p.sleep_blocked = j.at("sleep_blocked").get<uint64_t>();
+    p.states = j.at("states").get<uint64_t>();
+    p.cache_full = j.at("cache_full").get<bool>();
+    p.events = j.at("events").get<uint64_t>();
+    p.hashes = j.at("hashes").get<std::vector<uint64_t>>();
+    p.events_after = j.at("events_after").get<std::vector<uint64_t>>();
+    p.pruned_after = j.at("pruned_after").get<std::vector<uint64_t>>();
+    p.blocked_after = j.at("blocked_after").get<std::vector<uint64_t>>();
+    p.terminal_states = j.at("terminal_states").get<std::set<std::string>>();
+    p.bound_hit = j.at("bound_hit").get<std::string>();
+    p.interrupted = j.at("interrupted").get<bool>();
+    p.complete = j.at("complete").get<bool>();
+    if (const Json& e = j.at("error"); !e.is_null()) {
+      p.error = sim::Diagnostic{e.at("file").get<std::string>(),
+                                {e.at("line").get<uint32_t>(), e.at("col").get<uint32_t>()},
+                                sim::Severity::ERROR,
+                                e.at("message").get<std::string>()};
+    }
+    const sim::EngineOptions engine = checker::engine_options_for(options);
+    for (const Json& b : j.at("bugs")) {
+      std::vector<sim::Option> choices;
+      for (const Json& o : b.at("choices")) choices.push_back(option_of(o));
+      bool diverged = false;
+      const sim::ExecutionResult result = checker::replay_execution(scenario, choices, engine, diverged);
+      std::optional<checker::Bug> bug = checker::analyze(scenario, result);
+      if (diverged || !bug || bug->signature != b.at("signature").get<std::string>()) return std::nullopt;
+      bug->choices = std::move(choices);
+      bug->schedule = b.at("schedule").get<std::vector<uint32_t>>();
+      bug->execution = b.at("execution").get<uint64_t>();
+      p.bugs.push_back(std::move(*bug));
+    }
+    return p;
+  } catch (const Json::exception&) {
+    return std::nullopt;
+  }
+}
+
+// The messages of check --mpi: a worker's PART_RESULT is its part's index (-1: none yet) and
+// the part's JSON; rank 0's PART_WORK is the index (-1: no part is left), the budget, then the
+// part's schedule prefix.
+constexpr int TAG_PART_RESULT = 3;
+constexpr int TAG_PART_WORK = 4;
+
+struct PartServer {
+  const sim::Scenario* scenario = nullptr;
+  const Options* options = nullptr;
+  int workers = 0;
+  int released = 0;  // workers told that no part is left
+  std::string problem;
+
+  // Gives `index` (or -1) to whoever sent the message just received.
+  void answer(int to, int64_t index, uint64_t budget, const std::vector<uint32_t>* prefix) {
+    std::vector<uint64_t> message = {static_cast<uint64_t>(index), budget};
+    if (prefix != nullptr) message.insert(message.end(), prefix->begin(), prefix->end());
+    MPI_Send(message.data(), static_cast<int>(message.size()), MPI_UINT64_T, to, TAG_PART_WORK, MPI_COMM_WORLD);
+    if (index < 0) ++released;
+  }
+
+  // The next message of a worker that waits: its index and part (if any).
+  int receive(int64_t& index, std::string& text) {
+    MPI_Status status;
+    MPI_Probe(MPI_ANY_SOURCE, TAG_PART_RESULT, MPI_COMM_WORLD, &status);
+    int bytes = 0;
+    MPI_Get_count(&status, MPI_CHAR, &bytes);
+    std::string message(static_cast<size_t>(bytes), '\0');
+    MPI_Recv(message.data(), bytes, MPI_CHAR, status.MPI_SOURCE, TAG_PART_RESULT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    index = -1;
+    if (message.size() >= sizeof(index)) std::memcpy(&index, message.data(), sizeof(index));
+    text = message.size() > sizeof(index) ? message.substr(sizeof(index)) : std::string();
+    return status.MPI_SOURCE;
+  }
+
+  // check's PartRunner: the parts to the workers and to a thread of rank 0, results merged back.
+  std::vector<checker::PartResult> run(const std::vector<std::vector<uint32_t>>& prefixes, uint64_t budget) {
+    std::vector<checker::PartResult> results(prefixes.size());
+    checker::CheckOptions local_options = options->check;
+    local_options.run_parts = nullptr;
+    std::atomic<size_t> next{0};
+    std::thread local([&] {
+      for (size_t i = next++; i < prefixes.size(); i = next++) results[i] = checker::explore_part(*scenario, local_options, prefixes[i], budget);
+    });
+    size_t given = 0, done = 0;
+    while (released < workers && !(next.load() >= prefixes.size() && done == given)) {
+      int64_t index = -1;
+      std::string text;
+      const int from = receive(index, text);
+      if (index >= 0 && static_cast<size_t>(index) < prefixes.size()) {
+        ++done;
+        std::optional<checker::PartResult> part = part_of(text, *scenario, local_options);
+        if (part) results[static_cast<size_t>(index)] = std::move(*part);
+        else problem = fmt::format("rank {} sent part {} of the search in a form rank 0 cannot use", from, index);
+      }
+      const size_t i = next++;
+      if (i < prefixes.size()) {
+        answer(from, static_cast<int64_t>(i), budget, &prefixes[i]);
+        ++given;
+      } else {
+        answer(from, -1, 0, nullptr);
+      }
+    }
+    local.join();
+    return results;
+  }
+
+  // At the end: every worker not yet released is waiting for an answer (or about to ask).
+  void release_all() {
+    while (released < workers) {
+      int64_t index = -1;
+      std::string text;
+      answer(receive(index, text), -1, 0, nullptr);
+    }
+  }
+};
+
+void part_worker(const Options& options) {
+  const int64_t none = -1;
+  std::string hello(sizeof(none), '\0');
+  std::memcpy(hello.data(), &none, sizeof(none));
+  MPI_Send(hello.data(), static_cast<int>(hello.size()), MPI_CHAR, 0, TAG_PART_RESULT, MPI_COMM_WORLD);
+  std::optional<sim::Scenario> scenario;
+  for (;;) {
+    MPI_Status status;
+    MPI_Probe(0, TAG_PART_WORK, MPI_COMM_WORLD, &status);
+    int count = 0;
+    MPI_Get_count(&status, MPI_UINT64_T, &count);
+    std::vector<uint64_t> message(static_cast<size_t>(std::max(count, 2)));
+    MPI_Recv(message.data(), count, MPI_UINT64_T, 0, TAG_PART_WORK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    const auto index = static_cast<int64_t>(message[0]);
+    if (index < 0) return;
+    if (!scenario) {
+      const std::string& input = options.inputs.front();
+      sim::LoadResult loaded = sim::is_trace_path(input) ? sim::load_trace_file(input, options.overrides, options.load_limits)
+                                                         : sim::load_scenario_file(input, options.overrides, options.load_limits);
+      scenario = std::move(loaded.scenario);  // rank 0 loaded it too: it loads here
+    }
+    checker::PartResult part;
+    if (scenario) {
+      const std::vector<uint32_t> prefix(message.begin() + 2, message.begin() + count);
+      part = checker::explore_part(*scenario, options.check, prefix, message[1]);
+    }
+    std::string reply(sizeof(index), '\0');
+    std::memcpy(reply.data(), &index, sizeof(index));
+    reply += part_json(part);
+    MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_CHAR, 0, TAG_PART_RESULT, MPI_COMM_WORLD);
+  }
+}
+
+int check_over_mpi(const CommandLine& line, std::ostream& out, std::ostream& err) {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  int code = EXIT_BAD_INPUT;
+  if (rank == 0) {
+    CommandLine mine = line;
+    PartServer server;
+    server.options = &mine.options;
+    server.workers = ranks - 1;
+    // The scenario the parts are replayed against: rank 0's own load of the input.
+    const std::string& input = mine.options.inputs.front();
+    sim::LoadResult loaded = sim::is_trace_path(input) ? sim::load_trace_file(input, mine.options.overrides, mine.options.load_limits)
+                                                       : sim::load_scenario_file(input, mine.options.overrides, mine.options.load_limits);
+    if (loaded.scenario) {
+      const sim::Scenario scenario = std::move(*loaded.scenario);
+      server.scenario = &scenario;
+      mine.options.check.run_parts = [&server](const std::vector<std::vector<uint32_t>>& prefixes, uint64_t budget) {
+        return server.run(prefixes, budget);
+      };
+      if (mine.options.check.strategy != "dfs") {
+        err << "lockstep: note: check --mpi spreads a dfs search (--strategy dfs); " << mine.options.check.strategy
+            << " runs on rank 0 alone\n";
+      }
+      code = run_command(mine, out, err);
+    } else {
+      mine.options.check.run_parts = [](const std::vector<std::vector<uint32_t>>&, uint64_t) {
+        return std::vector<checker::PartResult>();
+      };
+      code = run_command(mine, out, err);  // says why it does not load
+    }
+    server.release_all();
+    if (!server.problem.empty()) {
+      err << "lockstep: error: " << server.problem << "\n";
+      code = EXIT_BAD_INPUT;
+    }
+  } else {
+    part_worker(line.options);
+  }
+  MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return code;
+}
+
+}  // namespace
+}  // namespace lockstep::cli
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  const lockstep::cli::CommandLine line = lockstep::cli::parse_command_line(args);
+  if (line.verb == "sweep" && line.options.mpi) return lockstep::cli::sweep_over_mpi(line.options, std::cout, std::cerr);
+  if (line.verb == "check" && line.options.mpi) return lockstep::cli::check_over_mpi(line, std::cout, std::cerr);
+  return lockstep::cli::run_command(line, std::cout, std::cerr);
+}

@@ -1,0 +1,80 @@
+// lockstep-mpi under mpirun: sweep --mpi and check --mpi print what one process prints. Skip
+// without mpirun or lockstep-mpi (built where CMake finds MPI).
+#include <sys/wait.h>
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli/cli.h"
+#include "tests/testing.h"
+
+namespace lockstep::cli {
+namespace {
+
+bool mpi_available() {
+  const std::filesystem::path mpi = std::filesystem::path(LOCKSTEP_BINARY).parent_path() / "lockstep-mpi";
+  if (std::system("command -v mpirun >/dev/null 2>&1") == 0 && std::filesystem::exists(mpi)) return true;
+  MESSAGE("skipped: no mpirun or no lockstep-mpi (scripts/setup installs openmpi-bin libopenmpi-dev)");
+  return false;
+}
+
+// `mpirun -np N lockstep ARGS`: its exit code and stdout.
+testing::CliRun under_mpirun(int ranks, const std::vector<std::string>& args, const std::string& name) {
+  const std::filesystem::path dir = testing::fresh_temp_dir("mpi", name);
+  std::string command = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
+                        "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mpi_yield_when_idle=1 "
+                        "OMPI_MCA_orte_tmpdir_base=" + dir.string() + " ASAN_OPTIONS=detect_leaks=0 mpirun -np " +
+                        std::to_string(ranks) + " " + LOCKSTEP_BINARY;
+  for (const std::string& arg : args) command += " '" + arg + "'";
+  command += " > " + (dir / "out.txt").string() + " 2> " + (dir / "err.txt").string();
+  const int status = std::system(command.c_str());
+  testing::CliRun ran;
+  ran.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  ran.out = testing::file_bytes(dir / "out.txt");
+  ran.err = testing::file_bytes(dir / "err.txt");
+  return ran;
+}
+
+}  // namespace
+
+TEST_CASE("sweep --mpi: four MPI ranks print the report of one process") {
+  if (!mpi_available()) return;
+  const std::vector<std::string> sweep = {"sweep", "scenarios/examples/pipeline-interleaved-sweep.yaml", "-D", "pp=2..4",
+                                          "-D", "chunks=2,3", "-D", "microbatches=2..9", "--where", "microbatches > pp"};
+  const testing::CliRun alone = testing::run_lockstep(sweep);
+  REQUIRE(alone.code == EXIT_BUG);
+  std::vector<std::string> args = sweep;
+  args.push_back("--mpi");
+  const testing::CliRun spread = under_mpirun(4, args, "sweep");
+  INFO(spread.err);
+  CHECK(spread.code == EXIT_BUG);
+  CHECK(spread.out == alone.out);
+}
+
+TEST_CASE("check --mpi: a dfs search of 100,000 executions over four ranks reports what one process does") {
+  if (!mpi_available()) return;
+  const std::filesystem::path dir = testing::fresh_temp_dir("mpi", "gather");
+  // Rank 0's ten wildcard receives against nine senders: 9! = 362,880 matchings, cut at 100,000
+  // executions, each a hang in the tenth receive (one bug, found first).
+  std::ofstream(dir / "gather.yaml") << "scenario: gather\nworld: 10\nprogram:\n"
+                                        "  - if: \"rank == 0\"\n"
+                                        "    then: [{repeat: 10, do: [recv: {from: any, size: 1KiB}]}]\n"
+                                        "    else: [send: {to: 0, size: 1KiB}]\n";
+  const std::vector<std::string> check = {"check", (dir / "gather.yaml").string(), "--strategy", "dfs",
+                                          "--max-executions", "100000", "--max-bugs", "3"};
+  const testing::CliRun alone = testing::run_lockstep(check);
+  std::vector<std::string> args = check;
+  args.push_back("--mpi");
+  const testing::CliRun spread = under_mpirun(4, args, "check");
+  INFO(spread.err);
+  CHECK(spread.code == alone.code);
+  CHECK(spread.out == alone.out);
+  CHECK(alone.out.find("100000 executions") != std::string::npos);
+}
+
+}  // namespace lockstep::cli
