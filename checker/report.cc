@@ -31,8 +31,8 @@ Json op_json(const sim::Scenario& scenario, const sim::OpRecord& rec, bool detai
   if (rec.op.kind == sim::OpKind::RECV) op["from"] = rec.op.peer >= 0 ? Json(rec.op.peer) : Json("any");
   if (rec.op.root >= 0) op["root"] = rec.op.root;
   if (rec.op.kind == sim::OpKind::ALL_TO_ALL_SINGLE) {
-    op["send_splits"] = rec.send_splits;
-    op["recv_splits"] = rec.recv_splits;
+    op["send_splits"] = rec.splits.get()->send;
+    op["recv_splits"] = rec.splits.get()->receive;
   }
   if (rec.op.stmt && !rec.op.stmt->tag.empty()) op["tag"] = rec.op.stmt->tag;
   if (detailed) {

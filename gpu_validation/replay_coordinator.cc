@@ -80,8 +80,10 @@ std::vector<PlanOp> plan_rank(const std::vector<sim::OpRecord>& records, const s
     op.name = std::string(sim::op_kind_name(in.kind));
     op.group = in.group;
     op.size_bytes = in.size_bytes;
-    op.send_splits = rec.send_splits;
-    op.recv_splits = rec.recv_splits;
+    if (const sim::SplitSizes* splits = rec.splits.get()) {
+      op.send_splits = splits->send;
+      op.recv_splits = splits->receive;
+    }
     op.dtype = static_cast<uint32_t>(in.dtype);
     op.dtype_bytes = sim::dtype_bytes(in.dtype);
     op.peer = in.peer;

@@ -38,13 +38,18 @@ struct OpInstance {  // 40 bytes: the engine keeps one in every kernel
 enum class KernelState : uint8_t { QUEUED, RUNNING, DONE, ABORTED /* its rank exited or crashed */ };
 std::string_view kernel_state_name(KernelState state);
 
+// An all_to_all_single's split sizes, in the order of its group's members.
+struct SplitSizes {
+  std::vector<int64_t> send;     // bytes to each member
+  std::vector<int64_t> receive;  // bytes from each
+};
+
 // One issued operation of a rank, in the order the rank issued it.
 struct OpRecord {
   uint32_t index = 0;       // position in the rank's issue order, 0-based
   uint32_t thread_index = 0;  // position among its thread's ops, 0-based
   OpInstance op;
-  std::vector<int64_t> send_splits;  // all_to_all_single: bytes to each member of its group
-  std::vector<int64_t> recv_splits;  // and from each
+  Box<SplitSizes> splits;   // all_to_all_single only: its split sizes
   std::string thread;       // host thread that issued it
   std::string stream;       // "main", "comm:world", ...
   uint32_t seq = 0;         // per-communicator sequence number (collectives), per (comm, src,

@@ -16,8 +16,9 @@ OpRecord Engine::Impl::record_of(uint32_t k) const {
   if (kernel.op.kind == OpKind::ALL_TO_ALL_SINGLE) {
     const std::span<const int64_t> sent = send_splits(kernel.op);
     const std::span<const int64_t> received = recv_splits(kernel.op);
-    rec.send_splits.assign(sent.begin(), sent.end());
-    rec.recv_splits.assign(received.begin(), received.end());
+    SplitSizes& splits = rec.splits.make();
+    splits.send.assign(sent.begin(), sent.end());
+    splits.receive.assign(received.begin(), received.end());
   }
   rec.thread = threads.empty() ? std::string() : thread_names[kernel.thread];
   if (kernel.stream != NO_STREAM) rec.stream = names[ranks[kernel.rank].streams[kernel.stream].name];

@@ -76,7 +76,8 @@ TEST_CASE("all_to_all_single: each pair must agree, and a mismatch names the pai
   CHECK(m.split_sent == 2048);      // 1 + (0 + 1) % 3 = 2 tokens
   CHECK(m.split_expected == 3072);  // rank 1's own routing to 0: 1 + (2 + 0) % 3 = 3
   CHECK(bad.bugs[0].summary.find("rank 0 sends 2KiB to rank 1, which expects 3KiB from it") != std::string::npos);
-  CHECK(m.op_a.send_splits == std::vector<int64_t>{1024, 2048, 3072, 1024});
+  REQUIRE(m.op_a.splits.get() != nullptr);
+  CHECK(m.op_a.splits.get()->send == std::vector<int64_t>{1024, 2048, 3072, 1024});
 }
 
 TEST_CASE("all_to_all_single: a disagreement between two later members is found, whoever issued first") {
