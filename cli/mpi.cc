@@ -12,6 +12,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <cstdint>
@@ -35,6 +36,29 @@
 namespace lockstep::cli {
 namespace {
 
+// Waiting without spinning: a blocking MPI call polls at full speed (OpenMPI), which takes a core
+// from rank 0's own worker thread or from a rank still working on the same machine.
+void probe_politely(int source, int tag, MPI_Status& status) {
+  int ready = 0;
+  for (;;) {
+    MPI_Iprobe(source, tag, MPI_COMM_WORLD, &ready, &status);
+    if (ready != 0) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+// Every rank gets rank 0's exit code (the others wait for it without spinning).
+int share_code(int code) {
+  MPI_Request request;
+  MPI_Ibcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD, &request);
+  int done = 0;
+  for (;;) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done != 0) return code;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 constexpr int TAG_RESULT = 1;  // worker -> rank 0: int64 index (-1: none yet), then the summary's JSON
 constexpr int TAG_WORK = 2;    // rank 0 -> worker: int64 index, -1 when no point is left
 
@@ -49,6 +73,8 @@ int worker(const Options& options, const std::vector<std::vector<sim::ParamOverr
   send_result(-1, "");
   for (;;) {
     int64_t index = -1;
+    MPI_Status status;
+    probe_politely(0, TAG_WORK, status);
     MPI_Recv(&index, 1, MPI_INT64_T, 0, TAG_WORK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     if (index < 0 || static_cast<size_t>(index) >= points.size()) return 0;
     const PointSummary result = check_point(options, options.inputs.front(), points[static_cast<size_t>(index)], 1);
@@ -68,7 +94,7 @@ std::vector<PointSummary> coordinate(const Options& options, const std::vector<s
   int working = ranks - 1;
   while (working > 0) {
     MPI_Status status;
-    MPI_Probe(MPI_ANY_SOURCE, TAG_RESULT, MPI_COMM_WORLD, &status);
+    probe_politely(MPI_ANY_SOURCE, TAG_RESULT, status);
     int bytes = 0;
     MPI_Get_count(&status, MPI_CHAR, &bytes);
     std::string message(static_cast<size_t>(bytes), '\0');
@@ -121,7 +147,7 @@ int sweep_over_mpi(const Options& options, std::ostream& out, std::ostream& err)
       worker(point_options, *points);
     }
   }
-  MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  code = share_code(code);
   MPI_Finalize();
   return code;
 }
@@ -238,7 +264,7 @@ struct PartServer {
   // The next message of a worker that waits: its index and part (if any).
   int receive(int64_t& index, std::string& text) {
     MPI_Status status;
-    MPI_Probe(MPI_ANY_SOURCE, TAG_PART_RESULT, MPI_COMM_WORLD, &status);
+    probe_politely(MPI_ANY_SOURCE, TAG_PART_RESULT, status);
     int bytes = 0;
     MPI_Get_count(&status, MPI_CHAR, &bytes);
     std::string message(static_cast<size_t>(bytes), '\0');
@@ -299,7 +325,7 @@ void part_worker(const Options& options) {
   std::optional<sim::Scenario> scenario;
   for (;;) {
     MPI_Status status;
-    MPI_Probe(0, TAG_PART_WORK, MPI_COMM_WORLD, &status);
+    probe_politely(0, TAG_PART_WORK, status);
     int count = 0;
     MPI_Get_count(&status, MPI_UINT64_T, &count);
     std::vector<uint64_t> message(static_cast<size_t>(std::max(count, 2)));
@@ -365,7 +391,7 @@ int check_over_mpi(const CommandLine& line, std::ostream& out, std::ostream& err
   } else {
     part_worker(line.options);
   }
-  MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  code = share_code(code);
   MPI_Finalize();
   return code;
 }

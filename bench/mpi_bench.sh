@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# MPI benchmark: a dfs search of 3,628,800 executions (rank 0's ten wildcard receives against ten
+# senders) by `lockstep check --mpi` under mpirun -np 1 and -np 2, and by one plain process;
+# then a sweep of the interleaved pipeline's 303 correct layouts (pp 2..8, chunks 2..4,
+# microbatches a multiple of pp up to 64: each point ok, as mpirun takes seconds to wind down a
+# job whose exit code is 1) the same three ways. Executions (points) per second, and -np 2
+# against -np 1.
+#
+#   bench/mpi_bench.sh            (LOCKSTEP=path overrides build/release/bin/lockstep)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+lockstep=${LOCKSTEP:-$root/build/release/bin/lockstep}
+[ -x "$lockstep" ] || { echo "mpi_bench: no $lockstep (build the release preset first)" >&2; exit 2; }
+command -v mpirun > /dev/null || { echo "mpi_bench: no mpirun (scripts/setup installs OpenMPI)" >&2; exit 2; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mpi_yield_when_idle=1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+cat > "$dir/gather-11.yaml" <<'Y'
+scenario: gather-11
+world: 11
+program:
+  - if: "rank == 0"
+    then: [{repeat: 10, do: [recv: {from: any, size: 1KiB}]}]
+    else: [send: {to: 0, size: 1KiB}]
+Y
+cd "$root"
+wall() {  # wall seconds of a command whose exit code 0 or 1 is a verdict
+  local start end
+  start=$(date +%s.%N)
+  "$@" > /dev/null 2>&1 || [ $? -le 1 ]
+  end=$(date +%s.%N)
+  echo "$end - $start" | bc -l
+}
+search=(check "$dir/gather-11.yaml" --strategy dfs --max-executions 4000000 --quiet)
+sweep=(sweep scenarios/examples/pipeline-interleaved-sweep.yaml -D pp=2..8 -D chunks=2..4 -D microbatches=1..64
+       --where "microbatches > pp && microbatches % pp == 0" --quiet)
+for what in search sweep; do
+  if [ "$what" = search ]; then args=("${search[@]}"); units=3628800; unit=executions; else args=("${sweep[@]}"); units=303; unit=points; fi
+  plain=$(wall "$lockstep" "${args[@]}")
+  np1=$(wall mpirun -np 1 "$lockstep" "${args[@]}" --mpi)
+  np2=$(wall mpirun -np 2 "$lockstep" "${args[@]}" --mpi)
+  printf '%-6s one process %.2f s (%.0f %s/s); mpirun -np 1 %.2f s (%.0f/s); -np 2 %.2f s (%.0f/s): %.2fx -np 1\n' \
+    "$what" "$plain" "$(echo "$units / $plain" | bc -l)" "$unit" "$np1" "$(echo "$units / $np1" | bc -l)" \
+    "$np2" "$(echo "$units / $np2" | bc -l)" "$(echo "$np1 / $np2" | bc -l)"
+done
