@@ -331,7 +331,7 @@ void part_worker(const Options& options) {
     std::vector<uint64_t> message(static_cast<size_t>(std::max(count, 2)));
     MPI_Recv(message.data(), count, MPI_UINT64_T, 0, TAG_PART_WORK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     const auto index = static_cast<int64_t>(message[0]);
-    if (index < 0) return;
+    if (index < 0 || count < 2) return;
     if (!scenario) {
       const std::string& input = options.inputs.front();
       sim::LoadResult loaded = sim::is_trace_path(input) ? sim::load_trace_file(input, options.overrides, options.load_limits)
