@@ -11,6 +11,9 @@
 #include <boost/graph/strong_components.hpp>
 #include <fmt/format.h>
 
+#include "checker/bug_class.h"
+#include "checker/rank_set.h"
+
 namespace lockstep::checker {
 
 using sim::OpKind;
@@ -43,11 +46,7 @@ std::string where(const sim::Scenario& scenario, const sim::OpRecord& rec) {
   return rec.op.stmt ? scenario.location(rec.op.stmt->loc) : scenario.path;
 }
 
-std::string rank_list(const std::vector<int32_t>& ranks) {
-  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? "," : "") + std::to_string(ranks[i]);
-  return out;
-}
+std::string rank_list(const std::vector<int32_t>& ranks) { return format_ranks(ranks); }
 
 // What a rank is doing at the end: "it finished", "it waits in send to rank 0 #1 on world (...)".
 std::string rank_state(const sim::Scenario& scenario, const sim::ExecutionResult& result, int32_t rank) {
@@ -300,7 +299,9 @@ std::string wait_for_dot(const sim::Scenario& scenario, const Bug& bug) {
   return out.str();
 }
 
-std::optional<Bug> analyze(const sim::Scenario& scenario, const sim::ExecutionResult& result) {
+namespace {
+
+std::optional<Bug> analyze_end(const sim::Scenario& scenario, const sim::ExecutionResult& result) {
   Bug bug;
   bug.rank_status = result.rank_status;
   if (result.end == sim::ExecutionEnd::MISMATCH) {
@@ -376,6 +377,14 @@ std::optional<Bug> analyze(const sim::Scenario& scenario, const sim::ExecutionRe
   }
   bug.summary = bug.explanation.empty() ? std::string("no rank can progress") : bug.explanation.front();
   bug.signature = std::string(sim::verdict_name(bug.kind)) + ":" + stuck_signature(scenario, result.stuck);
+  return bug;
+}
+
+}  // namespace
+
+std::optional<Bug> analyze(const sim::Scenario& scenario, const sim::ExecutionResult& result) {
+  std::optional<Bug> bug = analyze_end(scenario, result);
+  if (bug) bug->class_key = bug_class_key(scenario, *bug);
   return bug;
 }
 

@@ -22,6 +22,7 @@ struct Bug {
   std::optional<sim::MismatchInfo> mismatch;
   std::vector<sim::RankStatus> rank_status;
   std::string signature;                 // two executions with the same signature are one bug
+  std::string class_key;                 // bugs with the same key are one failure (bug_class.h)
   std::vector<uint32_t> schedule;        // the choices that lead to it (option indices)
   std::vector<sim::Option> choices;      // the same choices as options (replayable)
   uint64_t execution = 0;                // 1-based index of the execution that found it

@@ -48,7 +48,7 @@ program:
   REQUIRE(result.bugs.size() == 1);
   CHECK(result.bugs[0].kind == sim::Verdict::HANG);
   CHECK(result.bugs[0].explanation ==
-        std::vector<std::string>{"ranks 0,1,2 wait in allreduce #3 on world (uneven.yaml:6:9); rank 3 never issued it: it finished"});
+        std::vector<std::string>{"ranks 0-2 wait in allreduce #3 on world (uneven.yaml:6:9); rank 3 never issued it: it finished"});
 }
 
 TEST_CASE("a timeout names who waited, how long, and for whom") {

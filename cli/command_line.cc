@@ -194,6 +194,7 @@ void define_check(CLI::App& app, CommandLine& line) {
   add_common(app, o);
   const std::string group = "check options";
   o.check.time_budget_s = DEFAULT_TIME_BUDGET_S;
+  o.check.patience = checker::DEFAULT_PATIENCE;
   add_value(app, "--strategy", "S", group,
             "dpor (default) or dfs cover every schedule; random and pct\n"
             "sample --max-executions runs seeded by --seed",
@@ -240,6 +241,10 @@ void define_check(CLI::App& app, CommandLine& line) {
               if (n == 0) throw UsageError{"--max-bugs must be at least 1"};
               o.check.max_bugs = n;
             });
+  add_count(app, "--patience", "N", group,
+            "once a bug is found, stop after N executions in a row that add no\n"
+            "new bug class, only variants (default 1000; 0: explore everything)",
+            [&o](uint64_t n) { o.check.patience = n; });
   add_count(app, "--max-memory", "MIB", group, "bound on the process's resident memory (default 8192; 0: none)",
             [&o](uint64_t mib) {
               if (mib > (uint64_t{1} << 40)) throw UsageError{"--max-memory is in MiB; at most 2^40"};
