@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "checker/explore.h"
+#include "sim/loader.h"
 #include "tests/testing.h"
 
 namespace lockstep::checker {
@@ -113,6 +114,22 @@ threads:
   ckpt: {stream: ckpt_s, do: [{allgather: {group: ckpt, size: 64KiB}}]}
 )Y";
   CHECK(check_scenario(testing::scenario_from(own, "own.yaml"), {}).verdict == sim::Verdict::OK);
+}
+
+}  // namespace lockstep::checker
+
+namespace lockstep::checker {
+
+TEST_CASE("the DOT graph of a mismatch shows the two ops that disagree") {
+  sim::LoadResult loaded = sim::load_scenario_text(
+      "scenario: sizes\nworld: 2\nprogram:\n  - allreduce: {size: \"rank == 0 ? 4 : 8\"}\n", "sizes.yaml", {});
+  REQUIRE(loaded.ok());
+  const CheckResult result = check_scenario(*loaded.scenario, {});
+  REQUIRE(result.bugs.size() == 1);
+  const std::string dot = wait_for_dot(*loaded.scenario, result.bugs[0]);
+  CHECK(dot.find("0[label=\"rank 0\\nissued allreduce #1 on world of 4B bf16\\nsizes.yaml:4:5\"];") != std::string::npos);
+  CHECK(dot.find("1[label=\"rank 1\\nissued allreduce #1 on world of 8B bf16\\nsizes.yaml:4:5\"];") != std::string::npos);
+  CHECK(dot.find("0->1 [label=\"differs in size\",dir=none,color=red];") != std::string::npos);
 }
 
 }  // namespace lockstep::checker

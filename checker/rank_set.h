@@ -15,4 +15,14 @@ std::string format_rank_set(std::vector<int32_t> ranks, size_t max_pieces = 8);
 // "rank 3" or "ranks 0-2,5".
 std::string format_ranks(const std::vector<int32_t>& ranks);
 
+// One dimension of a mesh: its name and size; the first dimension varies fastest.
+struct MeshAxis {
+  std::string name;
+  int32_t size = 1;
+};
+
+// The ranks as mesh coordinates, slowest dimension first, "*" for a whole dimension:
+// "dp=0-255, pp=3, tp=*"; "" when the set is not a box of the mesh (or there is no mesh).
+std::string mesh_coordinates(const std::vector<int32_t>& ranks, const std::vector<MeshAxis>& mesh);
+
 }  // namespace lockstep::checker

@@ -32,4 +32,18 @@ TEST_CASE("rank sets stay short at 16k ranks however scattered") {
   CHECK(text.ends_with(fmt::format(",... ({} ranks)", ranks.size())) == true);
 }
 
+TEST_CASE("rank sets under a mesh: coordinates, slowest dimension first, * for a whole one") {
+  const std::vector<MeshAxis> mesh{{"tp", 8}, {"pp", 4}, {"dp", 128}};
+  std::vector<int32_t> last_tp_last_pp;  // tp=7, pp=3, every dp but the last
+  for (int32_t dp = 0; dp < 127; ++dp) last_tp_last_pp.push_back(dp * 32 + 3 * 8 + 7);
+  CHECK(mesh_coordinates(last_tp_last_pp, mesh) == "dp=0-126, pp=3, tp=7");
+  std::vector<int32_t> stage;
+  for (int32_t r = 0; r < 4096; ++r) {
+    if ((r / 8) % 4 == 1) stage.push_back(r);
+  }
+  CHECK(mesh_coordinates(stage, mesh) == "dp=*, pp=1, tp=*");
+  CHECK(mesh_coordinates({0, 9}, mesh).empty());  // not a box
+  CHECK(mesh_coordinates({3}, {}).empty());
+}
+
 }  // namespace lockstep::checker

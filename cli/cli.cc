@@ -1,6 +1,7 @@
 #include "cli/cli.h"
 
 #include <algorithm>
+#include <map>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -24,6 +25,7 @@
 #include "checker/minimize.h"
 #include "checker/replay.h"
 #include "checker/explore.h"
+#include "checker/rank_set.h"
 #include "checker/report.h"
 #include "export/promela.h"
 #include "gpu_validation/replay_session.h"
@@ -340,6 +342,60 @@ bool open_log(const Options& options, std::ostream& err, LogSink& sink) {
   return true;
 }
 
+// Where each rank ended: a line per rank up to RUN_LINES_PER_RANK_UP_TO ranks; beyond, a
+// bounded summary: how many ended how, the fastest and the slowest to finish, the stuck ranks.
+constexpr size_t RUN_LINES_PER_RANK_UP_TO = 16;
+
+std::string rank_summary(const sim::ExecutionResult& result) {
+  auto is_stuck = [](sim::RankStatus status) { return status == sim::RankStatus::BLOCKED || status == sim::RankStatus::RUNNING; };
+  std::string out;
+  const size_t world = result.rank_status.size();
+  if (world <= RUN_LINES_PER_RANK_UP_TO) {
+    for (size_t r = 0; r < world; ++r) {
+      const sim::RankStatus status = result.rank_status[r];
+      const bool stuck = is_stuck(status);
+      out += fmt::format("  rank {}: {} {} {}\n", r, stuck ? "stuck" : sim::rank_status_name(status), stuck ? "since" : "at",
+                         format_ms(result.rank_end_ns[r]));
+    }
+    return out;
+  }
+  std::map<std::string, size_t> counts;
+  std::vector<int32_t> stuck;
+  int64_t first_ns = INT64_MAX, last_ns = INT64_MIN, stuck_from_ns = INT64_MAX, stuck_to_ns = INT64_MIN;
+  for (size_t r = 0; r < world; ++r) {
+    const sim::RankStatus status = result.rank_status[r];
+    const int64_t end_ns = result.rank_end_ns[r];
+    ++counts[is_stuck(status) ? std::string("stuck") : std::string(sim::rank_status_name(status))];
+    if (is_stuck(status)) {
+      stuck.push_back(static_cast<int32_t>(r));
+      stuck_from_ns = std::min(stuck_from_ns, end_ns);
+      stuck_to_ns = std::max(stuck_to_ns, end_ns);
+    } else {
+      first_ns = std::min(first_ns, end_ns);
+      last_ns = std::max(last_ns, end_ns);
+    }
+  }
+  std::string tally;
+  for (const auto& [what, n] : counts) tally += fmt::format("{}{} {}", tally.empty() ? "" : ", ", n, what);
+  out += "  ranks: " + tally + "\n";
+  auto ended_at = [&](int64_t at_ns) {
+    std::vector<int32_t> ranks;
+    for (size_t r = 0; r < world; ++r) {
+      if (!is_stuck(result.rank_status[r]) && result.rank_end_ns[r] == at_ns) ranks.push_back(static_cast<int32_t>(r));
+    }
+    return checker::format_ranks(ranks);
+  };
+  if (first_ns != INT64_MAX) {
+    out += fmt::format("  fastest: {} at {}\n", ended_at(first_ns), format_ms(first_ns));
+    out += fmt::format("  slowest: {} at {}\n", ended_at(last_ns), format_ms(last_ns));
+  }
+  if (!stuck.empty()) {
+    out += fmt::format("  stuck: {} since {}{}\n", checker::format_ranks(stuck), format_ms(stuck_from_ns),
+                       stuck_to_ns > stuck_from_ns ? " to " + format_ms(stuck_to_ns) : "");
+  }
+  return out;
+}
+
 int cmd_run(const Options& options, std::ostream& out, std::ostream& err) {
   const std::string& input = options.inputs.front();
   std::vector<std::string> errors;
@@ -364,15 +420,8 @@ int cmd_run(const Options& options, std::ostream& out, std::ostream& err) {
   }
   int64_t step_ns = 0;
   out << fmt::format("{}: {} ranks, {} events\n", input, scenario->world, result.events);
-  for (size_t r = 0; r < result.rank_status.size(); ++r) {
-    step_ns = std::max(step_ns, result.rank_end_ns[r]);
-    if (!options.quiet) {
-      const sim::RankStatus status = result.rank_status[r];
-      const bool stuck = status == sim::RankStatus::BLOCKED || status == sim::RankStatus::RUNNING;
-      out << fmt::format("  rank {}: {} {} {}\n", r, stuck ? "stuck" : sim::rank_status_name(status),
-                         stuck ? "since" : "at", format_ms(result.rank_end_ns[r]));
-    }
-  }
+  for (size_t r = 0; r < result.rank_status.size(); ++r) step_ns = std::max(step_ns, result.rank_end_ns[r]);
+  if (!options.quiet) out << rank_summary(result);
   const std::optional<checker::Bug> bug = checker::analyze(*scenario, result);
   print_critical_path(*scenario, result, out);
   if (!bug) {
@@ -522,14 +571,20 @@ int cmd_explain(const Options& options, std::ostream& out, std::ostream& err) {
   for (const std::string& line : bug.explanation) out << "  " << line << "\n";
   if (!bug.stuck.empty()) {
     out << "wait-for graph:\n";
+    // One line per waited-for rank and op: the ranks that wait so, as a range.
+    std::vector<std::string> order;
+    std::map<std::string, std::vector<int32_t>> waiting;
     for (const sim::StuckOp& s : bug.stuck) {
       for (int32_t w : s.waiting_for) {
         const bool never = std::find(s.never_issued.begin(), s.never_issued.end(), w) != s.never_issued.end();
-        out << fmt::format("  rank {} -> rank {}: {} ({}){}\n", s.rank, w, sim::describe_op(scenario, s.op),
-                           s.op.op.stmt ? scenario.location(s.op.op.stmt->loc) : scenario.path,
-                           never ? ", never issued" : "");
+        const std::string edge = fmt::format(" -> rank {}: {} ({}){}", w, sim::describe_op(scenario, s.op),
+                                             s.op.op.stmt ? scenario.location(s.op.op.stmt->loc) : scenario.path,
+                                             never ? ", never issued" : "");
+        if (!waiting.count(edge)) order.push_back(edge);
+        waiting[edge].push_back(s.rank);
       }
     }
+    for (const std::string& edge : order) out << "  " << checker::format_ranks(waiting[edge]) << edge << "\n";
   }
   out << fmt::format("schedule: {}\n", checker::schedule_string(bug.choices.empty() ? replayed->cex.schedule : bug.choices));
   if (options.dot_path && !write_file(*options.dot_path, checker::wait_for_dot(scenario, bug), err)) return EXIT_BAD_INPUT;
