@@ -180,8 +180,11 @@ std::string report_text(const InputReport& report, bool quiet) {
   const CheckResult& result = *report.result;
   if (result.error) return sim::format_diagnostic(*result.error, scenario.text);
   std::string line = fmt::format("{}: {}", report.input, sim::verdict_name(result.verdict));
-  const sim::Verdict expected = scenario.expect.value_or(sim::Verdict::OK);
-  line += fmt::format(" (expected {}{})", sim::verdict_name(expected), report.matches_expected() ? "" : ", DIFFERS");
+  if (scenario.expect) {
+    line += fmt::format(" (expected {}{})", sim::verdict_name(*scenario.expect), report.matches_expected() ? "" : ", DIFFERS");
+  } else {
+    line += " (no expectation)";
+  }
   line += fmt::format(" [{} execution{}, {}]", result.executions, result.executions == 1 ? "" : "s",
                       result.exhaustive ? std::string("exhaustive")
                       : result.bound_hit.empty() ? fmt::format("sampled by {}, seed {}", result.strategy, report.seed)

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "checker/analysis.h"
+#include "checker/bug_class.h"
 #include "cli/command_line.h"
 #include "import/import_cli.h"
 #include "checker/counterexample.h"
@@ -118,12 +119,29 @@ bool emit_json(const Options& options, const std::string& json, std::ostream& ou
   return write_file(*options.json_path, json, err);
 }
 
+// Inputs are told apart by content: a trace starts `{"lockstep_trace"` (after any blanks),
+// whatever its name; a file that cannot be read, or is empty, by its extension.
+constexpr std::string_view TRACE_START = "{\"lockstep_trace\"";
+
+bool is_trace_text(std::string_view text) {
+  const size_t start = text.find_first_not_of(" \t\r\n");
+  return start != std::string_view::npos && text.substr(start).starts_with(TRACE_START);
+}
+
+bool is_trace_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  char head[64] = {};
+  if (file) file.read(head, sizeof head);
+  const auto got = static_cast<size_t>(file.gcount());
+  if (got == 0) return fs::path(path).extension() == ".jsonl";
+  return is_trace_text(std::string_view(head, got));
+}
+
 // Loads one input, printing its diagnostics (warnings too). nullopt on error.
 std::optional<sim::Scenario> load(const std::string& path, const Options& options, std::vector<std::string>& errors,
                                   std::ostream& err) {
-  sim::LoadResult loaded = fs::path(path).extension() == ".jsonl"
-                               ? sim::load_trace_file(path, options.overrides, options.load_limits)
-                               : sim::load_scenario_file(path, options.overrides, options.load_limits);
+  sim::LoadResult loaded = is_trace_file(path) ? sim::load_trace_file(path, options.overrides, options.load_limits)
+                                               : sim::load_scenario_file(path, options.overrides, options.load_limits);
   for (const sim::Diagnostic& d : loaded.diagnostics) {
     if (d.severity == sim::Severity::ERROR) errors.push_back(sim::format_diagnostic(d, loaded.text));
     else if (!options.quiet) err << sim::format_diagnostic(d, loaded.text);  // formatted only when shown
@@ -145,9 +163,23 @@ std::string file_stem(const std::string& name) {
   return fmt::format("{}-{:016x}", std::string_view(out).substr(0, MAX_STEM_BYTES - 17), fnv1a(name));
 }
 
-// One counterexample file per bug: DIR/<scenario>-<n>.json; with --minimize also the minimized
-// schedule DIR/<scenario>-<n>.min.jsonl, and a line per bug in `notes` for the text report.
-bool write_counterexamples(const Options& options, checker::InputReport& report, std::string& notes, std::ostream& err) {
+// The stem of an input's counterexample files: the input file's name without its extension, or,
+// when another input of the same run has that name, its whole path as given.
+std::string cex_stem(const std::string& input, std::map<std::string, std::string>& stems) {
+  const fs::path path(input);
+  std::string stem = file_stem(path.stem().string());
+  auto [it, inserted] = stems.emplace(stem, input);
+  if (inserted || it->second == input) return stem;
+  std::string whole = (path.parent_path() / path.stem()).generic_string();
+  std::replace(whole.begin(), whole.end(), '/', '_');
+  return file_stem(whole);
+}
+
+// One counterexample file per bug class, for its representative: DIR/<input>-<class>.json; with
+// --minimize also the minimized schedule DIR/<input>-<class>.min.jsonl, and a line per class in
+// `notes` for the text report. An existing file is replaced only with --force.
+bool write_counterexamples(const Options& options, checker::InputReport& report, std::string& notes,
+                           std::map<std::string, std::string>& stems, std::ostream& err) {
   std::error_code ec;
   fs::create_directories(*options.cex_dir, ec);
   if (ec) {
@@ -155,13 +187,22 @@ bool write_counterexamples(const Options& options, checker::InputReport& report,
     return false;
   }
   const sim::Scenario& scenario = *report.scenario;
-  for (size_t i = 0; i < report.result->bugs.size(); ++i) {
+  const std::string stem = cex_stem(report.input, stems);
+  const std::vector<checker::BugClass> classes = checker::group_bugs(report.result->bugs);
+  report.counterexamples.assign(report.result->bugs.size(), "");
+  auto fresh = [&](const std::string& path) {
+    if (options.force || !fs::exists(path)) return true;
+    err << fmt::format("{}: error: file exists (from an earlier check?); --force replaces it\n", path);
+    return false;
+  };
+  for (size_t c = 0; c < classes.size(); ++c) {
+    const size_t i = classes[c].representative;
     const checker::Bug& bug = report.result->bugs[i];
+    const std::string path = (fs::path(*options.cex_dir) / fmt::format("{}-{}.json", stem, c + 1)).generic_string();
+    if (!fresh(path)) return false;
     bool diverged = false;
     const sim::ExecutionResult replayed =
         checker::replay_execution(scenario, bug.choices, checker::engine_options_for(options.check), diverged);
-    const std::string path =
-        (fs::path(*options.cex_dir) / fmt::format("{}-{}.json", file_stem(scenario.name), i + 1)).generic_string();
     std::optional<checker::MinimizedInfo> minimized;
     if (options.minimize) {
       checker::MinimizeOptions minimize;
@@ -169,8 +210,8 @@ bool write_counterexamples(const Options& options, checker::InputReport& report,
       minimize.check.progress = nullptr;
       minimize.limits = options.load_limits;
       minimize.budget = options.minimize_budget.value_or(checker::DEFAULT_MINIMIZE_BUDGET);
-      minimize.path =
-          (fs::path(*options.cex_dir) / fmt::format("{}-{}.min.jsonl", file_stem(scenario.name), i + 1)).generic_string();
+      minimize.path = (fs::path(*options.cex_dir) / fmt::format("{}-{}.min.jsonl", stem, c + 1)).generic_string();
+      if (!fresh(minimize.path)) return false;
       const checker::MinimizeResult result = checker::minimize_bug(scenario, bug, minimize);
       minimized.emplace();
       minimized->refused = result.refused;
@@ -196,7 +237,7 @@ bool write_counterexamples(const Options& options, checker::InputReport& report,
                     err)) {
       return false;
     }
-    report.counterexamples.push_back(path);
+    report.counterexamples[i] = path;
   }
   return true;
 }
@@ -210,6 +251,7 @@ int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
 
   std::vector<std::unique_ptr<sim::Scenario>> scenarios;
   std::vector<checker::InputReport> reports;
+  std::map<std::string, std::string> cex_stems;  // counterexample file stems -> their input
   size_t bugs = 0, inconclusive = 0, mismatched = 0;
   for (const std::string& input : inputs) {
     checker::InputReport report;
@@ -243,7 +285,7 @@ int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
       }
       report.result = checker::check_scenario(*report.scenario, check);
       if (progressed) err << "\r\033[K" << std::flush;
-      if (options.cex_dir && !write_counterexamples(options, report, notes, err)) bad = true;
+      if (options.cex_dir && !write_counterexamples(options, report, notes, cex_stems, err)) bad = true;
     }
     if (report.failed_to_load()) {
       bad = true;
@@ -450,7 +492,7 @@ std::optional<Replayed> replay_counterexample(const std::string& path, const Opt
     err << error << "\n";
     return std::nullopt;
   }
-  const bool trace = fs::path(cex->input).extension() == ".jsonl";
+  const bool trace = is_trace_text(cex->text) || (cex->text.empty() && fs::path(cex->input).extension() == ".jsonl");
   sim::LoadResult loaded = trace ? sim::load_trace_text(cex->text, cex->input, {}, options.load_limits)
                                  : sim::load_scenario_text(cex->text, cex->input, cex->params, options.load_limits);
   if (!loaded.ok()) {
@@ -476,7 +518,7 @@ int cmd_replay_hardware(const Options& options, std::ostream& out, std::ostream&
   std::optional<sim::Scenario> scenario;
   sim::ExecutionResult result;
   std::vector<sim::Option> choices;
-  if (fs::path(input).extension() == ".yaml" || fs::path(input).extension() == ".jsonl") {
+  if (fs::path(input).extension() == ".yaml" || fs::path(input).extension() == ".jsonl" || is_trace_file(input)) {
     // A scenario replays its default timed schedule.
     std::vector<std::string> errors;
     scenario = load(input, options, errors, err);
@@ -530,7 +572,7 @@ int cmd_replay_hardware(const Options& options, std::ostream& out, std::ostream&
 int cmd_replay(const Options& options, std::ostream& out, std::ostream& err) {
   if (options.backend == "mpi" || options.backend == "nccl") return cmd_replay_hardware(options, out, err);
   const std::string& input = options.inputs.front();
-  if (fs::path(input).extension() == ".yaml" || fs::path(input).extension() == ".jsonl") {
+  if (fs::path(input).extension() == ".yaml" || fs::path(input).extension() == ".jsonl" || is_trace_file(input)) {
     // A scenario replays its default timed schedule.
     Options run = options;
     run.quiet = true;

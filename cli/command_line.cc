@@ -252,6 +252,7 @@ void define_check(CLI::App& app, CommandLine& line) {
             });
   add_flag(app, "--check-expect", o.check_expect, group, "exit 0 iff every verdict matches its scenario's expect:");
   add_path(app, "--cex-dir", o.cex_dir, "DIR", group, "write one counterexample file per bug into DIR");
+  add_flag(app, "--force", o.force, group, "with --cex-dir: replace counterexample files already there");
   CLI::Option* minimize = add_flag(app, "--minimize", o.minimize, group,
            "with --cex-dir, for a recorded schedule: remove ranks and ops while\n"
            "the same bug stays (delta debugging); writes DIR/NAME-N.min.jsonl");

@@ -34,6 +34,7 @@ struct Options {
   bool progress = false;  // --progress: a status line even when stderr is not a terminal
   bool check_expect = false;
   bool minimize = false;
+  bool force = false;  // check --cex-dir: replace existing counterexample files
   std::optional<uint64_t> minimize_budget;
   sim::LoadLimits load_limits;
   checker::CheckOptions check;  // its engine limits apply to `run` too
