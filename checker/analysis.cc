@@ -208,6 +208,8 @@ std::vector<std::string> explain_init(const sim::Scenario& scenario, const sim::
   return lines;
 }
 
+constexpr size_t MAX_EXPLANATION_LINES = 16;
+
 std::vector<std::string> explain_stuck(const sim::Scenario& scenario, const sim::ExecutionResult& result) {
   if (!result.stuck.empty() && result.stuck.front().op.op.kind == OpKind::INIT) return explain_init(scenario, result);
   // Collectives: one line per (group, seq) listing every rank waiting in it. P2p: one line each.
@@ -262,7 +264,13 @@ std::vector<std::string> explain_stuck(const sim::Scenario& scenario, const sim:
   }
   std::stable_sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) { return a.first_rank < b.first_rank; });
   std::vector<std::string> out;
-  for (Line& line : lines) out.push_back(std::move(line.text));
+  // At scale, point-to-point waits are a line each: past MAX_EXPLANATION_LINES, the rest are
+  // counted (the stuck ops, every one, are in the --json report).
+  const size_t shown = lines.size() > MAX_EXPLANATION_LINES ? MAX_EXPLANATION_LINES - 1 : lines.size();
+  for (size_t i = 0; i < shown; ++i) out.push_back(std::move(lines[i].text));
+  if (shown < lines.size()) {
+    out.push_back(fmt::format("... and {} more lines like these (the --json report lists every stuck op)", lines.size() - shown));
+  }
   return out;
 }
 
@@ -478,16 +486,21 @@ std::optional<Bug> analyze_end(const sim::Scenario& scenario, const sim::Executi
   if (result.end == sim::ExecutionEnd::TIMEOUT) {
     bug.kind = Verdict::TIMEOUT;
     bug.stuck = result.stuck;
+    // Ranks that waited the same time in the same op for the same ranks share a line.
+    std::vector<std::string> order;
+    std::map<std::string, std::vector<int32_t>> ranks;
     for (const sim::StuckOp& s : result.stuck) {
-      std::string text = fmt::format("rank {} waited {} in {} ({}), past the {} watchdog timeout", s.rank,
+      std::string text = fmt::format("waited {} in {} ({}), past the {} watchdog timeout",
                                      format_duration(s.op.end_ns - s.op.start_ns), op_text(scenario, s.op, s.rank),
                                      where(scenario, s.op), format_duration(scenario.semantics.timeout_ns));
       if (!s.waiting_for.empty()) {
         std::vector<int32_t> late = s.waiting_for;
         text += fmt::format(" for {}", rank_list(scenario, late));
       }
-      bug.explanation.push_back(std::move(text));
+      if (!ranks.count(text)) order.push_back(text);
+      ranks[text].push_back(s.rank);
     }
+    for (const std::string& text : order) bug.explanation.push_back(rank_list(scenario, ranks[text]) + " " + text);
     bug.summary = bug.explanation.front();
     bug.signature = "timeout:" + stuck_signature(scenario, result.stuck);
     return bug;
@@ -498,8 +511,17 @@ std::optional<Bug> analyze_end(const sim::Scenario& scenario, const sim::Executi
   bug.kind = bug.cycle.empty() ? Verdict::HANG : Verdict::DEADLOCK;
   bug.explanation = explain_stuck(scenario, result);
   if (!bug.cycle.empty()) {
+    // A long cycle shows its first and last hops and its length (the JSON has every rank).
     std::string text = "wait-for cycle: ";
-    for (size_t i = 0; i < bug.cycle.size(); ++i) text += (i ? " -> " : "") + std::to_string(bug.cycle[i]);
+    const size_t n = bug.cycle.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (n > 12 && i == 6) {
+        text += " -> ...";
+        i = n - 4;
+      }
+      text += (i ? " -> " : "") + std::to_string(bug.cycle[i]);
+    }
+    if (n > 12) text += fmt::format(" ({} ranks)", n - 1);
     bug.explanation.push_back(text);
   }
   bug.summary = bug.explanation.empty() ? std::string("no rank can progress") : bug.explanation.front();

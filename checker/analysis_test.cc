@@ -133,3 +133,32 @@ TEST_CASE("the DOT graph of a mismatch shows the two ops that disagree") {
 }
 
 }  // namespace lockstep::checker
+
+namespace lockstep::checker {
+
+TEST_CASE("explanations stay short at scale: timeouts share a line, p2p lines and long cycles are cut") {
+  sim::LoadResult timeout = sim::load_scenario_text("scenario: t\nworld: 4\nsemantics: {timeout: 1s}\nprogram:\n"
+                                                    "  - if: \"rank == 0\"\n    then: [{compute: 5s}]\n  - allreduce: {size: 4}\n",
+                                                    "t.yaml", {});
+  REQUIRE(timeout.ok());
+  const CheckResult late = check_scenario(*timeout.scenario, {});
+  REQUIRE(late.bugs.size() == 1);
+  CHECK(late.bugs[0].explanation ==
+        std::vector<std::string>{"ranks 1-3 waited 5.000s in allreduce #1 on world (t.yaml:7:5), past the 1.000s watchdog "
+                                 "timeout for rank 0"});
+
+  sim::LoadResult ring = sim::load_scenario_text("scenario: r\nworld: 40\nprogram:\n"
+                                                 "  - recv: {from: \"(rank + world - 1) % world\", size: 4}\n"
+                                                 "  - send: {to: \"(rank + 1) % world\", size: 4}\n",
+                                                 "r.yaml", {});
+  REQUIRE(ring.ok());
+  const CheckResult cycle = check_scenario(*ring.scenario, {});
+  REQUIRE(cycle.bugs.size() == 1);
+  const std::vector<std::string>& lines = cycle.bugs[0].explanation;
+  REQUIRE(lines.size() == 17);
+  CHECK(lines[15] == "... and 25 more lines like these (the --json report lists every stuck op)");
+  CHECK(lines[16] == "wait-for cycle: 0 -> 39 -> 38 -> 37 -> 36 -> 35 -> ... -> 3 -> 2 -> 1 -> 0 (40 ranks)");
+  CHECK(cycle.bugs[0].cycle.size() == 41);
+}
+
+}  // namespace lockstep::checker
