@@ -351,7 +351,7 @@ std::string dot_escape(const std::string& text) {
 
 }  // namespace
 
-std::string wait_for_dot(const sim::Scenario& scenario, const Bug& bug) {
+WaitForGraph fold_wait_for(const sim::Scenario& scenario, const Bug& bug) {
   // Ranks in identical states are one node: the same status and, when stuck, the same op
   // (kind, group, seq, source). Ranks on the wait-for cycle keep a node each.
   const size_t world = static_cast<size_t>(std::max(scenario.world, 0));
@@ -373,12 +373,8 @@ std::string wait_for_dot(const sim::Scenario& scenario, const Bug& bug) {
       mismatched[rank] = text + "\n" + where(scenario, *rec);
     }
   }
-  struct Node {
-    std::vector<int32_t> ranks;
-    std::string state;
-    bool cycle = false;
-  };
-  std::vector<Node> nodes;
+  WaitForGraph graph;
+  std::vector<WaitForGraph::Node>& nodes = graph.nodes;
   std::map<std::string, size_t> node_of_key;
   std::vector<size_t> node_of(world, 0);
   for (size_t r = 0; r < world; ++r) {
@@ -396,17 +392,9 @@ std::string wait_for_dot(const sim::Scenario& scenario, const Bug& bug) {
     if (key == state && waited.count(rank)) key = "waited for:" + state;  // apart from the bystanders
     if (on_cycle.count(rank)) key = fmt::format("cycle:{}", rank);
     auto [it, inserted] = node_of_key.emplace(key, nodes.size());
-    if (inserted) nodes.push_back(Node{{}, state, on_cycle.count(rank) > 0});
+    if (inserted) nodes.push_back(WaitForGraph::Node{{}, state, on_cycle.count(rank) > 0});
     nodes[it->second].ranks.push_back(rank);
     node_of[r] = it->second;
-  }
-  std::string out = "digraph G {\n";
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    const Node& node = nodes[n];
-    std::string label = format_ranks(node.ranks);
-    if (node.ranks.size() > 1 && !label.ends_with(" ranks)")) label += fmt::format(" ({} ranks)", node.ranks.size());
-    out += fmt::format("{}[label=\"{}\\n{}\"{}];\n", n, dot_escape(label), dot_escape(node.state),
-                       node.cycle ? ",color=red" : "");
   }
   // An edge per (node, node, op), labelled with the op; a count when several ranks wait so.
   std::map<std::tuple<size_t, size_t, std::string>, size_t> edges;
@@ -421,17 +409,41 @@ std::string wait_for_dot(const sim::Scenario& scenario, const Bug& bug) {
   }
   for (const auto& key : order) {
     const auto& [from, to, label] = key;
-    const size_t count = edges[key];
-    out += fmt::format("{}->{} [label=\"{}{}\"];\n", from, to, dot_escape(label), count > 1 ? fmt::format(" (x{})", count) : "");
+    graph.edges.push_back(WaitForGraph::Edge{from, to, label, edges[key], false});
   }
   if (bug.mismatch && bug.mismatch->rank_a >= 0 && static_cast<size_t>(bug.mismatch->rank_a) < world &&
       bug.mismatch->rank_b >= 0 && static_cast<size_t>(bug.mismatch->rank_b) < world) {
     const size_t a = node_of[static_cast<size_t>(bug.mismatch->rank_a)];
     const size_t b = node_of[static_cast<size_t>(bug.mismatch->rank_b)];
-    out += fmt::format("{}->{} [label=\"differs in {}\",dir=none,color=red];\n", a, b, dot_escape(bug.mismatch->field));
+    graph.edges.push_back(WaitForGraph::Edge{a, b, "differs in " + bug.mismatch->field, 1, true});
+  }
+  return graph;
+}
+
+std::string wait_for_dot(const sim::Scenario& scenario, const Bug& bug) {
+  const WaitForGraph graph = fold_wait_for(scenario, bug);
+  std::string out = "digraph G {\n";
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const WaitForGraph::Node& node = graph.nodes[n];
+    out += fmt::format("{}[label=\"{}\\n{}\"{}];\n", n, dot_escape(node_label(node)), dot_escape(node.state),
+                       node.cycle ? ",color=red" : "");
+  }
+  for (const WaitForGraph::Edge& edge : graph.edges) {
+    if (edge.mismatch) {
+      out += fmt::format("{}->{} [label=\"{}\",dir=none,color=red];\n", edge.from, edge.to, dot_escape(edge.label));
+    } else {
+      out += fmt::format("{}->{} [label=\"{}{}\"];\n", edge.from, edge.to, dot_escape(edge.label),
+                         edge.count > 1 ? fmt::format(" (x{})", edge.count) : "");
+    }
   }
   out += "}\n";
   return out;
+}
+
+std::string node_label(const WaitForGraph::Node& node) {
+  std::string label = format_ranks(node.ranks);
+  if (node.ranks.size() > 1 && !label.ends_with(" ranks)")) label += fmt::format(" ({} ranks)", node.ranks.size());
+  return label;
 }
 
 namespace {

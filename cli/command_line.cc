@@ -265,6 +265,9 @@ void define_check(CLI::App& app, CommandLine& line) {
   add_path(app, "--junit", o.junit_path, "FILE", group,
            "JUnit XML, one testcase per input (GITHUB_ACTIONS=true also prints\n"
            "::error annotations at the YAML line of each stuck op)");
+  add_path(app, "--html", o.html_path, "FILE", group,
+           "one self-contained HTML report: verdicts, bug classes, explanations,\n"
+           "source lines, the wait-for graphs as SVG");
   app.final_callback([&o] {
     if (o.inputs.empty()) throw UsageError{"check needs at least one scenario or folder"};
     if (o.minimize && !o.cex_dir) throw UsageError{"--minimize needs --cex-dir DIR (the minimized trace goes there)"};

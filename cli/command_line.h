@@ -26,6 +26,7 @@ struct Options {
   std::optional<std::string> timeline_path;
   std::optional<std::string> cex_dir;
   std::optional<std::string> junit_path;
+  std::optional<std::string> html_path;  // check --html
   std::optional<std::string> dot_path;
   std::string backend = "sim";     // replay: sim, nccl, mpi
   double replay_timeout_s = 10;    // replay --mpi: the workers' watchdog

@@ -73,6 +73,14 @@ TEST_CASE("scale: a 64-rank mesh hang names ranges, coordinates and the group in
   CHECK(check.out.find("  ranks 7,15,...,55 (dp=0-6, pp=1, tp=3) wait in allreduce #1 on dp[pp=1,tp=3] (") != std::string::npos);
   CHECK(check.out.find("rank 63 (dp=7, pp=1, tp=3) never issued it: it finished") != std::string::npos);
   CHECK(longest_line(check.out) < 200 + input.size());
+  // --html: the folded graph, three nodes, drawn in the page.
+  const std::string html = (scale_dir() / "report.html").string();
+  CHECK(run_lockstep({"check", input, "--html", html, "--quiet"}).code == EXIT_BUG);
+  std::ifstream page(html);
+  const std::string page_text((std::istreambuf_iterator<char>(page)), {});
+  size_t nodes = 0;
+  for (size_t at = page_text.find("<g class=\"node"); at != std::string::npos; at = page_text.find("<g class=\"node", at + 1)) ++nodes;
+  CHECK(nodes == 3);
 
   // The counterexample lists the ranks the bug involves, each with its last ops, and says so.
   std::filesystem::path cex;
