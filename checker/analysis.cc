@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <sstream>
 
 #include <boost/graph/adjacency_list.hpp>
-#include <boost/graph/graphviz.hpp>
 #include <boost/graph/strong_components.hpp>
 #include <fmt/format.h>
+
+#include "checker/bug_class.h"
+#include "checker/rank_set.h"
 
 namespace lockstep::checker {
 
@@ -43,10 +46,55 @@ std::string where(const sim::Scenario& scenario, const sim::OpRecord& rec) {
   return rec.op.stmt ? scenario.location(rec.op.stmt->loc) : scenario.path;
 }
 
-std::string rank_list(const std::vector<int32_t>& ranks) {
-  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? "," : "") + std::to_string(ranks[i]);
+std::vector<MeshAxis> mesh_axes(const sim::Scenario& scenario) {
+  std::vector<MeshAxis> axes;
+  for (const sim::MeshDim& dim : scenario.mesh) axes.push_back({dim.name, dim.size});
+  return axes;
+}
+
+// "ranks 31,63,...,4063 (dp=0-126, pp=3, tp=7)": ranges, and, on a mesh of more than
+// MESH_COORDINATES_FROM ranks, its coordinates where the set is a box of the mesh.
+constexpr int32_t MESH_COORDINATES_FROM = 16;
+
+std::string rank_list(const sim::Scenario& scenario, const std::vector<int32_t>& ranks) {
+  std::string out = format_ranks(ranks);
+  if (scenario.world <= MESH_COORDINATES_FROM) return out;
+  const std::string coords = mesh_coordinates(ranks, mesh_axes(scenario));
+  if (!coords.empty()) out += " (" + coords + ")";
   return out;
+}
+
+// Which instance of its group an op of `rank` is on: "" for a group with one communicator,
+// "[dp=3, pp=1]" for a mesh dimension's (the rank's other coordinates), "[4-7]" otherwise.
+std::string group_instance(const sim::Scenario& scenario, const sim::OpRecord& rec, int32_t rank) {
+  if (!sim::is_collective(rec.op.kind) && !sim::is_p2p(rec.op.kind)) return "";
+  if (rec.op.group >= scenario.groups.size()) return "";
+  const sim::GroupDef& group = scenario.groups[rec.op.group];
+  if (group.single()) return "";
+  if (group.mesh_dim >= 0) {
+    std::string out;
+    int64_t rest = rank;
+    std::vector<std::string> parts;
+    for (size_t d = 0; d < scenario.mesh.size(); ++d) {
+      const int64_t coord = rest % scenario.mesh[d].size;
+      rest /= scenario.mesh[d].size;
+      if (static_cast<int32_t>(d) != group.mesh_dim) parts.push_back(fmt::format("{}={}", scenario.mesh[d].name, coord));
+    }
+    for (size_t i = parts.size(); i-- > 0;) out += (out.empty() ? "" : ",") + parts[i];
+    return "[" + out + "]";
+  }
+  const std::vector<int32_t>* comm = group.comm_for(rank);
+  return comm ? "[" + format_rank_set(*comm, 3) + "]" : "";
+}
+
+// describe_op with the group's instance: "allreduce #3 on dp[pp=3,tp=7]".
+std::string op_text(const sim::Scenario& scenario, const sim::OpRecord& rec, int32_t rank) {
+  std::string text = describe_op(scenario, rec);
+  const std::string instance = group_instance(scenario, rec, rank);
+  if (instance.empty()) return text;
+  const std::string suffix = " on " + scenario.groups[rec.op.group].name;
+  if (text.ends_with(suffix)) return text + instance;
+  return text;
 }
 
 // What a rank is doing at the end: "it finished", "it waits in send to rank 0 #1 on world (...)".
@@ -66,12 +114,12 @@ std::string rank_state(const sim::Scenario& scenario, const sim::ExecutionResult
         threads += i == 0 ? "" : i + 1 == q.threads.size() ? " and " : ", ";
         threads += q.threads[i];
       }
-      return fmt::format("is queued behind {} ({}) on stream {}, shared by threads {}", describe_op(scenario, q.behind),
+      return fmt::format("is queued behind {} ({}) on stream {}, shared by threads {}", op_text(scenario, q.behind, rank),
                          where(scenario, q.behind), q.stream, threads);
     }
   }
   for (const sim::StuckOp& s : result.stuck) {
-    if (s.rank == rank) return fmt::format("waits in {} ({})", describe_op(scenario, s.op), where(scenario, s.op));
+    if (s.rank == rank) return fmt::format("waits in {} ({})", op_text(scenario, s.op, rank), where(scenario, s.op));
   }
   return "is blocked";
 }
@@ -89,14 +137,14 @@ void describe_missing(const sim::Scenario& scenario, const sim::ExecutionResult&
   for (const std::string& state : order) {
     const std::vector<int32_t>& group = by_state[state];
     if (group.size() == 1) {
-      line += fmt::format("; {} {}: it {}", rank_list(group), what, state);
+      line += fmt::format("; {} {}: it {}", rank_list(scenario, group), what, state);
       continue;
     }
     // The states are worded for one rank ("waits in", "is blocked"): agree with "they".
     std::string plural = state;
     if (plural.starts_with("waits ")) plural = "wait " + plural.substr(6);
     else if (plural.starts_with("is ")) plural = "are " + plural.substr(3);
-    line += fmt::format("; {} {}: they {}", rank_list(group), what, plural);
+    line += fmt::format("; {} {}: they {}", rank_list(scenario, group), what, plural);
   }
 }
 
@@ -117,7 +165,7 @@ std::vector<std::string> explain_init(const sim::Scenario& scenario, const sim::
     }
   }
   std::vector<std::string> lines;
-  std::string text = fmt::format("{} wait{} in init_process_group on world (world_size {}, {})", rank_list(waiting),
+  std::string text = fmt::format("{} wait{} in init_process_group on world (world_size {}, {})", rank_list(scenario, waiting),
                                  waiting.size() == 1 ? "s" : "", believed,
                                  scenario.location(scenario.launch.loc));
   for (int32_t r : missing) {
@@ -160,6 +208,8 @@ std::vector<std::string> explain_init(const sim::Scenario& scenario, const sim::
   return lines;
 }
 
+constexpr size_t MAX_EXPLANATION_LINES = 16;
+
 std::vector<std::string> explain_stuck(const sim::Scenario& scenario, const sim::ExecutionResult& result) {
   if (!result.stuck.empty() && result.stuck.front().op.op.kind == OpKind::INIT) return explain_init(scenario, result);
   // Collectives: one line per (group, seq) listing every rank waiting in it. P2p: one line each.
@@ -168,17 +218,21 @@ std::vector<std::string> explain_stuck(const sim::Scenario& scenario, const sim:
     std::string text;
   };
   std::vector<Line> lines;
-  std::map<std::pair<uint32_t, uint32_t>, std::vector<const sim::StuckOp*>> collectives;
+  // By (group, communicator of the group, seq): two tp groups' waits are two lines.
+  std::map<std::tuple<uint32_t, int32_t, uint32_t>, std::vector<const sim::StuckOp*>> collectives;
   for (const sim::StuckOp& s : result.stuck) {
     if (sim::is_collective(s.op.op.kind)) {
-      collectives[{s.op.op.group, s.op.seq}].push_back(&s);
+      const sim::GroupDef& group = scenario.groups[s.op.op.group];
+      const auto r = static_cast<size_t>(s.rank);
+      const int32_t comm = r < group.comm_of_rank.size() ? group.comm_of_rank[r] : -1;
+      collectives[{s.op.op.group, comm, s.op.seq}].push_back(&s);
       continue;
     }
     if (s.op.op.kind == OpKind::NEW_GROUP) {  // matched like a collective, apart from them
-      collectives[{UINT32_MAX, s.op.seq}].push_back(&s);
+      collectives[{UINT32_MAX, -1, s.op.seq}].push_back(&s);
       continue;
     }
-    std::string text = fmt::format("rank {} waits in {} ({})", s.rank, describe_op(scenario, s.op), where(scenario, s.op));
+    std::string text = fmt::format("rank {} waits in {} ({})", s.rank, op_text(scenario, s.op, s.rank), where(scenario, s.op));
     const char* peer_op = s.op.op.kind == OpKind::SEND ? "the matching recv" : "the matching send";
     std::vector<int32_t> behind;
     for (int32_t r : s.waiting_for) {
@@ -202,15 +256,21 @@ std::vector<std::string> explain_stuck(const sim::Scenario& scenario, const sim:
       }
     }
     const sim::OpRecord& rec = ops.front()->op;
-    std::string text = fmt::format("{} wait{} in {} ({})", rank_list(waiting), waiting.size() == 1 ? "s" : "",
-                                   describe_op(scenario, rec), where(scenario, rec));
+    std::string text = fmt::format("{} wait{} in {} ({})", rank_list(scenario, waiting), waiting.size() == 1 ? "s" : "",
+                                   op_text(scenario, rec, ops.front()->rank), where(scenario, rec));
     describe_missing(scenario, result, {never.begin(), never.end()}, "never issued it", text);
     describe_missing(scenario, result, {behind.begin(), behind.end()}, "issued it but never ran it", text);
     lines.push_back({waiting.front(), std::move(text)});
   }
   std::stable_sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) { return a.first_rank < b.first_rank; });
   std::vector<std::string> out;
-  for (Line& line : lines) out.push_back(std::move(line.text));
+  // At scale, point-to-point waits are a line each: past MAX_EXPLANATION_LINES, the rest are
+  // counted (the stuck ops, every one, are in the --json report).
+  const size_t shown = lines.size() > MAX_EXPLANATION_LINES ? MAX_EXPLANATION_LINES - 1 : lines.size();
+  for (size_t i = 0; i < shown; ++i) out.push_back(std::move(lines[i].text));
+  if (shown < lines.size()) {
+    out.push_back(fmt::format("... and {} more lines like these (the --json report lists every stuck op)", lines.size() - shown));
+  }
   return out;
 }
 
@@ -274,33 +334,121 @@ std::vector<int32_t> find_wait_cycle(int32_t world, const std::vector<sim::Stuck
   return cycle;
 }
 
-std::string wait_for_dot(const sim::Scenario& scenario, const Bug& bug) {
-  struct EdgeLabel {
-    std::string label;
-  };
-  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property, EdgeLabel>;
-  Graph graph(static_cast<size_t>(scenario.world));
-  std::set<int32_t> on_cycle(bug.cycle.begin(), bug.cycle.end());
-  for (const sim::StuckOp& s : bug.stuck) {
-    for (int32_t w : s.waiting_for) {
-      boost::add_edge(static_cast<size_t>(s.rank), static_cast<size_t>(w), EdgeLabel{describe_op(scenario, s.op)}, graph);
+namespace {
+
+std::string dot_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\n') {
+      out += "\\n";
+      continue;
     }
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
   }
-  auto vertex_writer = [&](std::ostream& out, size_t v) {
-    const int32_t rank = static_cast<int32_t>(v);
-    std::string state;
-    if (static_cast<size_t>(rank) < bug.rank_status.size()) state = std::string(sim::rank_status_name(bug.rank_status[v]));
-    out << "[label=\"rank " << rank << "\\n" << state << "\"" << (on_cycle.count(rank) ? ",color=red" : "") << "]";
-  };
-  auto edge_writer = [&](std::ostream& out, const Graph::edge_descriptor& e) {
-    out << "[label=\"" << graph[e].label << "\"]";
-  };
-  std::ostringstream out;
-  boost::write_graphviz(out, graph, vertex_writer, edge_writer);
-  return out.str();
+  return out;
 }
 
-std::optional<Bug> analyze(const sim::Scenario& scenario, const sim::ExecutionResult& result) {
+}  // namespace
+
+WaitForGraph fold_wait_for(const sim::Scenario& scenario, const Bug& bug) {
+  // Ranks in identical states are one node: the same status and, when stuck, the same op
+  // (kind, group, seq, source). Ranks on the wait-for cycle keep a node each.
+  const size_t world = static_cast<size_t>(std::max(scenario.world, 0));
+  std::set<int32_t> on_cycle(bug.cycle.begin(), bug.cycle.end());
+  std::vector<const sim::StuckOp*> stuck_of(world, nullptr);
+  for (const sim::StuckOp& s : bug.stuck) {
+    if (static_cast<size_t>(s.rank) < world && stuck_of[static_cast<size_t>(s.rank)] == nullptr) stuck_of[static_cast<size_t>(s.rank)] = &s;
+  }
+  std::set<int32_t> waited;
+  for (const sim::StuckOp& s : bug.stuck) waited.insert(s.waiting_for.begin(), s.waiting_for.end());
+  std::map<int32_t, std::string> mismatched;  // rank -> the op it issued
+  if (bug.mismatch) {
+    const sim::MismatchInfo& m = *bug.mismatch;
+    for (const auto& [rank, rec] : {std::pair{m.rank_a, &m.op_a}, std::pair{m.rank_b, &m.op_b}}) {
+      std::string text = op_text(scenario, *rec, rank);
+      if (sim::is_collective(rec->op.kind) || sim::is_p2p(rec->op.kind)) {
+        text += fmt::format(" of {} {}", format_size(rec->op.size_bytes), sim::dtype_name(rec->op.dtype));
+      }
+      mismatched[rank] = text + "\n" + where(scenario, *rec);
+    }
+  }
+  WaitForGraph graph;
+  std::vector<WaitForGraph::Node>& nodes = graph.nodes;
+  std::map<std::string, size_t> node_of_key;
+  std::vector<size_t> node_of(world, 0);
+  for (size_t r = 0; r < world; ++r) {
+    const auto rank = static_cast<int32_t>(r);
+    std::string state = r < bug.rank_status.size() ? std::string(sim::rank_status_name(bug.rank_status[r])) : "";
+    std::string key = state;
+    if (const sim::StuckOp* s = stuck_of[r]) {
+      state = fmt::format("waits in {}\n{}", describe_op(scenario, s->op), where(scenario, s->op));
+      key = "stuck:" + state;
+    }
+    if (mismatched.count(rank)) {
+      state = "issued " + mismatched[rank];
+      key = fmt::format("mismatch:{}", rank);
+    }
+    if (key == state && waited.count(rank)) key = "waited for:" + state;  // apart from the bystanders
+    if (on_cycle.count(rank)) key = fmt::format("cycle:{}", rank);
+    auto [it, inserted] = node_of_key.emplace(key, nodes.size());
+    if (inserted) nodes.push_back(WaitForGraph::Node{{}, state, on_cycle.count(rank) > 0});
+    nodes[it->second].ranks.push_back(rank);
+    node_of[r] = it->second;
+  }
+  // An edge per (node, node, op), labelled with the op; a count when several ranks wait so.
+  std::map<std::tuple<size_t, size_t, std::string>, size_t> edges;
+  std::vector<std::tuple<size_t, size_t, std::string>> order;
+  for (const sim::StuckOp& s : bug.stuck) {
+    for (int32_t w : s.waiting_for) {
+      if (static_cast<size_t>(s.rank) >= world || static_cast<size_t>(w) >= world) continue;
+      std::tuple<size_t, size_t, std::string> key{node_of[static_cast<size_t>(s.rank)], node_of[static_cast<size_t>(w)],
+                                                  describe_op(scenario, s.op)};
+      if (edges[key]++ == 0) order.push_back(key);
+    }
+  }
+  for (const auto& key : order) {
+    const auto& [from, to, label] = key;
+    graph.edges.push_back(WaitForGraph::Edge{from, to, label, edges[key], false});
+  }
+  if (bug.mismatch && bug.mismatch->rank_a >= 0 && static_cast<size_t>(bug.mismatch->rank_a) < world &&
+      bug.mismatch->rank_b >= 0 && static_cast<size_t>(bug.mismatch->rank_b) < world) {
+    const size_t a = node_of[static_cast<size_t>(bug.mismatch->rank_a)];
+    const size_t b = node_of[static_cast<size_t>(bug.mismatch->rank_b)];
+    graph.edges.push_back(WaitForGraph::Edge{a, b, "differs in " + bug.mismatch->field, 1, true});
+  }
+  return graph;
+}
+
+std::string wait_for_dot(const sim::Scenario& scenario, const Bug& bug) {
+  const WaitForGraph graph = fold_wait_for(scenario, bug);
+  std::string out = "digraph G {\n";
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const WaitForGraph::Node& node = graph.nodes[n];
+    out += fmt::format("{}[label=\"{}\\n{}\"{}];\n", n, dot_escape(node_label(node)), dot_escape(node.state),
+                       node.cycle ? ",color=red" : "");
+  }
+  for (const WaitForGraph::Edge& edge : graph.edges) {
+    if (edge.mismatch) {
+      out += fmt::format("{}->{} [label=\"{}\",dir=none,color=red];\n", edge.from, edge.to, dot_escape(edge.label));
+    } else {
+      out += fmt::format("{}->{} [label=\"{}{}\"];\n", edge.from, edge.to, dot_escape(edge.label),
+                         edge.count > 1 ? fmt::format(" (x{})", edge.count) : "");
+    }
+  }
+  out += "}\n";
+  return out;
+}
+
+std::string node_label(const WaitForGraph::Node& node) {
+  std::string label = format_ranks(node.ranks);
+  if (node.ranks.size() > 1 && !label.ends_with(" ranks)")) label += fmt::format(" ({} ranks)", node.ranks.size());
+  return label;
+}
+
+namespace {
+
+std::optional<Bug> analyze_end(const sim::Scenario& scenario, const sim::ExecutionResult& result) {
   Bug bug;
   bug.rank_status = result.rank_status;
   if (result.end == sim::ExecutionEnd::MISMATCH) {
@@ -354,16 +502,21 @@ std::optional<Bug> analyze(const sim::Scenario& scenario, const sim::ExecutionRe
   if (result.end == sim::ExecutionEnd::TIMEOUT) {
     bug.kind = Verdict::TIMEOUT;
     bug.stuck = result.stuck;
+    // Ranks that waited the same time in the same op for the same ranks share a line.
+    std::vector<std::string> order;
+    std::map<std::string, std::vector<int32_t>> ranks;
     for (const sim::StuckOp& s : result.stuck) {
-      std::string text = fmt::format("rank {} waited {} in {} ({}), past the {} watchdog timeout", s.rank,
-                                     format_duration(s.op.end_ns - s.op.start_ns), describe_op(scenario, s.op),
+      std::string text = fmt::format("waited {} in {} ({}), past the {} watchdog timeout",
+                                     format_duration(s.op.end_ns - s.op.start_ns), op_text(scenario, s.op, s.rank),
                                      where(scenario, s.op), format_duration(scenario.semantics.timeout_ns));
       if (!s.waiting_for.empty()) {
         std::vector<int32_t> late = s.waiting_for;
-        text += fmt::format(" for {}", rank_list(late));
+        text += fmt::format(" for {}", rank_list(scenario, late));
       }
-      bug.explanation.push_back(std::move(text));
+      if (!ranks.count(text)) order.push_back(text);
+      ranks[text].push_back(s.rank);
     }
+    for (const std::string& text : order) bug.explanation.push_back(rank_list(scenario, ranks[text]) + " " + text);
     bug.summary = bug.explanation.front();
     bug.signature = "timeout:" + stuck_signature(scenario, result.stuck);
     return bug;
@@ -374,12 +527,29 @@ std::optional<Bug> analyze(const sim::Scenario& scenario, const sim::ExecutionRe
   bug.kind = bug.cycle.empty() ? Verdict::HANG : Verdict::DEADLOCK;
   bug.explanation = explain_stuck(scenario, result);
   if (!bug.cycle.empty()) {
+    // A long cycle shows its first and last hops and its length (the JSON has every rank).
     std::string text = "wait-for cycle: ";
-    for (size_t i = 0; i < bug.cycle.size(); ++i) text += (i ? " -> " : "") + std::to_string(bug.cycle[i]);
+    const size_t n = bug.cycle.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (n > 12 && i == 6) {
+        text += " -> ...";
+        i = n - 4;
+      }
+      text += (i ? " -> " : "") + std::to_string(bug.cycle[i]);
+    }
+    if (n > 12) text += fmt::format(" ({} ranks)", n - 1);
     bug.explanation.push_back(text);
   }
   bug.summary = bug.explanation.empty() ? std::string("no rank can progress") : bug.explanation.front();
   bug.signature = std::string(sim::verdict_name(bug.kind)) + ":" + stuck_signature(scenario, result.stuck);
+  return bug;
+}
+
+}  // namespace
+
+std::optional<Bug> analyze(const sim::Scenario& scenario, const sim::ExecutionResult& result) {
+  std::optional<Bug> bug = analyze_end(scenario, result);
+  if (bug) bug->class_key = bug_class_key(scenario, *bug);
   return bug;
 }
 

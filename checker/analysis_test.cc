@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "checker/explore.h"
+#include "sim/loader.h"
 #include "tests/testing.h"
 
 namespace lockstep::checker {
@@ -48,7 +49,7 @@ program:
   REQUIRE(result.bugs.size() == 1);
   CHECK(result.bugs[0].kind == sim::Verdict::HANG);
   CHECK(result.bugs[0].explanation ==
-        std::vector<std::string>{"ranks 0,1,2 wait in allreduce #3 on world (uneven.yaml:6:9); rank 3 never issued it: it finished"});
+        std::vector<std::string>{"ranks 0-2 wait in allreduce #3 on world (uneven.yaml:6:9); rank 3 never issued it: it finished"});
 }
 
 TEST_CASE("a timeout names who waited, how long, and for whom") {
@@ -113,6 +114,51 @@ threads:
   ckpt: {stream: ckpt_s, do: [{allgather: {group: ckpt, size: 64KiB}}]}
 )Y";
   CHECK(check_scenario(testing::scenario_from(own, "own.yaml"), {}).verdict == sim::Verdict::OK);
+}
+
+}  // namespace lockstep::checker
+
+namespace lockstep::checker {
+
+TEST_CASE("the DOT graph of a mismatch shows the two ops that disagree") {
+  sim::LoadResult loaded = sim::load_scenario_text(
+      "scenario: sizes\nworld: 2\nprogram:\n  - allreduce: {size: \"rank == 0 ? 4 : 8\"}\n", "sizes.yaml", {});
+  REQUIRE(loaded.ok());
+  const CheckResult result = check_scenario(*loaded.scenario, {});
+  REQUIRE(result.bugs.size() == 1);
+  const std::string dot = wait_for_dot(*loaded.scenario, result.bugs[0]);
+  CHECK(dot.find("0[label=\"rank 0\\nissued allreduce #1 on world of 4B bf16\\nsizes.yaml:4:5\"];") != std::string::npos);
+  CHECK(dot.find("1[label=\"rank 1\\nissued allreduce #1 on world of 8B bf16\\nsizes.yaml:4:5\"];") != std::string::npos);
+  CHECK(dot.find("0->1 [label=\"differs in size\",dir=none,color=red];") != std::string::npos);
+}
+
+}  // namespace lockstep::checker
+
+namespace lockstep::checker {
+
+TEST_CASE("explanations stay short at scale: timeouts share a line, p2p lines and long cycles are cut") {
+  sim::LoadResult timeout = sim::load_scenario_text("scenario: t\nworld: 4\nsemantics: {timeout: 1s}\nprogram:\n"
+                                                    "  - if: \"rank == 0\"\n    then: [{compute: 5s}]\n  - allreduce: {size: 4}\n",
+                                                    "t.yaml", {});
+  REQUIRE(timeout.ok());
+  const CheckResult late = check_scenario(*timeout.scenario, {});
+  REQUIRE(late.bugs.size() == 1);
+  CHECK(late.bugs[0].explanation ==
+        std::vector<std::string>{"ranks 1-3 waited 5.000s in allreduce #1 on world (t.yaml:7:5), past the 1.000s watchdog "
+                                 "timeout for rank 0"});
+
+  sim::LoadResult ring = sim::load_scenario_text("scenario: r\nworld: 40\nprogram:\n"
+                                                 "  - recv: {from: \"(rank + world - 1) % world\", size: 4}\n"
+                                                 "  - send: {to: \"(rank + 1) % world\", size: 4}\n",
+                                                 "r.yaml", {});
+  REQUIRE(ring.ok());
+  const CheckResult cycle = check_scenario(*ring.scenario, {});
+  REQUIRE(cycle.bugs.size() == 1);
+  const std::vector<std::string>& lines = cycle.bugs[0].explanation;
+  REQUIRE(lines.size() == 17);
+  CHECK(lines[15] == "... and 25 more lines like these (the --json report lists every stuck op)");
+  CHECK(lines[16] == "wait-for cycle: 0 -> 39 -> 38 -> 37 -> 36 -> 35 -> ... -> 3 -> 2 -> 1 -> 0 (40 ranks)");
+  CHECK(cycle.bugs[0].cycle.size() == 41);
 }
 
 }  // namespace lockstep::checker

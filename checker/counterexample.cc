@@ -232,6 +232,25 @@ std::string counterexample_json(const sim::Scenario& scenario, const Bug& bug, c
   Json ranks = Json::array();
   uint64_t listed = 0, left_out = 0, ranks_left_out = 0;
   const size_t world = std::max(replayed.ops.size(), static_cast<size_t>(std::max(scenario.world, 0)));
+  // The size bound: past MAX_LISTED_OPS ops in the causal past, only the ranks the bug involves
+  // (stuck, or waited for) are listed, each with its last `per_rank` ops of that past.
+  std::vector<bool> involved(world, false);
+  for (const sim::StuckOp& s : bug.stuck) {
+    if (static_cast<size_t>(s.rank) < world) involved[static_cast<size_t>(s.rank)] = true;
+  }
+  for (int32_t r : waited) {
+    if (static_cast<size_t>(r) < world) involved[static_cast<size_t>(r)] = true;
+  }
+  if (bug.mismatch) {
+    for (int32_t r : {bug.mismatch->rank_a, bug.mismatch->rank_b}) {
+      if (r >= 0 && static_cast<size_t>(r) < world) involved[static_cast<size_t>(r)] = true;
+    }
+  }
+  uint64_t in_past = 0;
+  for (const std::vector<bool>& rank_past : past) in_past += static_cast<uint64_t>(std::count(rank_past.begin(), rank_past.end(), true));
+  const bool bounded = in_past > MAX_LISTED_OPS;
+  const uint64_t involved_count = std::max<uint64_t>(1, static_cast<uint64_t>(std::count(involved.begin(), involved.end(), true)));
+  const uint64_t per_rank = std::max<uint64_t>(2, MAX_LISTED_OPS / involved_count);
   for (size_t r = 0; r < world; ++r) {
     Json stuck_in = Json::array();
     for (const sim::StuckOp& s : bug.stuck) {
@@ -240,14 +259,19 @@ std::string counterexample_json(const sim::Scenario& scenario, const Bug& bug, c
     Json ops = Json::array();
     uint64_t rank_left_out = 0;
     if (r < replayed.ops.size()) {
+      uint64_t keep = UINT64_MAX;  // how many of the rank's causal ops, from its last
+      if (bounded) keep = involved[r] ? per_rank : 0;
+      uint64_t rank_past = static_cast<uint64_t>(std::count(past[r].begin(), past[r].end(), true));
+      const uint64_t skip = rank_past > keep ? rank_past - keep : 0;
+      uint64_t seen = 0;
       for (size_t i = 0; i < replayed.ops[r].size(); ++i) {
-        if (past[r][i]) ops.push_back(op_json(scenario, replayed.ops[r][i], true));
+        if (past[r][i] && seen++ >= skip) ops.push_back(op_json(scenario, replayed.ops[r][i], true));
         else ++rank_left_out;
       }
     }
     listed += ops.size();
     left_out += rank_left_out;
-    if (ops.empty() && stuck_in.empty() && !waited.count(static_cast<int32_t>(r))) {
+    if (ops.empty() && stuck_in.empty() && (bounded || !waited.count(static_cast<int32_t>(r)))) {
       ++ranks_left_out;
       continue;
     }
@@ -263,6 +287,11 @@ std::string counterexample_json(const sim::Scenario& scenario, const Bug& bug, c
                        {"ops", listed},
                        {"ops_left_out", left_out},
                        {"ranks_left_out", ranks_left_out}};
+  if (bounded) {
+    out["listed"]["bound_hit"] = fmt::format("the causal past has {} ops, over {}: only the ranks the bug involves are "
+                                             "listed, each with its last {} ops of it",
+                                             in_past, MAX_LISTED_OPS, per_rank);
+  }
   out["ranks"] = std::move(ranks);
   if (minimized) {
     Json m;

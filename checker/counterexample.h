@@ -58,6 +58,11 @@ struct MinimizedInfo {
   std::vector<std::string> sources;  // per op line of the trace (from line 2): its source in the scenario checked
 };
 
+// The bound on the ops a counterexample lists: past it, only the ranks a bug involves (stuck,
+// waited for, mismatched) are listed, each with the last ops of its causal past, and the file
+// says so (`listed.bound_hit`).
+constexpr uint64_t MAX_LISTED_OPS = 1'500;
+
 // The counterexample JSON of one bug. Deterministic: the same inputs give the same bytes.
 // The scenario and schedule are complete (replay needs them); the op lists per rank keep the
 // causal past of the bug only and count what they leave out.

@@ -117,6 +117,8 @@ struct Exploration {
     Slice out;
     RecordingStrategy recorder(search);
     std::set<std::string> seen;
+    std::set<std::string> classes;  // the bug classes this search found
+    uint64_t stale = 0;             // executions since the last new class (once there is one)
     uint64_t longest = 0;  // most choice points in one execution (the progress line's depth)
     const bool sampling = !info.exhaustive;
     auto record = [&](uint64_t hash) {
@@ -137,6 +139,10 @@ struct Exploration {
       }
       if (options.max_memory_bytes > 0 && (out.executions & 63) == 0 && sim::resident_bytes() > options.max_memory_bytes) {
         out.bound_hit = fmt::format("--max-memory {} (MiB)", options.max_memory_bytes >> 20);
+        break;
+      }
+      if (!sampling && options.patience > 0 && stale >= options.patience) {
+        out.bound_hit = fmt::format("--patience {}", options.patience);
         break;
       }
       if (options.stop != nullptr && options.stop->load(std::memory_order_relaxed)) {
@@ -175,6 +181,7 @@ struct Exploration {
       uint64_t hash = FNV_OFFSET;
       for (const sim::Option& c : recorder.choices()) fnv_mix(hash, static_cast<uint64_t>(c.rank) << 32 | static_cast<uint32_t>(c.detail));
       fnv_mix(hash, static_cast<uint64_t>(result.end));
+      if (!classes.empty()) ++stale;
       if (result.end == sim::ExecutionEnd::PRUNED) {
         // Its future was explored from an equal state, or every option was asleep: nothing
         // new to analyse.
@@ -199,6 +206,7 @@ struct Exploration {
       if (options.collect_terminal_states) out.terminal_states.insert(bug ? bug->signature : std::string("completed"));
       if (bug) {
         fnv_mix(hash, bug->signature);
+        if (classes.insert(bug->class_key).second) stale = 0;
         if (seen.insert(bug->signature).second) {
           if (shared_budget) {
             const std::lock_guard<std::mutex> lock(bugs_mutex);

@@ -20,6 +20,7 @@ namespace lockstep::checker {
 
 constexpr uint64_t DEFAULT_MAX_EXECUTIONS = 1'000'000;  // exhaustive strategies
 constexpr uint64_t DEFAULT_SAMPLES = 1'000;             // random and pct
+constexpr uint64_t DEFAULT_PATIENCE = 1'000;            // --patience
 constexpr uint64_t DEFAULT_MAX_MEMORY_BYTES = uint64_t{8} << 30;  // --max-memory 8192 (MiB)
 
 // What a long search has done so far (for a progress line on a terminal).
@@ -80,6 +81,11 @@ struct CheckOptions {
   // The search stops once it has found this many distinct bugs (0 = list every bug). The verdict
   // is then the first bug's kind, not exhaustive, with bound_hit "--max-bugs N".
   uint64_t max_bugs = 0;
+  // Once a bug is found, an exhaustive search stops after this many executions in a row that
+  // found no new bug class (only variants of classes it has, or no bug): not exhaustive, with
+  // bound_hit "--patience N". 0 = explore the whole space (docs/cli.md); `check` sets
+  // DEFAULT_PATIENCE unless told otherwise.
+  uint64_t patience = 0;
   // The search stops (inconclusive) once the process's resident memory passes this, checked
   // every 64 executions; 0 = none. The state cache has its own bound (StateCache).
   uint64_t max_memory_bytes = DEFAULT_MAX_MEMORY_BYTES;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "checker/bug_class.h"
 #include "sim/diagnostic.h"
 #include "sim/utf8.h"
 
@@ -52,11 +53,13 @@ bool InputReport::matches_expected() const {
 namespace {
 
 
-Json bug_json(const sim::Scenario& scenario, const Bug& bug, const std::string& counterexample) {
+Json bug_json(const sim::Scenario& scenario, const Bug& bug, size_t class_id, const std::string& counterexample) {
   Json out;
   out["kind"] = std::string(sim::verdict_name(bug.kind));
+  out["class"] = class_id;
   out["summary"] = bug.summary;
   out["explanation"] = bug.explanation;
+  out["choices"] = describe_choices(scenario, bug);
   Json stuck = Json::array();
   for (const sim::StuckOp& s : bug.stuck) {
     Json entry;
@@ -132,11 +135,26 @@ Json input_json(const InputReport& report) {
   out["stats"] = std::move(stats);
   if (!result.bound_hit.empty()) out["bound_hit"] = result.bound_hit;
   if (result.interrupted) out["interrupted"] = true;
+  const std::vector<BugClass> classes = group_bugs(result.bugs);
+  std::vector<size_t> class_of(result.bugs.size(), 0);
+  Json class_list = Json::array();
+  for (size_t c = 0; c < classes.size(); ++c) {
+    for (size_t m : classes[c].members) class_of[m] = c + 1;
+    Json entry;
+    entry["id"] = c + 1;
+    entry["kind"] = std::string(sim::verdict_name(classes[c].kind));
+    entry["variants"] = classes[c].members.size();
+    entry["representative"] = classes[c].representative;
+    entry["members"] = classes[c].members;
+    entry["summary"] = result.bugs[classes[c].representative].summary;
+    class_list.push_back(std::move(entry));
+  }
   Json bugs = Json::array();
   for (size_t i = 0; i < result.bugs.size(); ++i) {
-    bugs.push_back(bug_json(scenario, result.bugs[i], i < report.counterexamples.size() ? report.counterexamples[i] : ""));
+    bugs.push_back(bug_json(scenario, result.bugs[i], class_of[i], i < report.counterexamples.size() ? report.counterexamples[i] : ""));
   }
   out["bugs"] = std::move(bugs);
+  out["classes"] = std::move(class_list);
   out["seed"] = report.seed;
   out["version"] = lockstep_version();
   out["fingerprint"] = fmt::format("{:016x}", result.fingerprint);
@@ -166,8 +184,11 @@ std::string report_text(const InputReport& report, bool quiet) {
   const CheckResult& result = *report.result;
   if (result.error) return sim::format_diagnostic(*result.error, scenario.text);
   std::string line = fmt::format("{}: {}", report.input, sim::verdict_name(result.verdict));
-  const sim::Verdict expected = scenario.expect.value_or(sim::Verdict::OK);
-  line += fmt::format(" (expected {}{})", sim::verdict_name(expected), report.matches_expected() ? "" : ", DIFFERS");
+  if (scenario.expect) {
+    line += fmt::format(" (expected {}{})", sim::verdict_name(*scenario.expect), report.matches_expected() ? "" : ", DIFFERS");
+  } else {
+    line += " (no expectation)";
+  }
   line += fmt::format(" [{} execution{}, {}]", result.executions, result.executions == 1 ? "" : "s",
                       result.exhaustive ? std::string("exhaustive")
                       : result.bound_hit.empty() ? fmt::format("sampled by {}, seed {}", result.strategy, report.seed)
@@ -175,10 +196,21 @@ std::string report_text(const InputReport& report, bool quiet) {
                                                  : "bound hit: " + result.bound_hit);
   line += '\n';
   if (quiet) return line;
-  for (size_t i = 0; i < result.bugs.size(); ++i) {
+  // One entry per bug class: its smallest member, with the count of the others.
+  const std::vector<BugClass> classes = group_bugs(result.bugs);
+  for (size_t c = 0; c < classes.size(); ++c) {
+    const BugClass& bug_class = classes[c];
+    const size_t i = bug_class.representative;
     const Bug& bug = result.bugs[i];
-    if (result.bugs.size() > 1) line += fmt::format("  bug {} of {}: {}\n", i + 1, result.bugs.size(), sim::verdict_name(bug.kind));
+    const size_t variants = bug_class.members.size();
+    const std::string count = variants > 1 ? fmt::format(", {} variants; smallest:", variants) : "";
+    if (classes.size() > 1) {
+      line += fmt::format("  bug {} of {}: {}{}\n", c + 1, classes.size(), sim::verdict_name(bug.kind), count);
+    } else if (variants > 1) {
+      line += fmt::format("  {}{}\n", sim::verdict_name(bug.kind), count);
+    }
     for (const std::string& text : bug.explanation) line += "  " + text + "\n";
+    for (const std::string& text : describe_choices(scenario, bug)) line += "  choice: " + text + "\n";
     if (i < report.counterexamples.size() && !report.counterexamples[i].empty()) {
       line += fmt::format("  replay: lockstep replay {} --sim\n", report.counterexamples[i]);
     }

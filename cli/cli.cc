@@ -1,6 +1,7 @@
 #include "cli/cli.h"
 
 #include <algorithm>
+#include <map>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -18,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "checker/analysis.h"
+#include "checker/bug_class.h"
 #include "cli/command_line.h"
 #include "cli/sweep.h"
 #include "import/import_cli.h"
@@ -25,6 +27,8 @@
 #include "checker/minimize.h"
 #include "checker/replay.h"
 #include "checker/explore.h"
+#include "checker/html_report.h"
+#include "checker/rank_set.h"
 #include "checker/report.h"
 #include "export/promela.h"
 #include "gpu_validation/replay_session.h"
@@ -117,12 +121,29 @@ bool emit_json(const Options& options, const std::string& json, std::ostream& ou
   return write_file(*options.json_path, json, err);
 }
 
+// Inputs are told apart by content: a trace starts `{"lockstep_trace"` (after any blanks),
+// whatever its name; a file that cannot be read, or is empty, by its extension.
+constexpr std::string_view TRACE_START = "{\"lockstep_trace\"";
+
+bool is_trace_text(std::string_view text) {
+  const size_t start = text.find_first_not_of(" \t\r\n");
+  return start != std::string_view::npos && text.substr(start).starts_with(TRACE_START);
+}
+
+bool is_trace_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  char head[64] = {};
+  if (file) file.read(head, sizeof head);
+  const auto got = static_cast<size_t>(file.gcount());
+  if (got == 0) return fs::path(path).extension() == ".jsonl";
+  return is_trace_text(std::string_view(head, got));
+}
+
 // Loads one input, printing its diagnostics (warnings too). nullopt on error.
 std::optional<sim::Scenario> load(const std::string& path, const Options& options, std::vector<std::string>& errors,
                                   std::ostream& err) {
-  sim::LoadResult loaded = fs::path(path).extension() == ".jsonl"
-                               ? sim::load_trace_file(path, options.overrides, options.load_limits)
-                               : sim::load_scenario_file(path, options.overrides, options.load_limits);
+  sim::LoadResult loaded = is_trace_file(path) ? sim::load_trace_file(path, options.overrides, options.load_limits)
+                                               : sim::load_scenario_file(path, options.overrides, options.load_limits);
   for (const sim::Diagnostic& d : loaded.diagnostics) {
     if (d.severity == sim::Severity::ERROR) errors.push_back(sim::format_diagnostic(d, loaded.text));
     else if (!options.quiet) err << sim::format_diagnostic(d, loaded.text);  // formatted only when shown
@@ -144,9 +165,23 @@ std::string file_stem(const std::string& name) {
   return fmt::format("{}-{:016x}", std::string_view(out).substr(0, MAX_STEM_BYTES - 17), fnv1a(name));
 }
 
-// One counterexample file per bug: DIR/<scenario>-<n>.json; with --minimize also the minimized
-// schedule DIR/<scenario>-<n>.min.jsonl, and a line per bug in `notes` for the text report.
-bool write_counterexamples(const Options& options, checker::InputReport& report, std::string& notes, std::ostream& err) {
+// The stem of an input's counterexample files: the input file's name without its extension, or,
+// when another input of the same run has that name, its whole path as given.
+std::string cex_stem(const std::string& input, std::map<std::string, std::string>& stems) {
+  const fs::path path(input);
+  std::string stem = file_stem(path.stem().string());
+  auto [it, inserted] = stems.emplace(stem, input);
+  if (inserted || it->second == input) return stem;
+  std::string whole = (path.parent_path() / path.stem()).generic_string();
+  std::replace(whole.begin(), whole.end(), '/', '_');
+  return file_stem(whole);
+}
+
+// One counterexample file per bug class, for its representative: DIR/<input>-<class>.json; with
+// --minimize also the minimized schedule DIR/<input>-<class>.min.jsonl, and a line per class in
+// `notes` for the text report. An existing file is replaced only with --force.
+bool write_counterexamples(const Options& options, checker::InputReport& report, std::string& notes,
+                           std::map<std::string, std::string>& stems, std::ostream& err) {
   std::error_code ec;
   fs::create_directories(*options.cex_dir, ec);
   if (ec) {
@@ -154,13 +189,22 @@ bool write_counterexamples(const Options& options, checker::InputReport& report,
     return false;
   }
   const sim::Scenario& scenario = *report.scenario;
-  for (size_t i = 0; i < report.result->bugs.size(); ++i) {
+  const std::string stem = cex_stem(report.input, stems);
+  const std::vector<checker::BugClass> classes = checker::group_bugs(report.result->bugs);
+  report.counterexamples.assign(report.result->bugs.size(), "");
+  auto fresh = [&](const std::string& path) {
+    if (options.force || !fs::exists(path)) return true;
+    err << fmt::format("{}: error: file exists (from an earlier check?); --force replaces it\n", path);
+    return false;
+  };
+  for (size_t c = 0; c < classes.size(); ++c) {
+    const size_t i = classes[c].representative;
     const checker::Bug& bug = report.result->bugs[i];
+    const std::string path = (fs::path(*options.cex_dir) / fmt::format("{}-{}.json", stem, c + 1)).generic_string();
+    if (!fresh(path)) return false;
     bool diverged = false;
     const sim::ExecutionResult replayed =
         checker::replay_execution(scenario, bug.choices, checker::engine_options_for(options.check), diverged);
-    const std::string path =
-        (fs::path(*options.cex_dir) / fmt::format("{}-{}.json", file_stem(scenario.name), i + 1)).generic_string();
     std::optional<checker::MinimizedInfo> minimized;
     if (options.minimize) {
       checker::MinimizeOptions minimize;
@@ -168,8 +212,8 @@ bool write_counterexamples(const Options& options, checker::InputReport& report,
       minimize.check.progress = nullptr;
       minimize.limits = options.load_limits;
       minimize.budget = options.minimize_budget.value_or(checker::DEFAULT_MINIMIZE_BUDGET);
-      minimize.path =
-          (fs::path(*options.cex_dir) / fmt::format("{}-{}.min.jsonl", file_stem(scenario.name), i + 1)).generic_string();
+      minimize.path = (fs::path(*options.cex_dir) / fmt::format("{}-{}.min.jsonl", stem, c + 1)).generic_string();
+      if (!fresh(minimize.path)) return false;
       const checker::MinimizeResult result = checker::minimize_bug(scenario, bug, minimize);
       minimized.emplace();
       minimized->refused = result.refused;
@@ -195,7 +239,7 @@ bool write_counterexamples(const Options& options, checker::InputReport& report,
                     err)) {
       return false;
     }
-    report.counterexamples.push_back(path);
+    report.counterexamples[i] = path;
   }
   return true;
 }
@@ -214,6 +258,7 @@ int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
 
   std::vector<std::unique_ptr<sim::Scenario>> scenarios;
   std::vector<checker::InputReport> reports;
+  std::map<std::string, std::string> cex_stems;  // counterexample file stems -> their input
   size_t bugs = 0, inconclusive = 0, mismatched = 0;
   for (const std::string& input : inputs) {
     checker::InputReport report;
@@ -247,7 +292,7 @@ int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
       }
       report.result = checker::check_scenario(*report.scenario, check);
       if (progressed) err << "\r\033[K" << std::flush;
-      if (options.cex_dir && !write_counterexamples(options, report, notes, err)) bad = true;
+      if (options.cex_dir && !write_counterexamples(options, report, notes, cex_stems, err)) bad = true;
     }
     if (report.failed_to_load()) {
       bad = true;
@@ -277,6 +322,7 @@ int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
   if (options.junit_path && !write_file(*options.junit_path, checker::report_junit(reports, options.check_expect), err)) {
     bad = true;
   }
+  if (options.html_path && !write_file(*options.html_path, checker::report_html(reports), err)) bad = true;
   if (const char* github = std::getenv("GITHUB_ACTIONS"); github != nullptr && std::string_view(github) == "true") {
     text << checker::report_github(reports);
   }
@@ -346,6 +392,60 @@ bool open_log(const Options& options, std::ostream& err, LogSink& sink) {
   return true;
 }
 
+// Where each rank ended: a line per rank up to RUN_LINES_PER_RANK_UP_TO ranks; beyond, a
+// bounded summary: how many ended how, the fastest and the slowest to finish, the stuck ranks.
+constexpr size_t RUN_LINES_PER_RANK_UP_TO = 16;
+
+std::string rank_summary(const sim::ExecutionResult& result) {
+  auto is_stuck = [](sim::RankStatus status) { return status == sim::RankStatus::BLOCKED || status == sim::RankStatus::RUNNING; };
+  std::string out;
+  const size_t world = result.rank_status.size();
+  if (world <= RUN_LINES_PER_RANK_UP_TO) {
+    for (size_t r = 0; r < world; ++r) {
+      const sim::RankStatus status = result.rank_status[r];
+      const bool stuck = is_stuck(status);
+      out += fmt::format("  rank {}: {} {} {}\n", r, stuck ? "stuck" : sim::rank_status_name(status), stuck ? "since" : "at",
+                         format_ms(result.rank_end_ns[r]));
+    }
+    return out;
+  }
+  std::map<std::string, size_t> counts;
+  std::vector<int32_t> stuck;
+  int64_t first_ns = INT64_MAX, last_ns = INT64_MIN, stuck_from_ns = INT64_MAX, stuck_to_ns = INT64_MIN;
+  for (size_t r = 0; r < world; ++r) {
+    const sim::RankStatus status = result.rank_status[r];
+    const int64_t end_ns = result.rank_end_ns[r];
+    ++counts[is_stuck(status) ? std::string("stuck") : std::string(sim::rank_status_name(status))];
+    if (is_stuck(status)) {
+      stuck.push_back(static_cast<int32_t>(r));
+      stuck_from_ns = std::min(stuck_from_ns, end_ns);
+      stuck_to_ns = std::max(stuck_to_ns, end_ns);
+    } else {
+      first_ns = std::min(first_ns, end_ns);
+      last_ns = std::max(last_ns, end_ns);
+    }
+  }
+  std::string tally;
+  for (const auto& [what, n] : counts) tally += fmt::format("{}{} {}", tally.empty() ? "" : ", ", n, what);
+  out += "  ranks: " + tally + "\n";
+  auto ended_at = [&](int64_t at_ns) {
+    std::vector<int32_t> ranks;
+    for (size_t r = 0; r < world; ++r) {
+      if (!is_stuck(result.rank_status[r]) && result.rank_end_ns[r] == at_ns) ranks.push_back(static_cast<int32_t>(r));
+    }
+    return checker::format_ranks(ranks);
+  };
+  if (first_ns != INT64_MAX) {
+    out += fmt::format("  fastest: {} at {}\n", ended_at(first_ns), format_ms(first_ns));
+    out += fmt::format("  slowest: {} at {}\n", ended_at(last_ns), format_ms(last_ns));
+  }
+  if (!stuck.empty()) {
+    out += fmt::format("  stuck: {} since {}{}\n", checker::format_ranks(stuck), format_ms(stuck_from_ns),
+                       stuck_to_ns > stuck_from_ns ? " to " + format_ms(stuck_to_ns) : "");
+  }
+  return out;
+}
+
 int cmd_run(const Options& options, std::ostream& out, std::ostream& err) {
   const std::string& input = options.inputs.front();
   std::vector<std::string> errors;
@@ -370,15 +470,8 @@ int cmd_run(const Options& options, std::ostream& out, std::ostream& err) {
   }
   int64_t step_ns = 0;
   out << fmt::format("{}: {} ranks, {} events\n", input, scenario->world, result.events);
-  for (size_t r = 0; r < result.rank_status.size(); ++r) {
-    step_ns = std::max(step_ns, result.rank_end_ns[r]);
-    if (!options.quiet) {
-      const sim::RankStatus status = result.rank_status[r];
-      const bool stuck = status == sim::RankStatus::BLOCKED || status == sim::RankStatus::RUNNING;
-      out << fmt::format("  rank {}: {} {} {}\n", r, stuck ? "stuck" : sim::rank_status_name(status),
-                         stuck ? "since" : "at", format_ms(result.rank_end_ns[r]));
-    }
-  }
+  for (size_t r = 0; r < result.rank_status.size(); ++r) step_ns = std::max(step_ns, result.rank_end_ns[r]);
+  if (!options.quiet) out << rank_summary(result);
   const std::optional<checker::Bug> bug = checker::analyze(*scenario, result);
   print_critical_path(*scenario, result, out);
   if (!bug) {
@@ -407,7 +500,7 @@ std::optional<Replayed> replay_counterexample(const std::string& path, const Opt
     err << error << "\n";
     return std::nullopt;
   }
-  const bool trace = fs::path(cex->input).extension() == ".jsonl";
+  const bool trace = is_trace_text(cex->text) || (cex->text.empty() && fs::path(cex->input).extension() == ".jsonl");
   sim::LoadResult loaded = trace ? sim::load_trace_text(cex->text, cex->input, {}, options.load_limits)
                                  : sim::load_scenario_text(cex->text, cex->input, cex->params, options.load_limits);
   if (!loaded.ok()) {
@@ -433,7 +526,7 @@ int cmd_replay_hardware(const Options& options, std::ostream& out, std::ostream&
   std::optional<sim::Scenario> scenario;
   sim::ExecutionResult result;
   std::vector<sim::Option> choices;
-  if (fs::path(input).extension() == ".yaml" || fs::path(input).extension() == ".jsonl") {
+  if (fs::path(input).extension() == ".yaml" || fs::path(input).extension() == ".jsonl" || is_trace_file(input)) {
     // A scenario replays its default timed schedule.
     std::vector<std::string> errors;
     scenario = load(input, options, errors, err);
@@ -487,7 +580,7 @@ int cmd_replay_hardware(const Options& options, std::ostream& out, std::ostream&
 int cmd_replay(const Options& options, std::ostream& out, std::ostream& err) {
   if (options.backend == "mpi" || options.backend == "nccl") return cmd_replay_hardware(options, out, err);
   const std::string& input = options.inputs.front();
-  if (fs::path(input).extension() == ".yaml" || fs::path(input).extension() == ".jsonl") {
+  if (fs::path(input).extension() == ".yaml" || fs::path(input).extension() == ".jsonl" || is_trace_file(input)) {
     // A scenario replays its default timed schedule.
     Options run = options;
     run.quiet = true;
@@ -528,14 +621,20 @@ int cmd_explain(const Options& options, std::ostream& out, std::ostream& err) {
   for (const std::string& line : bug.explanation) out << "  " << line << "\n";
   if (!bug.stuck.empty()) {
     out << "wait-for graph:\n";
+    // One line per waited-for rank and op: the ranks that wait so, as a range.
+    std::vector<std::string> order;
+    std::map<std::string, std::vector<int32_t>> waiting;
     for (const sim::StuckOp& s : bug.stuck) {
       for (int32_t w : s.waiting_for) {
         const bool never = std::find(s.never_issued.begin(), s.never_issued.end(), w) != s.never_issued.end();
-        out << fmt::format("  rank {} -> rank {}: {} ({}){}\n", s.rank, w, sim::describe_op(scenario, s.op),
-                           s.op.op.stmt ? scenario.location(s.op.op.stmt->loc) : scenario.path,
-                           never ? ", never issued" : "");
+        const std::string edge = fmt::format(" -> rank {}: {} ({}){}", w, sim::describe_op(scenario, s.op),
+                                             s.op.op.stmt ? scenario.location(s.op.op.stmt->loc) : scenario.path,
+                                             never ? ", never issued" : "");
+        if (!waiting.count(edge)) order.push_back(edge);
+        waiting[edge].push_back(s.rank);
       }
     }
+    for (const std::string& edge : order) out << "  " << checker::format_ranks(waiting[edge]) << edge << "\n";
   }
   out << fmt::format("schedule: {}\n", checker::schedule_string(bug.choices.empty() ? replayed->cex.schedule : bug.choices));
   if (options.dot_path && !write_file(*options.dot_path, checker::wait_for_dot(scenario, bug), err)) return EXIT_BAD_INPUT;

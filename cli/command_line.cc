@@ -194,6 +194,7 @@ void define_check(CLI::App& app, CommandLine& line) {
   add_common(app, o);
   const std::string group = "check options";
   o.check.time_budget_s = DEFAULT_TIME_BUDGET_S;
+  o.check.patience = checker::DEFAULT_PATIENCE;
   add_value(app, "--strategy", "S", group,
             "dpor (default) or dfs cover every schedule; random and pct\n"
             "sample --max-executions runs seeded by --seed",
@@ -240,6 +241,10 @@ void define_check(CLI::App& app, CommandLine& line) {
               if (n == 0) throw UsageError{"--max-bugs must be at least 1"};
               o.check.max_bugs = n;
             });
+  add_count(app, "--patience", "N", group,
+            "once a bug is found, stop after N executions in a row that add no\n"
+            "new bug class, only variants (default 1000; 0: explore everything)",
+            [&o](uint64_t n) { o.check.patience = n; });
   add_count(app, "--max-memory", "MIB", group, "bound on the process's resident memory (default 8192; 0: none)",
             [&o](uint64_t mib) {
               if (mib > (uint64_t{1} << 40)) throw UsageError{"--max-memory is in MiB; at most 2^40"};
@@ -251,6 +256,7 @@ void define_check(CLI::App& app, CommandLine& line) {
            "its points; check: the parts of a dfs search), rank 0 printing the\n"
            "report (docs/sweep.md)");
   add_path(app, "--cex-dir", o.cex_dir, "DIR", group, "write one counterexample file per bug into DIR");
+  add_flag(app, "--force", o.force, group, "with --cex-dir: replace counterexample files already there");
   CLI::Option* minimize = add_flag(app, "--minimize", o.minimize, group,
            "with --cex-dir, for a recorded schedule: remove ranks and ops while\n"
            "the same bug stays (delta debugging); writes DIR/NAME-N.min.jsonl");
@@ -263,6 +269,9 @@ void define_check(CLI::App& app, CommandLine& line) {
   add_path(app, "--junit", o.junit_path, "FILE", group,
            "JUnit XML, one testcase per input (GITHUB_ACTIONS=true also prints\n"
            "::error annotations at the YAML line of each stuck op)");
+  add_path(app, "--html", o.html_path, "FILE", group,
+           "one self-contained HTML report: verdicts, bug classes, explanations,\n"
+           "source lines, the wait-for graphs as SVG");
   app.final_callback([&o] {
     if (o.inputs.empty()) throw UsageError{"check needs at least one scenario or folder"};
     if (o.mpi && o.inputs.size() != 1) throw UsageError{"check --mpi takes one scenario"};

@@ -26,6 +26,7 @@ struct Options {
   std::optional<std::string> timeline_path;
   std::optional<std::string> cex_dir;
   std::optional<std::string> junit_path;
+  std::optional<std::string> html_path;  // check --html
   std::optional<std::string> dot_path;
   std::string backend = "sim";     // replay: sim, nccl, mpi
   double replay_timeout_s = 10;    // replay --mpi: the workers' watchdog
@@ -34,6 +35,7 @@ struct Options {
   bool progress = false;  // --progress: a status line even when stderr is not a terminal
   bool check_expect = false;
   bool minimize = false;
+  bool force = false;  // check --cex-dir: replace existing counterexample files
   std::optional<uint64_t> minimize_budget;
   sim::LoadLimits load_limits;
   checker::CheckOptions check;  // its engine limits apply to `run` too

@@ -45,6 +45,15 @@ int run_import(const ImportOptions& options, std::ostream& out, std::ostream& er
   const std::vector<std::string>& inputs = options.inputs;
   const std::string& output = options.output;
   std::string name = options.name;
+  // import writes a JSON Lines trace; a .yaml name would read back as a (bad) scenario.
+  const std::string extension = std::filesystem::path(output).extension().string();
+  if (extension == ".yaml" || extension == ".yml") {
+    std::filesystem::path suggested = output;
+    suggested.replace_extension(".jsonl");
+    err << fmt::format("lockstep: error: -o {}: import writes a JSON Lines trace, not YAML; name it {}\n", output,
+                       suggested.generic_string());
+    return 2;
+  }
   RecordedTrace trace;
   std::vector<std::string> warnings;
   try {

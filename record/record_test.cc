@@ -43,7 +43,7 @@ TEST_CASE("record round trip: head-to-head sends are recorded, checked as a dead
   CHECK(checked.code == 1);
   CHECK(checked.output.find(": deadlock") != std::string::npos);
   CHECK(checked.output.find("wait-for cycle: 0 -> 1 -> 0") != std::string::npos);
-  const Ran replayed = run(LOCKSTEP + " replay " + (dir.path / "cex" / "head-to-head-1.json").string() + " --sim");
+  const Ran replayed = run(LOCKSTEP + " replay " + (dir.path / "cex" / "trace-1.json").string() + " --sim");
   INFO(replayed.output);
   CHECK(replayed.code == 1);
   CHECK(replayed.output.rfind("CONFIRMED (sim): deadlock", 0) == 0);

@@ -19,6 +19,7 @@
 #include "sim/input_file.h"
 #include "sim/utf8.h"
 #include "sim/yaml_loader.h"
+#include "sim/yaml_syntax.h"
 
 namespace lockstep::sim {
 
@@ -120,7 +121,8 @@ const Node* Loader::parse_yaml() {
     while (builder.documents.size() < 2 && parser.HandleNextDocument(builder)) {
     }
   } catch (const YAML::Exception& e) {
-    error(to_loc(e.mark), lower_first(e.msg));
+    const SourceLoc at = to_loc(e.mark);
+    error(at, yaml_syntax_message(lower_first(e.msg), text_, at));
     return nullptr;
   } catch (const std::exception& e) {
     error({}, std::string("cannot parse yaml: ") + e.what());

@@ -143,9 +143,11 @@ TEST_CASE("loader: type errors name what was expected") {
 
 TEST_CASE("loader: yaml syntax errors become one diagnostic") {
   CHECK(problems("scenario: t\nworld: [1, 2\n") ==
-        std::vector<std::string>{"3:1: error: end of sequence flow not found"});
+        std::vector<std::string>{"3:1: error: a `[...]` is not closed: add its `]`, or quote a value that holds `,`, "
+                                 "`:`, `{` or `[` (yaml-cpp: end of sequence flow not found)"});
   CHECK(problems("scenario: t\n  world: 2\n") ==
-        std::vector<std::string>{"2:8: error: illegal map value"});
+        std::vector<std::string>{"2:8: error: a `key: value` where none can be: indent it as its siblings, or quote a "
+                                 "value that holds `: ` (yaml-cpp: illegal map value)"});
 }
 
 TEST_CASE("loader: empty files and extra documents") {

@@ -34,6 +34,13 @@ std::string chrome_trace(const Scenario& scenario, const ExecutionResult& result
     for (const OpRecord& rec : ops) horizon = std::max({horizon, rec.end_ns, rec.start_ns, rec.issue_ns});
   }
   for (int64_t end : result.rank_end_ns) horizon = std::max(horizon, end);
+  // An execution that got stuck runs on past its last event: the trace ends a tenth later (at
+  // least 1 us), so that a stuck op started at the last event still shows, open to the end.
+  bool stuck = false;
+  for (const std::vector<OpRecord>& ops : result.ops) {
+    for (const OpRecord& rec : ops) stuck = stuck || (rec.start_ns >= 0 && rec.end_ns < 0);
+  }
+  if (stuck) horizon += std::max<int64_t>(horizon / 10, 1'000);
 
   Json events = Json::array();
   for (size_t r = 0; r < result.ops.size(); ++r) {
@@ -74,10 +81,12 @@ std::string chrome_trace(const Scenario& scenario, const ExecutionResult& result
       args["thread"] = rec.thread;
       if (rec.op.stmt) args["source"] = scenario.location(rec.op.stmt->loc);
       if (rec.end_ns < 0) args["stuck"] = true;
-      events.push_back(Json{{"name", op_name(scenario, rec)},
-                            {"cat", is_collective(rec.op.kind) || is_p2p(rec.op.kind) ? "comm" : "compute"},
-                            {"ph", "X"}, {"ts", to_us(rec.start_ns)}, {"dur", to_us(end - rec.start_ns)},
-                            {"pid", pid}, {"tid", tid}, {"args", std::move(args)}});
+      Json event{{"name", op_name(scenario, rec) + (rec.end_ns < 0 ? " (stuck)" : "")},
+                 {"cat", is_collective(rec.op.kind) || is_p2p(rec.op.kind) ? "comm" : "compute"},
+                 {"ph", "X"}, {"ts", to_us(rec.start_ns)}, {"dur", to_us(end - rec.start_ns)},
+                 {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
+      if (rec.end_ns < 0) event["cname"] = "terrible";  // drawn red
+      events.push_back(std::move(event));
     }
   }
   Json trace;

@@ -11,7 +11,8 @@
 namespace lockstep::sim {
 
 // Requires an execution run with EngineOptions::record_ops. Ops still running at the end
-// (stuck) are drawn open to the end of the execution.
+// (stuck) are drawn open to the end of the trace, red, named "... (stuck)"; the trace of an
+// execution that got stuck ends a tenth after its last event (at least 1 us later).
 std::string chrome_trace(const Scenario& scenario, const ExecutionResult& result);
 
 // One op on the critical path.

@@ -61,7 +61,7 @@ threads:
   CHECK(complete == 2 * 4);  // compute, allreduce, sleep, send or recv on each rank
 }
 
-TEST_CASE("a stuck op is drawn open to the end of the execution") {
+TEST_CASE("a stuck op is drawn open to the end of the trace, marked stuck") {
   const Scenario scenario = testing::scenario_from(R"Y(
 scenario: stuck
 world: 2
@@ -80,7 +80,35 @@ program:
     if (e["ph"] == "X" && e["args"].contains("stuck")) {
       found = true;
       CHECK(e["ts"].get<double>() == 5000.0);          // rank 0's all-reduce started at 5 ms
-      CHECK(e["dur"].get<double>() == 10000.0 - 5000.0);  // open until the last event (10 ms)
+      CHECK(e["dur"].get<double>() == 11000.0 - 5000.0);  // open until the trace ends (10 ms + a tenth)
+      CHECK(e["name"].get<std::string>().ends_with(" (stuck)"));
+      CHECK(e["cname"] == "terrible");
+    }
+  }
+  CHECK(found);
+}
+
+TEST_CASE("the last rank's stuck op, started at the last event, still has a duration") {
+  const Scenario scenario = testing::scenario_from(R"Y(
+scenario: stuck-last
+world: 2
+program:
+  - compute: "(rank + 1) * 5ms"
+  - if: "rank == 1"
+    then: [{allreduce: {size: 1MiB}}]
+)Y");
+  Engine engine(scenario);
+  TimedStrategy timed;
+  const ExecutionResult result = engine.run(timed);
+  REQUIRE(result.end == ExecutionEnd::STUCK);
+  const nlohmann::json trace = nlohmann::json::parse(chrome_trace(scenario, result));
+  bool found = false;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e["ph"] == "X" && e["args"].contains("stuck")) {
+      found = true;
+      CHECK(e["pid"] == 1);
+      CHECK(e["ts"].get<double>() == 10000.0);  // rank 1 starts it at 10 ms, the last event
+      CHECK(e["dur"].get<double>() == 1000.0);
     }
   }
   CHECK(found);

@@ -89,11 +89,11 @@ TEST_CASE("hardening: a rank whose virtual time passes int64 is an error at its 
   CHECK(lockstep({"run", input}).code == cli::EXIT_BAD_INPUT);
 }
 
-TEST_CASE("hardening: a 300-character scenario name gives a bounded counterexample file name, hashed") {
+TEST_CASE("hardening: a 200-character input file name gives a bounded counterexample file name, hashed") {
   const fs::path dir = fresh_dir("long-name");
-  const std::string name(300, 'n');
-  const fs::path input = dir / "long.yaml";
-  std::ofstream(input) << deadlock_named(name);
+  const std::string name(200, 'n');
+  const fs::path input = dir / (name + ".yaml");
+  std::ofstream(input) << deadlock_named("long");
   const fs::path cex = dir / "cex";
   const Run run = lockstep({"check", input.string(), "--cex-dir", cex.string()});
   INFO(run.err);
@@ -105,8 +105,9 @@ TEST_CASE("hardening: a 300-character scenario name gives a bounded counterexamp
   CHECK(files[0].rfind(std::string(83, 'n') + "-", 0) == 0);
   CHECK(lockstep({"replay", (cex / files[0]).string(), "--sim"}).code == cli::EXIT_BUG);
   // Another long name with the same start gets another file.
-  std::ofstream(input) << deadlock_named(name + "x");
-  CHECK(lockstep({"check", input.string(), "--cex-dir", cex.string()}).code == cli::EXIT_BUG);
+  const fs::path other = dir / (name + "x.yaml");
+  std::ofstream(other) << deadlock_named("long");
+  CHECK(lockstep({"check", other.string(), "--cex-dir", cex.string()}).code == cli::EXIT_BUG);
   size_t count = 0;
   for ([[maybe_unused]] const auto& entry : fs::directory_iterator(cex)) ++count;
   CHECK(count == 2);
