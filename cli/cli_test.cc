@@ -129,7 +129,7 @@ TEST_CASE("a run-time error in the scenario exits 2 with its location") {
 TEST_CASE("usage errors exit 2") {
   CHECK(lockstep({}).code == EXIT_BAD_INPUT);
   CHECK(lockstep({"frobnicate"}).err == "lockstep: error: unknown verb 'frobnicate'; verbs: check, explain, export, import, record, replay, run, "
-                                            "validate\nrun 'lockstep --help' for usage\n");
+                                            "sweep, validate\nrun 'lockstep --help' for usage\n");
   CHECK(lockstep({"check", "x.yaml", "--strategy", "bfs"}).code == EXIT_BAD_INPUT);
   CHECK(lockstep({"check", "x.yaml", "--max-executions", "many"}).code == EXIT_BAD_INPUT);
   CHECK(lockstep({"check", "--wat", "x.yaml"}).code == EXIT_BAD_INPUT);

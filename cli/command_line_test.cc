@@ -113,7 +113,7 @@ TEST_CASE("cli errors: unknown options and verbs exit 2 naming the verb, with a 
   CHECK(verb.code == 2);
   CHECK(verb.out == "");
   CHECK(verb.err == usage_error("", "unknown verb 'chekc' (did you mean 'check'?); verbs: check, explain, export, "
-                                        "import, record, replay, run, validate"));
+                                        "import, record, replay, run, sweep, validate"));
   CHECK(run_lockstep({}).err == usage_error("", "missing verb"));
 }
 
