@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "checker/bug_class.h"
+#include "checker/report.h"
 #include "sim/diagnostic.h"
 #include "sim/utf8.h"
 
@@ -14,20 +15,8 @@ namespace lockstep::checker {
 
 namespace {
 
-std::string html_escape(std::string_view raw) {
-  const std::string text = sim::valid_utf8(raw);
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+// HTML text: the XML escapes of the JUnit report (control characters as '?') serve it too.
+std::string html_escape(std::string_view raw) { return xml_escape(raw); }
 
 // The folded wait-for graph as SVG: nodes on a circle (a cycle's ranks in order), arrows
 // labelled with the op; a mismatch's two ops joined by a red line.

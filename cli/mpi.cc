@@ -59,6 +59,21 @@ int share_code(int code) {
   }
 }
 
+// The next message with `tag` from any rank, as its leading int64 (an index, -1 for none) and
+// the text after it; the sender's rank.
+int receive_indexed(int tag, int64_t& index, std::string& text) {
+  MPI_Status status;
+  probe_politely(MPI_ANY_SOURCE, tag, status);
+  int bytes = 0;
+  MPI_Get_count(&status, MPI_CHAR, &bytes);
+  std::string message(static_cast<size_t>(bytes), '\0');
+  MPI_Recv(message.data(), bytes, MPI_CHAR, status.MPI_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  index = -1;
+  if (message.size() >= sizeof(index)) std::memcpy(&index, message.data(), sizeof(index));
+  text = message.size() > sizeof(index) ? message.substr(sizeof(index)) : std::string();
+  return status.MPI_SOURCE;
+}
+
 constexpr int TAG_RESULT = 1;  // worker -> rank 0: int64 index (-1: none yet), then the summary's JSON
 constexpr int TAG_WORK = 2;    // rank 0 -> worker: int64 index, -1 when no point is left
 
@@ -93,26 +108,21 @@ std::vector<PointSummary> coordinate(const Options& options, const std::vector<s
   });
   int working = ranks - 1;
   while (working > 0) {
-    MPI_Status status;
-    probe_politely(MPI_ANY_SOURCE, TAG_RESULT, status);
-    int bytes = 0;
-    MPI_Get_count(&status, MPI_CHAR, &bytes);
-    std::string message(static_cast<size_t>(bytes), '\0');
-    MPI_Recv(message.data(), bytes, MPI_CHAR, status.MPI_SOURCE, TAG_RESULT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     int64_t index = -1;
-    if (message.size() >= sizeof(index)) std::memcpy(&index, message.data(), sizeof(index));
+    std::string text;
+    const int from = receive_indexed(TAG_RESULT, index, text);
     if (index >= 0 && static_cast<size_t>(index) < points.size()) {
-      std::optional<PointSummary> got = PointSummary::from_json(std::string_view(message).substr(sizeof(index)));
+      std::optional<PointSummary> got = PointSummary::from_json(text);
       if (got) {
         results[static_cast<size_t>(index)] = std::move(*got);
       } else {
-        err << "lockstep: error: rank " << status.MPI_SOURCE << " sent an unreadable result for point " << index << "\n";
+        err << "lockstep: error: rank " << from << " sent an unreadable result for point " << index << "\n";
         lost = true;
       }
     }
     const size_t given = next++;
     int64_t work = given < points.size() ? static_cast<int64_t>(given) : -1;
-    MPI_Send(&work, 1, MPI_INT64_T, status.MPI_SOURCE, TAG_WORK, MPI_COMM_WORLD);
+    MPI_Send(&work, 1, MPI_INT64_T, from, TAG_WORK, MPI_COMM_WORLD);
     if (work < 0) --working;
   }
   local.join();
@@ -262,18 +272,7 @@ struct PartServer {
   }
 
   // The next message of a worker that waits: its index and part (if any).
-  int receive(int64_t& index, std::string& text) {
-    MPI_Status status;
-    probe_politely(MPI_ANY_SOURCE, TAG_PART_RESULT, status);
-    int bytes = 0;
-    MPI_Get_count(&status, MPI_CHAR, &bytes);
-    std::string message(static_cast<size_t>(bytes), '\0');
-    MPI_Recv(message.data(), bytes, MPI_CHAR, status.MPI_SOURCE, TAG_PART_RESULT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    index = -1;
-    if (message.size() >= sizeof(index)) std::memcpy(&index, message.data(), sizeof(index));
-    text = message.size() > sizeof(index) ? message.substr(sizeof(index)) : std::string();
-    return status.MPI_SOURCE;
-  }
+  static int receive(int64_t& index, std::string& text) { return receive_indexed(TAG_PART_RESULT, index, text); }
 
   // check's PartRunner: the parts to the workers and to a thread of rank 0, results merged back.
   std::vector<checker::PartResult> run(const std::vector<std::vector<uint32_t>>& prefixes, uint64_t budget) {
