@@ -756,7 +756,7 @@ bool Loader::load_dtype(const Node& value, Stmt& stmt) {
     stmt.dtype = *dtype;
     return true;
   }
-  error(value.loc, invalid_value_message(value.value, "dtype", dtype_spellings()));
+  error(value.loc, dtype_error(value.value));
   return false;
 }
 

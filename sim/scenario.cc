@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <array>
 #include <cstdint>
 #include <stdexcept>
@@ -113,6 +114,15 @@ std::vector<std::string> dtype_spellings() {
   std::vector<std::string> names;
   for (const DTypeSpelling& entry : DTYPE_SPELLINGS) names.emplace_back(entry.name);
   return names;
+}
+
+std::string dtype_error(std::string_view name) {
+  const std::vector<std::string> valid = dtype_spellings();
+  std::string lower;
+  for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string hint = lower.starts_with("bf") || lower.starts_with("brain") ? " (did you mean 'bf16'?)"
+                                                                                : did_you_mean(name, valid);
+  return "invalid value " + quoted(name) + " for 'dtype'" + hint + "; valid values: " + join(sorted(valid));
 }
 
 std::string_view verdict_name(Verdict verdict) {

@@ -162,6 +162,10 @@ std::string_view dtype_name(DType dtype);     // canonical PyTorch name: "bf16",
 uint32_t dtype_bytes(DType dtype);
 // A dtype by any of its spellings (PyTorch names and aliases: "bf16", "bfloat16", "float", ...).
 std::optional<DType> parse_dtype(std::string_view name);
+// The error for a dtype no spelling matches: "invalid value 'bfloat' for 'dtype' (did you mean
+// 'bf16'?); valid values: ...". A name that starts like bfloat16 suggests bf16 (by letters alone
+// `bfloat` is closest to `float`).
+std::string dtype_error(std::string_view name);
 // Every accepted spelling, for "valid values" in diagnostics.
 std::vector<std::string> dtype_spellings();
 

@@ -260,7 +260,7 @@ bool TraceLoader::load_dtype(const JsonValue& value, Stmt& stmt) {
     stmt.dtype = *dtype;
     return true;
   }
-  error(at(value), invalid_value_message(value.text, "dtype", dtype_spellings()));
+  error(at(value), dtype_error(value.text));
   return false;
 }
 
