@@ -400,3 +400,15 @@ program:
 
 }  // namespace
 }  // namespace lockstep::sim
+
+namespace lockstep::sim {
+
+TEST_CASE("loader: a dtype that starts like bfloat16 suggests bf16 and others the closest spelling") {
+  const std::vector<std::string> got = loader_testing::problems(
+      "scenario: s\nworld: 2\nprogram:\n  - allreduce: {size: 1, dtype: bfloat}\n  - allreduce: {size: 1, dtype: flaot}\n");
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].starts_with("4:33: error: invalid value 'bfloat' for 'dtype' (did you mean 'bf16'?); valid values: bf16, "));
+  CHECK(got[1].starts_with("5:33: error: invalid value 'flaot' for 'dtype' (did you mean 'float'?); valid values: "));
+}
+
+}  // namespace lockstep::sim
