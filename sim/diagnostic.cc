@@ -8,19 +8,6 @@ namespace lockstep::sim {
 
 namespace {
 
-std::string_view nth_line(std::string_view text, uint32_t line) {
-  size_t begin = 0;
-  for (uint32_t i = 1; i < line; ++i) {
-    const size_t nl = text.find('\n', begin);
-    if (nl == std::string_view::npos) return {};
-    begin = nl + 1;
-  }
-  size_t end = text.find('\n', begin);
-  if (end == std::string_view::npos) end = text.size();
-  std::string_view result = text.substr(begin, end - begin);
-  if (!result.empty() && result.back() == '\r') result.remove_suffix(1);
-  return result;
-}
 
 const char* severity_name(Severity severity) {
   switch (severity) {
@@ -48,6 +35,20 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+std::string_view source_line(std::string_view text, uint32_t line) {
+  size_t begin = 0;
+  for (uint32_t i = 1; i < line; ++i) {
+    const size_t nl = text.find('\n', begin);
+    if (nl == std::string_view::npos) return {};
+    begin = nl + 1;
+  }
+  size_t end = text.find('\n', begin);
+  if (end == std::string_view::npos) end = text.size();
+  std::string_view result = text.substr(begin, end - begin);
+  if (!result.empty() && result.back() == '\r') result.remove_suffix(1);
+  return result;
+}
+
 std::string format_location(std::string_view file, SourceLoc loc) {
   std::string out(file);
   if (loc.line > 0) {
@@ -65,7 +66,7 @@ std::string format_diagnostic(const Diagnostic& diagnostic, std::string_view sou
   out += diagnostic.message;
   out += '\n';
   if (diagnostic.loc.line > 0 && !source_text.empty()) {
-    std::string_view line = nth_line(source_text, diagnostic.loc.line);
+    std::string_view line = source_line(source_text, diagnostic.loc.line);
     if (!line.empty()) {
       // A long line (a flow map of 10^5 params on one line) is shown as a window of at most
       // MAX_ECHO_BYTES around the column, with "..." where it was cut.

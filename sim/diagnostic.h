@@ -17,6 +17,10 @@ struct SourceLoc {
 
 enum class Severity : uint8_t { ERROR, WARNING, NOTE };
 
+// Line `line` (1-based) of `text`, without its newline (or a carriage return before it); ""
+// past the end.
+std::string_view source_line(std::string_view text, uint32_t line);
+
 struct Diagnostic {
   std::string file;
   SourceLoc loc;

@@ -155,9 +155,8 @@ void Loader::bind_params() {
   for (const Param& param : scenario_.params) {
     // A parameter a mesh dimension of its name takes its size from is that dimension's size:
     // in programs the name is the coordinate and NAME_size the size.
-    const MeshDim* dim = mesh_dim_named(param.name);
-    add_slot(dim != nullptr && mesh_size_params_.count(param.name) != 0 ? param.name + " (the size of mesh dimension " + param.name + ")"
-                                                                       : param.name,
+    add_slot(mesh_size_params_.count(param.name) != 0 ? param.name + " (the size of mesh dimension " + param.name + ")"
+                                                      : param.name,
              "the parameter");
   }
   for (MeshDim& dim : scenario_.mesh) {

@@ -4,18 +4,6 @@ namespace lockstep::sim {
 
 namespace {
 
-// Line `line` (1-based) of `text`, without its newline; "" past the end.
-std::string_view line_of(std::string_view text, uint32_t line) {
-  size_t start = 0;
-  for (uint32_t n = 1; n < line; ++n) {
-    const size_t newline = text.find('\n', start);
-    if (newline == std::string_view::npos) return {};
-    start = newline + 1;
-  }
-  const size_t end = text.find('\n', start);
-  return text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
-}
-
 bool tab_in_indentation(std::string_view line) {
   for (char c : line) {
     if (c == '\t') return true;
@@ -28,7 +16,7 @@ bool tab_in_indentation(std::string_view line) {
 // `?`: the lines from the last one with an unclosed `{` or `[` up to `at`.
 bool question_mark_in_flow(std::string_view text, SourceLoc at) {
   for (uint32_t line = at.line; line >= 1 && line + 3 > at.line; --line) {
-    const std::string_view l = line_of(text, line);
+    const std::string_view l = source_line(text, line);
     if (l.find('?') != std::string_view::npos && (l.find('{') != std::string_view::npos || l.find('[') != std::string_view::npos ||
                                                   line != at.line)) {
       return true;
@@ -42,8 +30,8 @@ bool question_mark_in_flow(std::string_view text, SourceLoc at) {
 
 std::string yaml_syntax_message(std::string_view raw, std::string_view text, SourceLoc at) {
   const std::string words = " (yaml-cpp: " + std::string(raw) + ")";
-  const std::string_view line = line_of(text, at.line);
-  const std::string_view previous = at.line > 1 ? line_of(text, at.line - 1) : std::string_view{};
+  const std::string_view line = source_line(text, at.line);
+  const std::string_view previous = at.line > 1 ? source_line(text, at.line - 1) : std::string_view{};
   if (tab_in_indentation(line) || (raw.starts_with("end of") && tab_in_indentation(previous))) {
     return "a tab in the indentation: yaml indents with spaces only; replace the tab with spaces" + words;
   }
