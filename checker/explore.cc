@@ -71,6 +71,15 @@ namespace {
 // on how many threads or processes ran them.
 using Slice = PartResult;
 
+// FOLD_BASE to the n-th power (mod 2^64): what a fold is multiplied by to make room for n more.
+uint64_t fold_power(uint64_t n) {
+  uint64_t result = 1, base = FOLD_BASE;
+  for (; n > 0; n >>= 1, base *= base) {
+    if ((n & 1) != 0) result *= base;
+  }
+  return result;
+}
+
 using Clock = std::chrono::steady_clock;
 
 // --jobs: the parts the tree is cut into (split_tree), whatever the number of threads, so that
@@ -124,6 +133,7 @@ struct Exploration {
     auto record = [&](uint64_t hash) {
       const SearchStats stats = search.stats();
       out.hashes.push_back(hash);
+      out.fold = out.fold * FOLD_BASE + hash;
       out.events_after.push_back(out.events);
       out.pruned_after.push_back(out.pruned);
       out.blocked_after.push_back(stats.sleep_blocked);
@@ -297,6 +307,7 @@ struct Exploration {
         bug.execution += all.executions;
         all.bugs.push_back(std::move(bug));
       }
+      all.fold = all.fold * fold_power(b.executions) + b.fold;
       for (size_t i = 0; i < b.hashes.size(); ++i) {
         all.hashes.push_back(b.hashes[i]);
         all.events_after.push_back(all.events + b.events_after[i]);
@@ -350,13 +361,14 @@ PartResult explore_part(const sim::Scenario& scenario, const CheckOptions& optio
 CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& options) {
   CheckResult out;
   out.strategy = options.strategy;
-  out.fingerprint = FNV_OFFSET;
+  out.fingerprint = FNV_OFFSET;  // folded as PartResult::fold
   const std::unique_ptr<Exploration> explored = exploration(scenario, options);
   Exploration& search = *explored;
   const StrategyInfo* info = &search.info;
   const bool sampling = !info->exhaustive;
 
   std::vector<Slice> slices;
+  std::vector<std::vector<uint32_t>> remote_prefixes;  // the parts given to run_parts
   const unsigned jobs = std::max(1u, options.jobs);
   bool timing_dependent = false;  // which part finds a bug first depends on the threads' timing
   bool split = info->splits && (jobs > 1 || options.run_parts);
@@ -392,9 +404,8 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
     slices.resize(parts.size());
     out.parts = parts.size();
     if (options.run_parts) {
-      std::vector<std::vector<uint32_t>> prefixes;
-      for (Part& part : parts) prefixes.push_back(std::move(part.prefix));
-      slices = options.run_parts(prefixes, search.budget);
+      for (Part& part : parts) remote_prefixes.push_back(std::move(part.prefix));
+      slices = options.run_parts(remote_prefixes, search.budget);
       parts.clear();  // run elsewhere
     }
     // A part's budget: what the parts before it that are done left. Those still running only
@@ -448,13 +459,30 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
         break;
       }
     }
-    for (uint64_t i = 0; i < take; ++i) fnv_mix(out.fingerprint, slice.hashes[i]);
+    if (take < slice.executions && slice.hashes.size() != slice.executions && merged <= remote_prefixes.size()) {
+      // Run elsewhere without its series and cut here: its first `take` executions again.
+      CheckOptions here = options;
+      here.run_parts = nullptr;
+      Slice again = explore_part(scenario, here, remote_prefixes[merged - 1], take);
+      slice.hashes = std::move(again.hashes);
+      slice.events_after = std::move(again.events_after);
+      slice.pruned_after = std::move(again.pruned_after);
+      slice.blocked_after = std::move(again.blocked_after);
+    }
+    if (take == slice.executions && slice.hashes.size() != slice.executions) {
+      out.fingerprint = out.fingerprint * fold_power(take) + slice.fold;
+      out.pruned += slice.pruned;
+      out.sleep_blocked += slice.sleep_blocked;
+      out.events += slice.events;
+    } else if (take > 0) {
+      for (uint64_t i = 0; i < take; ++i) out.fingerprint = out.fingerprint * FOLD_BASE + slice.hashes[i];
+      out.pruned += slice.pruned_after[take - 1];
+      out.sleep_blocked += slice.blocked_after[take - 1];
+      out.events += slice.events_after[take - 1];
+    }
     out.executions += take;
-    if (take > 0) out.pruned += slice.pruned_after[take - 1];
-    if (take > 0) out.sleep_blocked += slice.blocked_after[take - 1];
     out.states += slice.states;
     out.state_cache_full = out.state_cache_full || slice.cache_full;
-    if (take > 0) out.events += slice.events_after[take - 1];
     out.terminal_states.insert(slice.terminal_states.begin(), slice.terminal_states.end());
     if (slice.error && !out.error) out.error = slice.error;
     out.interrupted = out.interrupted || slice.interrupted;

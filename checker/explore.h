@@ -43,6 +43,11 @@ struct PartResult {
   bool cache_full = false;
   uint64_t events = 0;
   std::vector<uint64_t> hashes;  // one per execution, in order
+  // The hashes folded in order (F = F * FOLD_BASE + hash, from 0): the report's fingerprint takes
+  // a whole part by it. A part run elsewhere (PartRunner) may come back with this and its totals
+  // but without the four per-execution series: the merge needs them only where the execution
+  // budget cuts into the part, and explores it again here up to the cut.
+  uint64_t fold = 0;
   std::vector<uint64_t> events_after;   // events of the part's executions so far, per execution
   std::vector<uint64_t> pruned_after;   // pruned executions so far, per execution
   std::vector<uint64_t> blocked_after;  // sleep-blocked executions so far, per execution
@@ -53,6 +58,8 @@ struct PartResult {
   bool interrupted = false;      // CheckOptions::stop
   bool complete = false;         // the part was explored to its end
 };
+
+inline constexpr uint64_t FOLD_BASE = 0x100000001b3;
 
 // The parts of a split search, by their schedule prefixes (a strategy that splits: dfs).
 using PartRunner = std::function<std::vector<PartResult>(const std::vector<std::vector<uint32_t>>& prefixes, uint64_t budget)>;

@@ -11,9 +11,12 @@
 // Rank 0 prints the report, the same bytes as one process, and every rank exits with its code.
 #include <mpi.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <cstdint>
 #include <iostream>
@@ -74,6 +77,59 @@ int receive_indexed(int tag, int64_t& index, std::string& text) {
   return status.MPI_SOURCE;
 }
 
+// Rank 0's side of handing out pieces of work (sweep points, search parts) numbered 0..pieces-1,
+// shared with rank 0's own thread through `next`. A worker has two pieces in flight, so it starts
+// its next piece while rank 0 reads the result of the last: rank 0's main thread shares the
+// machine's cores with the workers, and a worker that waited for its answer waited for a core.
+class Dispatcher {
+ public:
+  using SendWork = std::function<void(int to, int64_t index)>;  // index -1: no piece is left
+
+  Dispatcher(int ranks, SendWork send) : released_(static_cast<size_t>(ranks), 0), send_(std::move(send)) {
+    released_[0] = 1;  // rank 0 is no worker
+  }
+
+  // The pieces of the next batch, taken by the workers and by rank 0's thread from `next`.
+  void start(size_t pieces, std::atomic<size_t>& next) {
+    pieces_ = pieces;
+    next_ = &next;
+    given_ = done_ = 0;
+  }
+
+  // A worker's message arrived: its hello (index < 0) or the result of a piece it was given.
+  // Sends it its next piece (two after a hello), or tells it that none is left.
+  void arrived(int from, int64_t index) {
+    if (index >= 0) ++done_;
+    give(from);
+    if (index < 0 && !released_[static_cast<size_t>(from)]) give(from);
+  }
+
+  // Pieces are left to give, or given ones are still out.
+  bool busy() const { return done_ < given_ || (next_ != nullptr && next_->load() < pieces_ && released() < workers()); }
+  bool all_released() const { return released() == workers(); }
+
+ private:
+  void give(int to) {
+    if (released_[static_cast<size_t>(to)]) return;
+    const size_t i = next_ != nullptr ? (*next_)++ : pieces_;
+    if (i < pieces_) {
+      ++given_;
+      send_(to, static_cast<int64_t>(i));
+    } else {
+      released_[static_cast<size_t>(to)] = 1;
+      send_(to, -1);
+    }
+  }
+  int workers() const { return static_cast<int>(released_.size()) - 1; }
+  int released() const { return static_cast<int>(std::count(released_.begin(), released_.end(), 1)) - 1; }
+
+  std::vector<char> released_;  // per rank: told that no piece is left
+  SendWork send_;
+  size_t pieces_ = 0;
+  std::atomic<size_t>* next_ = nullptr;
+  size_t given_ = 0, done_ = 0;
+};
+
 constexpr int TAG_RESULT = 1;  // worker -> rank 0: int64 index (-1: none yet), then the summary's JSON
 constexpr int TAG_WORK = 2;    // rank 0 -> worker: int64 index, -1 when no point is left
 
@@ -103,14 +159,16 @@ std::vector<PointSummary> coordinate(const Options& options, const std::vector<s
                                      int ranks, std::ostream& err, bool& lost) {
   std::vector<PointSummary> results(points.size());
   std::atomic<size_t> next{0};
+  Dispatcher dispatch(ranks, [](int to, int64_t index) { MPI_Send(&index, 1, MPI_INT64_T, to, TAG_WORK, MPI_COMM_WORLD); });
+  dispatch.start(points.size(), next);
   std::thread local([&] {
     for (size_t i = next++; i < points.size(); i = next++) results[i] = check_point(options, options.inputs.front(), points[i], 1);
   });
-  int working = ranks - 1;
-  while (working > 0) {
+  while (dispatch.busy() || !dispatch.all_released()) {
     int64_t index = -1;
     std::string text;
     const int from = receive_indexed(TAG_RESULT, index, text);
+    dispatch.arrived(from, index);
     if (index >= 0 && static_cast<size_t>(index) < points.size()) {
       std::optional<PointSummary> got = PointSummary::from_json(text);
       if (got) {
@@ -120,10 +178,6 @@ std::vector<PointSummary> coordinate(const Options& options, const std::vector<s
         lost = true;
       }
     }
-    const size_t given = next++;
-    int64_t work = given < points.size() ? static_cast<int64_t>(given) : -1;
-    MPI_Send(&work, 1, MPI_INT64_T, from, TAG_WORK, MPI_COMM_WORLD);
-    if (work < 0) --working;
   }
   local.join();
   return results;
@@ -182,7 +236,9 @@ sim::Option option_of(const Json& j) {
   return o;
 }
 
-// A part's result as JSON: its bugs as the schedules that lead to them.
+// A part's result as JSON: its bugs as the schedules that lead to them; its totals and the fold
+// of its hashes, not the four per-execution series (32 bytes an execution: sending them cost
+// more than a third of the search's time), which the merge explores again where it needs them.
 std::string part_json(const checker::PartResult& p) {
   Json bugs = Json::array();
   for (const checker::Bug& bug : p.bugs) {
@@ -196,9 +252,7 @@ std::string part_json(const checker::PartResult& p) {
     error = Json{{"file", p.error->file}, {"line", p.error->loc.line}, {"col", p.error->loc.col}, {"message", p.error->message}};
   }
   return Json{{"executions", p.executions}, {"pruned", p.pruned}, {"sleep_blocked", p.sleep_blocked},
-              {"states", p.states}, {"cache_full", p.cache_full}, {"events", p.events}, {"hashes", p.hashes},
-              {"events_after", p.events_after}, {"pruned_after", p.pruned_after}, {"blocked_after", p.blocked_after},
-              {"bugs", std::move(bugs)}, {"terminal_states", p.terminal_states}, {"error", std::move(error)},
+              {"states", p.states}, {"cache_full", p.cache_full}, {"events", p.events}, {"fold", p.fold}, {"bugs", std::move(bugs)}, {"terminal_states", p.terminal_states}, {"error", std::move(error)},
               {"bound_hit", p.bound_hit}, {"interrupted", p.interrupted}, {"complete", p.complete}}
       .dump(-1, ' ', false, Json::error_handler_t::replace);
 }
@@ -217,10 +271,7 @@ std::optional<checker::PartResult> part_of(std::string_view text, const sim::Sce
     p.states = j.at("states").get<uint64_t>();
     p.cache_full = j.at("cache_full").get<bool>();
     p.events = j.at("events").get<uint64_t>();
-    p.hashes = j.at("hashes").get<std::vector<uint64_t>>();
-    p.events_after = j.at("events_after").get<std::vector<uint64_t>>();
-    p.pruned_after = j.at("pruned_after").get<std::vector<uint64_t>>();
-    p.blocked_after = j.at("blocked_after").get<std::vector<uint64_t>>();
+    p.fold = j.at("fold").get<uint64_t>();
     p.terminal_states = j.at("terminal_states").get<std::set<std::string>>();
     p.bound_hit = j.at("bound_hit").get<std::string>();
     p.interrupted = j.at("interrupted").get<bool>();
@@ -256,64 +307,75 @@ std::optional<checker::PartResult> part_of(std::string_view text, const sim::Sce
 constexpr int TAG_PART_RESULT = 3;
 constexpr int TAG_PART_WORK = 4;
 
-struct PartServer {
-  const sim::Scenario* scenario = nullptr;
-  const Options* options = nullptr;
-  int workers = 0;
-  int released = 0;  // workers told that no part is left
-  std::string problem;
-
-  // Gives `index` (or -1) to whoever sent the message just received.
-  void answer(int to, int64_t index, uint64_t budget, const std::vector<uint32_t>* prefix) {
-    std::vector<uint64_t> message = {static_cast<uint64_t>(index), budget};
-    if (prefix != nullptr) message.insert(message.end(), prefix->begin(), prefix->end());
-    MPI_Send(message.data(), static_cast<int>(message.size()), MPI_UINT64_T, to, TAG_PART_WORK, MPI_COMM_WORLD);
-    if (index < 0) ++released;
-  }
-
-  // The next message of a worker that waits: its index and part (if any).
-  static int receive(int64_t& index, std::string& text) { return receive_indexed(TAG_PART_RESULT, index, text); }
+class PartServer {
+ public:
+  PartServer(int ranks, const sim::Scenario* scenario, const Options& options)
+      : scenario_(scenario), options_(options), dispatch_(ranks, [this](int to, int64_t index) { send_part(to, index); }) {}
 
   // check's PartRunner: the parts to the workers and to a thread of rank 0, results merged back.
   std::vector<checker::PartResult> run(const std::vector<std::vector<uint32_t>>& prefixes, uint64_t budget) {
     std::vector<checker::PartResult> results(prefixes.size());
-    checker::CheckOptions local_options = options->check;
+    checker::CheckOptions local_options = options_.check;
     local_options.run_parts = nullptr;
+    prefixes_ = &prefixes;
+    budget_ = budget;
     std::atomic<size_t> next{0};
+    dispatch_.start(prefixes.size(), next);
     std::thread local([&] {
-      for (size_t i = next++; i < prefixes.size(); i = next++) results[i] = checker::explore_part(*scenario, local_options, prefixes[i], budget);
+      for (size_t i = next++; i < prefixes.size(); i = next++) results[i] = checker::explore_part(*scenario_, local_options, prefixes[i], budget);
     });
-    size_t given = 0, done = 0;
-    while (released < workers && !(next.load() >= prefixes.size() && done == given)) {
+    while (dispatch_.busy()) {
       int64_t index = -1;
       std::string text;
       const int from = receive(index, text);
+      dispatch_.arrived(from, index);  // the next part first: the worker explores it while this one is read
       if (index >= 0 && static_cast<size_t>(index) < prefixes.size()) {
-        ++done;
-        std::optional<checker::PartResult> part = part_of(text, *scenario, local_options);
-        if (part) results[static_cast<size_t>(index)] = std::move(*part);
-        else problem = fmt::format("rank {} sent part {} of the search in a form rank 0 cannot use", from, index);
-      }
-      const size_t i = next++;
-      if (i < prefixes.size()) {
-        answer(from, static_cast<int64_t>(i), budget, &prefixes[i]);
-        ++given;
-      } else {
-        answer(from, -1, 0, nullptr);
+        std::optional<checker::PartResult> part = part_of(text, *scenario_, local_options);
+        if (part) {
+          results[static_cast<size_t>(index)] = std::move(*part);
+        } else {
+          problem = fmt::format("rank {} sent part {} of the search in a form rank 0 cannot use", from, index);
+        }
       }
     }
     local.join();
+    prefixes_ = nullptr;
     return results;
   }
 
-  // At the end: every worker not yet released is waiting for an answer (or about to ask).
+  // At the end: every worker not yet released is about to say hello, or has.
   void release_all() {
-    while (released < workers) {
+    std::atomic<size_t> none{0};
+    dispatch_.start(0, none);
+    while (!dispatch_.all_released()) {
       int64_t index = -1;
       std::string text;
-      answer(receive(index, text), -1, 0, nullptr);
+      const int from = receive(index, text);
+      dispatch_.arrived(from, index);
     }
   }
+
+  std::string problem;  // a worker's result rank 0 could not use
+
+ private:
+  // PART_WORK: the index (-1: no part is left), the budget, then the part's schedule prefix.
+  void send_part(int to, int64_t index) {
+    std::vector<uint64_t> message = {static_cast<uint64_t>(index), budget_};
+    if (index >= 0) {
+      const std::vector<uint32_t>& prefix = (*prefixes_)[static_cast<size_t>(index)];
+      message.insert(message.end(), prefix.begin(), prefix.end());
+    }
+    MPI_Send(message.data(), static_cast<int>(message.size()), MPI_UINT64_T, to, TAG_PART_WORK, MPI_COMM_WORLD);
+  }
+
+  // The next message of a worker: its index and part (if any).
+  static int receive(int64_t& index, std::string& text) { return receive_indexed(TAG_PART_RESULT, index, text); }
+
+  const sim::Scenario* scenario_;
+  const Options& options_;
+  Dispatcher dispatch_;
+  const std::vector<std::vector<uint32_t>>* prefixes_ = nullptr;
+  uint64_t budget_ = 0;
 };
 
 void part_worker(const Options& options) {
@@ -358,16 +420,14 @@ int check_over_mpi(const CommandLine& line, std::ostream& out, std::ostream& err
   int code = EXIT_BAD_INPUT;
   if (rank == 0) {
     CommandLine mine = line;
-    PartServer server;
-    server.options = &mine.options;
-    server.workers = ranks - 1;
     // The scenario the parts are replayed against: rank 0's own load of the input.
     const std::string& input = mine.options.inputs.front();
     sim::LoadResult loaded = sim::is_trace_path(input) ? sim::load_trace_file(input, mine.options.overrides, mine.options.load_limits)
                                                        : sim::load_scenario_file(input, mine.options.overrides, mine.options.load_limits);
-    if (loaded.scenario) {
-      const sim::Scenario scenario = std::move(*loaded.scenario);
-      server.scenario = &scenario;
+    std::optional<sim::Scenario> scenario;
+    if (loaded.scenario) scenario = std::move(*loaded.scenario);
+    PartServer server(ranks, scenario ? &*scenario : nullptr, mine.options);
+    if (scenario) {
       mine.options.check.run_parts = [&server](const std::vector<std::vector<uint32_t>>& prefixes, uint64_t budget) {
         return server.run(prefixes, budget);
       };

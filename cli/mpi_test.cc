@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -68,14 +69,31 @@ TEST_CASE("check --mpi: a dfs search of 100,000 executions over four ranks repor
                                         "    else: [send: {to: 0, size: 1KiB}]\n";
   const std::vector<std::string> check = {"check", (dir / "gather.yaml").string(), "--strategy", "dfs",
                                           "--max-executions", "100000", "--patience", "0"};
-  const testing::CliRun alone = testing::run_lockstep(check);
   std::vector<std::string> args = check;
-  args.push_back("--mpi");
+  args.insert(args.end(), {"--json", (dir / "alone.json").string()});
+  const testing::CliRun alone = testing::run_lockstep(args);
+  args = check;
+  args.insert(args.end(), {"--json", (dir / "spread.json").string(), "--mpi"});
   const testing::CliRun spread = under_mpirun(4, args, "check");
   INFO(spread.err);
   CHECK(spread.code == alone.code);
   CHECK(spread.out == alone.out);
   CHECK(alone.out.find("100000 executions") != std::string::npos);
+  // The budget cuts into a part (8! = 40,320 executions each), which rank 0 explores again up to
+  // the cut: the counts and the fingerprint are one process's too.
+  auto stats = [](const std::string& json) {
+    std::string kept;
+    std::istringstream lines(json);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("\"seconds\"") != std::string::npos || line.find("\"parts\"") != std::string::npos) continue;
+      if (!line.empty() && line.back() == ',') line.pop_back();  // "parts" follows "strategy" in one of them
+      kept += line + "\n";
+    }
+    return kept;
+  };
+  const std::string mine = stats(testing::file_bytes(dir / "alone.json"));
+  CHECK(mine.find("\"fingerprint\"") != std::string::npos);
+  CHECK(stats(testing::file_bytes(dir / "spread.json")) == mine);
 }
 
 }  // namespace lockstep::cli
