@@ -251,10 +251,15 @@ void define_check(CLI::App& app, CommandLine& line) {
               o.check.max_memory_bytes = mib << 20;  // 0: no bound
             });
   add_flag(app, "--check-expect", o.check_expect, group, "exit 0 iff every verdict matches its scenario's expect:");
-  add_flag(app, "--mpi", o.mpi, group,
+  CLI::Option* mpi = add_flag(app, "--mpi", o.mpi, group,
            "under mpirun or srun: the work spread over the MPI ranks (sweep:\n"
            "its points; check: the parts of a dfs search), rank 0 printing the\n"
            "report (docs/sweep.md)");
+  add_seconds(app, "--mpi-timeout", group,
+              "with --mpi: a rank silent for S seconds is taken as lost and its\n"
+              "work done again by the others (default 30)",
+              [&o](double s) { o.mpi_timeout_s = s; })
+      ->needs(mpi);
   add_path(app, "--cex-dir", o.cex_dir, "DIR", group, "write one counterexample file per bug into DIR");
   add_flag(app, "--force", o.force, group, "with --cex-dir: replace counterexample files already there");
   CLI::Option* minimize = add_flag(app, "--minimize", o.minimize, group,

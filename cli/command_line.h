@@ -45,6 +45,7 @@ struct Options {
   std::string sweep_where;             // sweep --where
   uint64_t sweep_max_points = 10'000;  // sweep --max-points
   bool mpi = false;                    // check, sweep --mpi: the work spread over MPI ranks (lockstep-mpi)
+  double mpi_timeout_s = 30;           // --mpi-timeout: a worker rank silent this long is taken as lost
 };
 
 // A command line read: the verb to run and its options, or text to print and an exit code

@@ -1,32 +1,35 @@
 // lockstep-mpi: the lockstep command line, with `sweep --mpi` and `check --mpi` spread over MPI
 // ranks. The one binary that links MPI; `lockstep` hands --mpi over to it (cli/main.cc).
 //
-// Both hand out work one piece at a time from rank 0 to whichever rank asks (a rank whose
-// pieces are slow takes fewer), rank 0 working on pieces itself on a thread of its own (the main
-// thread alone calls MPI), and every piece's result comes back to rank 0 as JSON:
-// - sweep: a piece is a point; its result a PointSummary;
+// Rank 0 hands out pieces of work to whichever rank asks (a rank whose pieces are slow takes
+// fewer), and works on pieces itself on a thread of its own (the main thread alone calls MPI);
+// every piece's result comes back to rank 0 as text:
+// - sweep: a piece is a point; its result a PointSummary as JSON;
 // - check: a piece is a part of a dfs search (the parts --jobs cuts the tree into, under the
-//   same schedule prefixes); its result a PartResult, whose bugs rank 0 rebuilds by replaying
-//   their schedules. The merge is --jobs' merge.
-// Rank 0 prints the report, the same bytes as one process, and every rank exits with its code.
+//   same schedule prefixes); its result a PartResult as JSON, whose bugs rank 0 rebuilds by
+//   replaying their schedules. The merge is --jobs' merge.
+// A worker that says nothing for --mpi-timeout seconds (it beats every second while it works)
+// is taken as lost: its pieces go to the others or to rank 0. Rank 0 prints the report, the
+// same bytes as one process, and every rank still there exits with its code.
 #include <mpi.h>
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <chrono>
-#include <cstring>
-#include <functional>
-#include <optional>
+#include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
 #include <iostream>
+#include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
-
-#include <fmt/format.h>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "checker/counterexample.h"
@@ -39,6 +42,18 @@
 namespace lockstep::cli {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+// The messages. A piece of work is uint64s: its index (NONE: no piece is left), then what the
+// verb needs to run it. A result is bytes: the piece's int64 index (-1: a hello, asking for
+// work), then the result's text.
+constexpr int TAG_WORK = 1;    // rank 0 -> worker
+constexpr int TAG_RESULT = 2;  // worker -> rank 0
+constexpr int TAG_ALIVE = 3;   // worker -> rank 0, every BEAT while it works: nothing
+constexpr int TAG_CODE = 4;    // rank 0 -> worker at the end: the exit code
+constexpr uint64_t NONE = UINT64_MAX;
+constexpr auto BEAT = std::chrono::seconds(1);
+
 // Waiting without spinning: a blocking MPI call polls at full speed (OpenMPI), which takes a core
 // from rank 0's own worker thread or from a rank still working on the same machine.
 void probe_politely(int source, int tag, MPI_Status& status) {
@@ -50,145 +65,263 @@ void probe_politely(int source, int tag, MPI_Status& status) {
   }
 }
 
-// Every rank gets rank 0's exit code (the others wait for it without spinning).
-int share_code(int code) {
-  MPI_Request request;
-  MPI_Ibcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD, &request);
-  int done = 0;
-  for (;;) {
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (done != 0) return code;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-}
-
-// The next message with `tag` from any rank, as its leading int64 (an index, -1 for none) and
-// the text after it; the sender's rank.
-int receive_indexed(int tag, int64_t& index, std::string& text) {
-  MPI_Status status;
-  probe_politely(MPI_ANY_SOURCE, tag, status);
-  int bytes = 0;
-  MPI_Get_count(&status, MPI_CHAR, &bytes);
-  std::string message(static_cast<size_t>(bytes), '\0');
-  MPI_Recv(message.data(), bytes, MPI_CHAR, status.MPI_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  index = -1;
-  if (message.size() >= sizeof(index)) std::memcpy(&index, message.data(), sizeof(index));
-  text = message.size() > sizeof(index) ? message.substr(sizeof(index)) : std::string();
-  return status.MPI_SOURCE;
-}
-
-// Rank 0's side of handing out pieces of work (sweep points, search parts) numbered 0..pieces-1,
-// shared with rank 0's own thread through `next`. A worker has two pieces in flight, so it starts
-// its next piece while rank 0 reads the result of the last: rank 0's main thread shares the
-// machine's cores with the workers, and a worker that waited for its answer waited for a core.
-class Dispatcher {
- public:
-  using SendWork = std::function<void(int to, int64_t index)>;  // index -1: no piece is left
-
-  Dispatcher(int ranks, SendWork send) : released_(static_cast<size_t>(ranks), 0), send_(std::move(send)) {
-    released_[0] = 1;  // rank 0 is no worker
-  }
-
-  // The pieces of the next batch, taken by the workers and by rank 0's thread from `next`.
-  void start(size_t pieces, std::atomic<size_t>& next) {
-    pieces_ = pieces;
-    next_ = &next;
-    given_ = done_ = 0;
-  }
-
-  // A worker's message arrived: its hello (index < 0) or the result of a piece it was given.
-  // Sends it its next piece (two after a hello), or tells it that none is left.
-  void arrived(int from, int64_t index) {
-    if (index >= 0) ++done_;
-    give(from);
-    if (index < 0 && !released_[static_cast<size_t>(from)]) give(from);
-  }
-
-  // Pieces are left to give, or given ones are still out.
-  bool busy() const { return done_ < given_ || (next_ != nullptr && next_->load() < pieces_ && released() < workers()); }
-  bool all_released() const { return released() == workers(); }
-
- private:
-  void give(int to) {
-    if (released_[static_cast<size_t>(to)]) return;
-    const size_t i = next_ != nullptr ? (*next_)++ : pieces_;
-    if (i < pieces_) {
-      ++given_;
-      send_(to, static_cast<int64_t>(i));
-    } else {
-      released_[static_cast<size_t>(to)] = 1;
-      send_(to, -1);
-    }
-  }
-  int workers() const { return static_cast<int>(released_.size()) - 1; }
-  int released() const { return static_cast<int>(std::count(released_.begin(), released_.end(), 1)) - 1; }
-
-  std::vector<char> released_;  // per rank: told that no piece is left
-  SendWork send_;
-  size_t pieces_ = 0;
-  std::atomic<size_t>* next_ = nullptr;
-  size_t given_ = 0, done_ = 0;
-};
-
-constexpr int TAG_RESULT = 1;  // worker -> rank 0: int64 index (-1: none yet), then the summary's JSON
-constexpr int TAG_WORK = 2;    // rank 0 -> worker: int64 index, -1 when no point is left
-
-void send_result(int64_t index, const std::string& json) {
+void send_result(int64_t index, const std::string& text) {
   std::string message(sizeof(index), '\0');
   std::memcpy(message.data(), &index, sizeof(index));
-  message += json;
+  message += text;
   MPI_Send(message.data(), static_cast<int>(message.size()), MPI_CHAR, 0, TAG_RESULT, MPI_COMM_WORLD);
 }
 
-int worker(const Options& options, const std::vector<std::vector<sim::ParamOverride>>& points) {
+// The end of a rank: MPI_Finalize, unless a rank was lost (its fence waits for every rank,
+// the lost one too): then the streams are flushed and the process exits at once.
+[[noreturn]] void end(int code, bool lost) {
+  std::cout.flush();
+  std::cerr.flush();
+  if (!lost) {
+    MPI_Finalize();
+    std::exit(code);
+  }
+  std::_Exit(code);
+}
+
+// A worker rank: asks for work, runs each piece rank 0 sends (on a thread, while this one tells
+// rank 0 every BEAT that it is alive) until told that none is left; then ends with rank 0's
+// exit code.
+[[noreturn]] void work(const std::function<std::string(const std::vector<uint64_t>& piece)>& run) {
   send_result(-1, "");
   for (;;) {
-    int64_t index = -1;
     MPI_Status status;
     probe_politely(0, TAG_WORK, status);
-    MPI_Recv(&index, 1, MPI_INT64_T, 0, TAG_WORK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    if (index < 0 || static_cast<size_t>(index) >= points.size()) return 0;
-    const PointSummary result = check_point(options, options.inputs.front(), points[static_cast<size_t>(index)], 1);
-    send_result(index, result.to_json());
+    int count = 0;
+    MPI_Get_count(&status, MPI_UINT64_T, &count);
+    std::vector<uint64_t> piece(static_cast<size_t>(std::max(count, 1)), NONE);
+    MPI_Recv(piece.data(), count, MPI_UINT64_T, 0, TAG_WORK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (piece[0] == NONE) break;
+    std::string result;
+    bool done = false;
+    std::mutex mutex;
+    std::condition_variable finished;
+    std::thread worker([&] {
+      std::string text = run(piece);
+      const std::lock_guard<std::mutex> lock(mutex);
+      result = std::move(text);
+      done = true;
+      finished.notify_one();
+    });
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      while (!finished.wait_for(lock, BEAT, [&] { return done; })) MPI_Send(nullptr, 0, MPI_CHAR, 0, TAG_ALIVE, MPI_COMM_WORLD);
+    }
+    worker.join();
+    send_result(static_cast<int64_t>(piece[0]), result);
   }
+  MPI_Status status;
+  probe_politely(0, TAG_CODE, status);
+  int code[2] = {EXIT_BAD_INPUT, 1};  // the exit code; whether a rank was lost
+  MPI_Recv(code, 2, MPI_INT, 0, TAG_CODE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  end(code[0], code[1] != 0);
 }
 
-// Rank 0: serves the others from the main thread (the only one that calls MPI) while a thread
-// of its own checks points from the same counter.
-std::vector<PointSummary> coordinate(const Options& options, const std::vector<std::vector<sim::ParamOverride>>& points,
-                                     int ranks, std::ostream& err, bool& lost) {
-  std::vector<PointSummary> results(points.size());
-  std::atomic<size_t> next{0};
-  Dispatcher dispatch(ranks, [](int to, int64_t index) { MPI_Send(&index, 1, MPI_INT64_T, to, TAG_WORK, MPI_COMM_WORLD); });
-  dispatch.start(points.size(), next);
-  std::thread local([&] {
-    for (size_t i = next++; i < points.size(); i = next++) results[i] = check_point(options, options.inputs.front(), points[i], 1);
-  });
-  while (dispatch.busy() || !dispatch.all_released()) {
-    int64_t index = -1;
-    std::string text;
-    const int from = receive_indexed(TAG_RESULT, index, text);
-    dispatch.arrived(from, index);
-    if (index >= 0 && static_cast<size_t>(index) < points.size()) {
-      std::optional<PointSummary> got = PointSummary::from_json(text);
-      if (got) {
-        results[static_cast<size_t>(index)] = std::move(*got);
-      } else {
-        err << "lockstep: error: rank " << from << " sent an unreadable result for point " << index << "\n";
-        lost = true;
+// Pieces 0..n-1 of one batch: taken by rank 0's thread and for the workers; a piece whose worker
+// was lost is put back; each piece's first result counts.
+class Pieces {
+ public:
+  explicit Pieces(size_t n) : done_(n, 0) {}
+
+  std::optional<size_t> take() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return take_locked();
+  }
+  // For rank 0's thread: a piece, waiting while every piece is out; nullopt once all are done.
+  std::optional<size_t> take_or_wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return !redo_.empty() || next_ < done_.size() || finished_ == done_.size(); });
+    return take_locked();
+  }
+  void put_back(size_t i) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (done_[i] == 0) redo_.push_back(i);
+    changed_.notify_all();
+  }
+  // Whether this is the piece's first result (the one to keep).
+  bool finish(size_t i) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (i >= done_.size() || done_[i] != 0) return false;
+    done_[i] = 1;
+    if (++finished_ == done_.size()) changed_.notify_all();
+    return true;
+  }
+  bool all_done() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return finished_ == done_.size();
+  }
+
+ private:
+  std::optional<size_t> take_locked() {
+    while (!redo_.empty()) {
+      const size_t i = redo_.front();
+      redo_.pop_front();
+      if (done_[i] == 0) return i;
+    }
+    if (next_ < done_.size()) return next_++;
+    return std::nullopt;
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  size_t next_ = 0;
+  std::deque<size_t> redo_;
+  std::vector<char> done_;
+  size_t finished_ = 0;
+};
+
+// Rank 0's main thread: hands pieces to the workers, two at a time (a worker starts its next
+// while rank 0 reads its last: rank 0's thread shares the cores with them), takes their results,
+// and puts back the pieces of a worker silent for longer than the timeout.
+class Coordinator {
+ public:
+  Coordinator(int ranks, double timeout_s, std::ostream& err)
+      : workers_(static_cast<size_t>(ranks)), timeout_(std::chrono::duration<double>(timeout_s)), err_(err) {
+    for (Worker& w : workers_) w.heard = Clock::now();
+    workers_[0].released = true;  // rank 0 is no worker
+  }
+
+  // Pieces 0..n-1, each run once: by a worker (`send` writes the piece's message; `decode`
+  // reads its result, nullopt when it cannot) or by rank 0's thread (`local`).
+  template <class Result>
+  std::vector<Result> run(size_t n, const std::function<std::vector<uint64_t>(size_t)>& piece,
+                          const std::function<std::optional<Result>(const std::string&)>& decode,
+                          const std::function<Result(size_t)>& local) {
+    std::vector<Result> results(n);
+    Pieces pieces(n);
+    pieces_ = &pieces;
+    piece_ = &piece;
+    std::thread mine([&] {
+      while (const std::optional<size_t> i = pieces.take_or_wait()) {
+        Result r = local(*i);
+        if (pieces.finish(*i)) results[*i] = std::move(r);
       }
+    });
+    while (!pieces.all_done()) {
+      serve([&](int from, size_t i, const std::string& text) {
+        if (!pieces.finish(i)) return;
+        std::optional<Result> r = decode(text);
+        if (r) results[i] = std::move(*r);
+        else problem = fmt::format("rank {} sent the result of piece {} in a form rank 0 cannot use", from, i);
+      });
+    }
+    mine.join();
+    pieces_ = nullptr;
+    piece_ = nullptr;
+    return results;
+  }
+
+  // At the end: every worker still there told that no work is left, then rank 0's exit code;
+  // every rank ends.
+  [[noreturn]] void finish(int code) {
+    while (std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return !w.released && !w.lost; })) {
+      serve([](int, size_t, const std::string&) {});
+    }
+    const bool lost = std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.lost; });
+    const int message[2] = {code, lost ? 1 : 0};
+    for (size_t r = 1; r < workers_.size(); ++r) {
+      if (!workers_[r].lost) MPI_Send(message, 2, MPI_INT, static_cast<int>(r), TAG_CODE, MPI_COMM_WORLD);
+    }
+    end(code, lost);
+  }
+
+  std::string problem;  // a result rank 0 could not use
+
+ private:
+  struct Worker {
+    std::vector<size_t> holding;  // pieces given and not yet answered
+    Clock::time_point heard;
+    bool released = false;  // told that no piece is left
+    bool lost = false;      // silent past the timeout
+  };
+
+  // One message handled, or the silent workers let go and a short sleep.
+  void serve(const std::function<void(int, size_t, const std::string&)>& result) {
+    int ready = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &ready, &status);
+    if (ready == 0) {
+      let_go_of_silent();
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      return;
+    }
+    const int from = status.MPI_SOURCE;
+    int bytes = 0;
+    MPI_Get_count(&status, MPI_CHAR, &bytes);
+    std::string message(static_cast<size_t>(std::max(bytes, 0)), '\0');
+    MPI_Recv(message.data(), bytes, MPI_CHAR, from, status.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    Worker& w = workers_[static_cast<size_t>(from)];
+    w.heard = Clock::now();
+    if (status.MPI_TAG != TAG_RESULT || w.lost) return;  // a beat; or a worker taken as lost: its pieces went elsewhere
+    int64_t index = -1;
+    if (message.size() >= sizeof(index)) std::memcpy(&index, message.data(), sizeof(index));
+    if (index >= 0) {
+      const auto i = static_cast<size_t>(index);
+      std::erase(w.holding, i);
+      give(from);  // the next piece first: the worker works on it while this one is read
+      if (pieces_ != nullptr) result(from, i, message.substr(sizeof(index)));
+    } else {
+      give(from);
+      give(from);
     }
   }
-  local.join();
-  return results;
-}
 
-int sweep_over_mpi(const Options& options, std::ostream& out, std::ostream& err) {
+  void give(int to) {
+    Worker& w = workers_[static_cast<size_t>(to)];
+    if (w.released) return;
+    const std::optional<size_t> i = pieces_ != nullptr ? pieces_->take() : std::nullopt;
+    std::vector<uint64_t> message = i ? (*piece_)(*i) : std::vector<uint64_t>{NONE};
+    if (i) {
+      message.insert(message.begin(), *i);
+      w.holding.push_back(*i);
+    } else {
+      w.released = true;
+    }
+    MPI_Send(message.data(), static_cast<int>(message.size()), MPI_UINT64_T, to, TAG_WORK, MPI_COMM_WORLD);
+  }
+
+  void let_go_of_silent() {
+    const Clock::time_point now = Clock::now();
+    for (size_t r = 1; r < workers_.size(); ++r) {
+      Worker& w = workers_[r];
+      if (w.lost || w.released || now - w.heard <= timeout_) continue;
+      w.lost = true;
+      std::vector<std::string> names;
+      for (const size_t i : w.holding) {
+        if (pieces_ != nullptr) pieces_->put_back(i);
+        names.push_back(std::to_string(i));
+      }
+      err_ << fmt::format("lockstep: warning: rank {} said nothing for {:g} s and is taken as lost", r, timeout_.count());
+      if (!names.empty()) err_ << fmt::format("; its work ({} {}) is done again elsewhere", names.size() == 1 ? "piece" : "pieces", fmt::join(names, ", "));
+      err_ << "\n";
+      w.holding.clear();
+    }
+  }
+
+  std::vector<Worker> workers_;
+  std::chrono::duration<double> timeout_;
+  std::ostream& err_;
+  Pieces* pieces_ = nullptr;  // the batch being run
+  const std::function<std::vector<uint64_t>(size_t)>* piece_ = nullptr;
+};
+
+void init_mpi(int& rank, int& ranks) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-  int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+}
+
+// ---- sweep --mpi --------------------------------------------------------------------------
+
+[[noreturn]] void sweep_over_mpi(const Options& options, std::ostream& out, std::ostream& err) {
+  int rank = 0, ranks = 1;
+  init_mpi(rank, ranks);
   // Every rank derives the same points; only rank 0 speaks.
   std::ostringstream quiet_out, quiet_err;
   std::ostream& my_out = rank == 0 ? out : quiet_out;
@@ -201,19 +334,25 @@ int sweep_over_mpi(const Options& options, std::ostream& out, std::ostream& err)
     points = prepare_sweep(point_options, sweep, my_err);
     if (!points) code = EXIT_BAD_INPUT;
   }
+  if (rank != 0) {
+    work([&](const std::vector<uint64_t>& piece) {
+      if (!points || piece[0] >= points->size()) return std::string();
+      return check_point(point_options, options.inputs.front(), (*points)[piece[0]], 1).to_json();
+    });
+  }
+  Coordinator coordinator(ranks, options.mpi_timeout_s, err);
   if (code == EXIT_NO_BUG) {
-    if (rank == 0) {
-      bool lost = false;
-      const std::vector<PointSummary> results = coordinate(point_options, *points, ranks, my_err, lost);
-      code = report_sweep(point_options, sweep, *points, results, my_out, my_err);
-      if (lost) code = EXIT_BAD_INPUT;
-    } else {
-      worker(point_options, *points);
+      const std::vector<PointSummary> results = coordinator.run<PointSummary>(
+          points->size(), [](size_t) { return std::vector<uint64_t>(); },
+          [](const std::string& text) { return PointSummary::from_json(text); },
+          [&](size_t i) { return check_point(point_options, options.inputs.front(), (*points)[i], 1); });
+    code = report_sweep(point_options, sweep, *points, results, my_out, my_err);
+    if (!coordinator.problem.empty()) {
+      err << "lockstep: error: " << coordinator.problem << "\n";
+      code = EXIT_BAD_INPUT;
     }
   }
-  code = share_code(code);
-  MPI_Finalize();
-  return code;
+  coordinator.finish(code);
 }
 
 // ---- check --mpi --------------------------------------------------------------------------
@@ -252,7 +391,8 @@ std::string part_json(const checker::PartResult& p) {
     error = Json{{"file", p.error->file}, {"line", p.error->loc.line}, {"col", p.error->loc.col}, {"message", p.error->message}};
   }
   return Json{{"executions", p.executions}, {"pruned", p.pruned}, {"sleep_blocked", p.sleep_blocked},
-              {"states", p.states}, {"cache_full", p.cache_full}, {"events", p.events}, {"fold", p.fold}, {"bugs", std::move(bugs)}, {"terminal_states", p.terminal_states}, {"error", std::move(error)},
+              {"states", p.states}, {"cache_full", p.cache_full}, {"events", p.events}, {"fold", p.fold},
+              {"bugs", std::move(bugs)}, {"terminal_states", p.terminal_states}, {"error", std::move(error)},
               {"bound_hit", p.bound_hit}, {"interrupted", p.interrupted}, {"complete", p.complete}}
       .dump(-1, ' ', false, Json::error_handler_t::replace);
 }
@@ -301,158 +441,58 @@ std::optional<checker::PartResult> part_of(std::string_view text, const sim::Sce
   }
 }
 
-// The messages of check --mpi: a worker's PART_RESULT is its part's index (-1: none yet) and
-// the part's JSON; rank 0's PART_WORK is the index (-1: no part is left), the budget, then the
-// part's schedule prefix.
-constexpr int TAG_PART_RESULT = 3;
-constexpr int TAG_PART_WORK = 4;
-
-class PartServer {
- public:
-  PartServer(int ranks, const sim::Scenario* scenario, const Options& options)
-      : scenario_(scenario), options_(options), dispatch_(ranks, [this](int to, int64_t index) { send_part(to, index); }) {}
-
-  // check's PartRunner: the parts to the workers and to a thread of rank 0, results merged back.
-  std::vector<checker::PartResult> run(const std::vector<std::vector<uint32_t>>& prefixes, uint64_t budget) {
-    std::vector<checker::PartResult> results(prefixes.size());
-    checker::CheckOptions local_options = options_.check;
-    local_options.run_parts = nullptr;
-    prefixes_ = &prefixes;
-    budget_ = budget;
-    std::atomic<size_t> next{0};
-    dispatch_.start(prefixes.size(), next);
-    std::thread local([&] {
-      for (size_t i = next++; i < prefixes.size(); i = next++) results[i] = checker::explore_part(*scenario_, local_options, prefixes[i], budget);
-    });
-    while (dispatch_.busy()) {
-      int64_t index = -1;
-      std::string text;
-      const int from = receive(index, text);
-      dispatch_.arrived(from, index);  // the next part first: the worker explores it while this one is read
-      if (index >= 0 && static_cast<size_t>(index) < prefixes.size()) {
-        std::optional<checker::PartResult> part = part_of(text, *scenario_, local_options);
-        if (part) {
-          results[static_cast<size_t>(index)] = std::move(*part);
-        } else {
-          problem = fmt::format("rank {} sent part {} of the search in a form rank 0 cannot use", from, index);
-        }
-      }
-    }
-    local.join();
-    prefixes_ = nullptr;
-    return results;
-  }
-
-  // At the end: every worker not yet released is about to say hello, or has.
-  void release_all() {
-    std::atomic<size_t> none{0};
-    dispatch_.start(0, none);
-    while (!dispatch_.all_released()) {
-      int64_t index = -1;
-      std::string text;
-      const int from = receive(index, text);
-      dispatch_.arrived(from, index);
-    }
-  }
-
-  std::string problem;  // a worker's result rank 0 could not use
-
- private:
-  // PART_WORK: the index (-1: no part is left), the budget, then the part's schedule prefix.
-  void send_part(int to, int64_t index) {
-    std::vector<uint64_t> message = {static_cast<uint64_t>(index), budget_};
-    if (index >= 0) {
-      const std::vector<uint32_t>& prefix = (*prefixes_)[static_cast<size_t>(index)];
-      message.insert(message.end(), prefix.begin(), prefix.end());
-    }
-    MPI_Send(message.data(), static_cast<int>(message.size()), MPI_UINT64_T, to, TAG_PART_WORK, MPI_COMM_WORLD);
-  }
-
-  // The next message of a worker: its index and part (if any).
-  static int receive(int64_t& index, std::string& text) { return receive_indexed(TAG_PART_RESULT, index, text); }
-
-  const sim::Scenario* scenario_;
-  const Options& options_;
-  Dispatcher dispatch_;
-  const std::vector<std::vector<uint32_t>>* prefixes_ = nullptr;
-  uint64_t budget_ = 0;
-};
-
-void part_worker(const Options& options) {
-  const int64_t none = -1;
-  std::string hello(sizeof(none), '\0');
-  std::memcpy(hello.data(), &none, sizeof(none));
-  MPI_Send(hello.data(), static_cast<int>(hello.size()), MPI_CHAR, 0, TAG_PART_RESULT, MPI_COMM_WORLD);
-  std::optional<sim::Scenario> scenario;
-  for (;;) {
-    MPI_Status status;
-    probe_politely(0, TAG_PART_WORK, status);
-    int count = 0;
-    MPI_Get_count(&status, MPI_UINT64_T, &count);
-    std::vector<uint64_t> message(static_cast<size_t>(std::max(count, 2)));
-    MPI_Recv(message.data(), count, MPI_UINT64_T, 0, TAG_PART_WORK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    const auto index = static_cast<int64_t>(message[0]);
-    if (index < 0 || count < 2) return;
-    if (!scenario) {
-      const std::string& input = options.inputs.front();
-      sim::LoadResult loaded = sim::is_trace_path(input) ? sim::load_trace_file(input, options.overrides, options.load_limits)
-                                                         : sim::load_scenario_file(input, options.overrides, options.load_limits);
-      scenario = std::move(loaded.scenario);  // rank 0 loaded it too: it loads here
-    }
-    checker::PartResult part;
-    if (scenario) {
-      const std::vector<uint32_t> prefix(message.begin() + 2, message.begin() + count);
-      part = checker::explore_part(*scenario, options.check, prefix, message[1]);
-    }
-    std::string reply(sizeof(index), '\0');
-    std::memcpy(reply.data(), &index, sizeof(index));
-    reply += part_json(part);
-    MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_CHAR, 0, TAG_PART_RESULT, MPI_COMM_WORLD);
-  }
+std::optional<sim::Scenario> load(const Options& options) {
+  const std::string& input = options.inputs.front();
+  sim::LoadResult loaded = sim::is_trace_path(input) ? sim::load_trace_file(input, options.overrides, options.load_limits)
+                                                     : sim::load_scenario_file(input, options.overrides, options.load_limits);
+  if (!loaded.scenario) return std::nullopt;
+  return std::move(*loaded.scenario);
 }
 
-int check_over_mpi(const CommandLine& line, std::ostream& out, std::ostream& err) {
-  int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+[[noreturn]] void check_over_mpi(const CommandLine& line, std::ostream& out, std::ostream& err) {
   int rank = 0, ranks = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  int code = EXIT_BAD_INPUT;
-  if (rank == 0) {
-    CommandLine mine = line;
-    // The scenario the parts are replayed against: rank 0's own load of the input.
-    const std::string& input = mine.options.inputs.front();
-    sim::LoadResult loaded = sim::is_trace_path(input) ? sim::load_trace_file(input, mine.options.overrides, mine.options.load_limits)
-                                                       : sim::load_scenario_file(input, mine.options.overrides, mine.options.load_limits);
+  init_mpi(rank, ranks);
+  if (rank != 0) {
+    // A part: its index, the budget, then its schedule prefix.
     std::optional<sim::Scenario> scenario;
-    if (loaded.scenario) scenario = std::move(*loaded.scenario);
-    PartServer server(ranks, scenario ? &*scenario : nullptr, mine.options);
-    if (scenario) {
-      mine.options.check.run_parts = [&server](const std::vector<std::vector<uint32_t>>& prefixes, uint64_t budget) {
-        return server.run(prefixes, budget);
-      };
-      if (mine.options.check.strategy != "dfs") {
-        err << "lockstep: note: check --mpi spreads a dfs search (--strategy dfs); " << mine.options.check.strategy
-            << " runs on rank 0 alone\n";
+    bool loaded = false;
+    work([&](const std::vector<uint64_t>& piece) {
+      if (!loaded) scenario = load(line.options);  // rank 0 loaded it too, and says why if it does not load
+      loaded = true;
+      checker::PartResult part;
+      if (scenario && piece.size() >= 2) {
+        part = checker::explore_part(*scenario, line.options.check, std::vector<uint32_t>(piece.begin() + 2, piece.end()), piece[1]);
       }
-      code = run_command(mine, out, err);
-    } else {
-      mine.options.check.run_parts = [](const std::vector<std::vector<uint32_t>>&, uint64_t) {
-        return std::vector<checker::PartResult>();
-      };
-      code = run_command(mine, out, err);  // says why it does not load
-    }
-    server.release_all();
-    if (!server.problem.empty()) {
-      err << "lockstep: error: " << server.problem << "\n";
-      code = EXIT_BAD_INPUT;
-    }
-  } else {
-    part_worker(line.options);
+      return part_json(part);
+    });
   }
-  code = share_code(code);
-  MPI_Finalize();
-  return code;
+  CommandLine mine = line;
+  // The scenario the parts are replayed against: rank 0's own load of the input.
+  const std::optional<sim::Scenario> scenario = load(mine.options);
+  Coordinator coordinator(ranks, mine.options.mpi_timeout_s, err);
+  checker::CheckOptions local_options = mine.options.check;
+  mine.options.check.run_parts = [&](const std::vector<std::vector<uint32_t>>& prefixes, uint64_t budget) {
+    if (!scenario) return std::vector<checker::PartResult>(prefixes.size());
+    return coordinator.run<checker::PartResult>(
+        prefixes.size(),
+        [&](size_t i) {
+          std::vector<uint64_t> piece = {budget};
+          piece.insert(piece.end(), prefixes[i].begin(), prefixes[i].end());
+          return piece;
+        },
+        [&](const std::string& text) { return part_of(text, *scenario, local_options); },
+        [&](size_t i) { return checker::explore_part(*scenario, local_options, prefixes[i], budget); });
+  };
+  if (scenario && mine.options.check.strategy != "dfs") {
+    err << "lockstep: note: check --mpi spreads a dfs search (--strategy dfs); " << mine.options.check.strategy
+        << " runs on rank 0 alone\n";
+  }
+  int code = run_command(mine, out, err);  // says why the input does not load, if it does not
+  if (!coordinator.problem.empty()) {
+    err << "lockstep: error: " << coordinator.problem << "\n";
+    code = EXIT_BAD_INPUT;
+  }
+  coordinator.finish(code);
 }
 
 }  // namespace
@@ -461,7 +501,7 @@ int check_over_mpi(const CommandLine& line, std::ostream& out, std::ostream& err
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   const lockstep::cli::CommandLine line = lockstep::cli::parse_command_line(args);
-  if (line.verb == "sweep" && line.options.mpi) return lockstep::cli::sweep_over_mpi(line.options, std::cout, std::cerr);
-  if (line.verb == "check" && line.options.mpi) return lockstep::cli::check_over_mpi(line, std::cout, std::cerr);
+  if (line.verb == "sweep" && line.options.mpi) lockstep::cli::sweep_over_mpi(line.options, std::cout, std::cerr);
+  if (line.verb == "check" && line.options.mpi) lockstep::cli::check_over_mpi(line, std::cout, std::cerr);
   return lockstep::cli::run_command(line, std::cout, std::cerr);
 }

@@ -24,13 +24,14 @@ bool mpi_available() {
   return false;
 }
 
-// `mpirun -np N lockstep ARGS`: its exit code and stdout.
-testing::CliRun under_mpirun(int ranks, const std::vector<std::string>& args, const std::string& name) {
+// `mpirun -np N [MPIRUN_FLAGS] [LAUNCHER] lockstep ARGS`: its exit code, stdout and stderr.
+testing::CliRun under_mpirun(int ranks, const std::vector<std::string>& args, const std::string& name,
+                             const std::string& mpirun_flags = "", const std::string& launcher = "") {
   const std::filesystem::path dir = testing::fresh_temp_dir("mpi", name);
   std::string command = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
                         "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mpi_yield_when_idle=1 "
                         "OMPI_MCA_orte_tmpdir_base=" + dir.string() + " ASAN_OPTIONS=detect_leaks=0 mpirun -np " +
-                        std::to_string(ranks) + " " + LOCKSTEP_BINARY;
+                        std::to_string(ranks) + " " + mpirun_flags + " " + launcher + " " + LOCKSTEP_BINARY;
   for (const std::string& arg : args) command += " '" + arg + "'";
   command += " > " + (dir / "out.txt").string() + " 2> " + (dir / "err.txt").string();
   const int status = std::system(command.c_str());
@@ -94,6 +95,22 @@ TEST_CASE("check --mpi: a dfs search of 100,000 executions over four ranks repor
   const std::string mine = stats(testing::file_bytes(dir / "alone.json"));
   CHECK(mine.find("\"fingerprint\"") != std::string::npos);
   CHECK(stats(testing::file_bytes(dir / "spread.json")) == mine);
+
+  // A rank killed a second in (mpirun --enable-recovery keeps the others running): rank 0 takes
+  // it as lost once it has said nothing for 2 s, its parts are explored again, and the report is
+  // the same. (With recovery on, OpenMPI's mpirun exits 0 whatever the ranks' codes.)
+  const std::filesystem::path killer = dir / "kill-rank-2.sh";
+  std::ofstream(killer) << "#!/bin/sh\n"
+                           "if [ \"$OMPI_COMM_WORLD_RANK\" = 2 ]; then \"$@\" & sleep 1; kill -9 $!; wait; exit 0; fi\n"
+                           "exec \"$@\"\n";
+  std::filesystem::permissions(killer, std::filesystem::perms::owner_all);
+  args = check;
+  args.insert(args.end(), {"--json", (dir / "lossy.json").string(), "--mpi", "--mpi-timeout", "2"});
+  const testing::CliRun lossy = under_mpirun(4, args, "lossy", "--enable-recovery", killer.string());
+  INFO(lossy.err);
+  CHECK(lossy.out == alone.out);
+  CHECK(lossy.err.find("lockstep: warning: rank 2 said nothing for 2 s and is taken as lost") != std::string::npos);
+  CHECK(stats(testing::file_bytes(dir / "lossy.json")) == mine);
 }
 
 }  // namespace lockstep::cli
