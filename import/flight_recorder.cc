@@ -267,6 +267,7 @@ class Builder {
       for (const auto& [g, seq] : seen) first_seq[g] = std::max(first_seq[g], seq);
     }
     size_t dropped = 0;
+    std::map<std::pair<uint32_t, int64_t>, std::vector<AllToAllMember>> all_to_alls;  // (group, seq) -> members
     std::map<std::string, std::vector<int32_t>> stops;  // where each rank stopped -> ranks
     std::vector<std::string> stop_order;                 // in order of their first rank
     for (const FrDump& dump : dumps_) {
@@ -310,11 +311,15 @@ class Builder {
         }
         ops.push_back(op_of(dump, e, g, *pg));
         kept.push_back(&e);
+        if (e.name.kind == sim::OpKind::ALL_TO_ALL) {
+          all_to_alls[{g, e.collective_seq}].push_back({dump.rank, ops.size() - 1, e.in_bytes, e.out_bytes});
+        }
       }
       std::string stop = stop_of(dump, ops, kept);
       if (!stops.contains(stop)) stop_order.push_back(stop);
       stops[stop].push_back(dump.rank);
     }
+    for (const auto& [key, members] : all_to_alls) split_uneven(key.first, key.second, members);
     if (!wrapped.empty()) {
       trace_.notes.push_back(fmt::format("the ring buffer wrapped on rank{} {}: each group starts at the first collective "
                                          "all of them recorded ({} older entr{} left out)",
@@ -336,6 +341,77 @@ class Builder {
     for (const std::string& text : stop_order) {
       const std::vector<int32_t>& ranks = stops[text];
       trace_.notes.push_back(fmt::format("rank{} {}: {}", ranks.size() == 1 ? "" : "s", sim::format_ranks(ranks), text));
+    }
+  }
+
+  struct AllToAllMember {
+    int32_t rank;
+    size_t op;  // index in the rank's ops
+    int64_t in_bytes, out_bytes;
+  };
+
+  // One nccl:all_to_all of every member of group g, sizes uneven: an all_to_all_single with
+  // split sizes (the dump records each rank's input and output, not its splits). Where what the
+  // members send in all equals what they receive, it becomes one with splits that agree with
+  // those totals (the first rank's bytes to the lowest ranks first); otherwise no splits can
+  // agree, and it stays an all_to_all, whose sizes then differ, with a note saying why.
+  void split_uneven(uint32_t g, int64_t seq, const std::vector<AllToAllMember>& members) {
+    const std::vector<int32_t>& ranks = trace_.groups[g].ranks;
+    if (members.size() != ranks.size()) return;  // a member never issued it: the check says so
+    std::vector<const AllToAllMember*> by_member(ranks.size(), nullptr);
+    for (const AllToAllMember& m : members) {
+      const auto at = std::lower_bound(ranks.begin(), ranks.end(), m.rank);
+      if (at == ranks.end() || *at != m.rank) return;
+      by_member[static_cast<size_t>(at - ranks.begin())] = &m;
+    }
+    int64_t sent = 0, received = 0;
+    bool even = true;
+    for (const AllToAllMember* m : by_member) {
+      if (m == nullptr) return;
+      sent += m->in_bytes;
+      received += m->out_bytes;
+      even = even && m->in_bytes == by_member.front()->in_bytes && m->out_bytes == m->in_bytes;
+    }
+    if (even) return;
+    if (sent != received) {
+      trace_.notes.push_back(fmt::format("all_to_all #{} on {}: the ranks send {} in all but receive {}: their split sizes "
+                                         "cannot agree (kept as an all_to_all of each rank's input)",
+                                         seq, trace_.groups[g].name, format_bytes(sent), format_bytes(received)));
+      return;
+    }
+    // Member i sends split[i][j] to member j: row sums the inputs, column sums the outputs.
+    const size_t n = ranks.size();
+    std::vector<std::vector<int64_t>> split(n, std::vector<int64_t>(n, 0));
+    std::vector<int64_t> to_send(n), to_receive(n);
+    for (size_t i = 0; i < n; ++i) {
+      to_send[i] = by_member[i]->in_bytes;
+      to_receive[i] = by_member[i]->out_bytes;
+    }
+    for (size_t i = 0, j = 0; i < n && j < n;) {
+      const int64_t bytes = std::min(to_send[i], to_receive[j]);
+      split[i][j] = bytes;
+      to_send[i] -= bytes;
+      to_receive[j] -= bytes;
+      if (to_send[i] == 0) ++i;
+      else ++j;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      RecordedTrace::Splits splits;
+      for (size_t j = 0; j < n; ++j) {
+        splits.send.push_back(split[i][j]);
+        splits.recv.push_back(split[j][i]);
+      }
+      trace_.splits.push_back(std::move(splits));
+      RecordedOp& op = trace_.ranks[static_cast<size_t>(ranks[i])][by_member[i]->op];
+      op.kind = sim::OpKind::ALL_TO_ALL_SINGLE;
+      op.splits = static_cast<uint32_t>(trace_.splits.size());
+    }
+    if (!uneven_noted_) {
+      trace_.notes.push_back(fmt::format("uneven all_to_all (the first: #{} on {}): read as all_to_all_single with "
+                                         "split sizes that agree with each rank's totals; a dump records totals, not "
+                                         "splits (record --torch records them)",
+                                         seq, trace_.groups[g].name));
+      uneven_noted_ = true;
     }
   }
 
@@ -385,6 +461,7 @@ class Builder {
   }
 
   std::vector<FrDump> dumps_;
+  bool uneven_noted_ = false;
   std::vector<std::string>* warnings_ = nullptr;
   RecordedTrace trace_;
   std::map<GroupKey, uint32_t> group_of_;

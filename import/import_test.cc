@@ -119,6 +119,14 @@ TEST_CASE("flight recorder: a coalesced send and recv (batch_isend_irecv) is one
   golden("fr-batched-p2p", "flight-recorder", files_in("tests/import/fr-batched-p2p"), 0);
 }
 
+TEST_CASE("flight recorder: an uneven all_to_all whose totals agree is an all_to_all_single and ok") {
+  golden("fr-moe-uneven", "flight-recorder", files_in("tests/import/fr-moe-uneven"), 0);
+}
+
+TEST_CASE("flight recorder: an uneven all_to_all whose ranks send more than they receive is a mismatch") {
+  golden("fr-moe-totals-differ", "flight-recorder", files_in("tests/import/fr-moe-totals-differ"), 1);
+}
+
 TEST_CASE("nccl log: one rank calling AllGather where the others call AllReduce is a mismatch") {
   golden("nccl-mismatch", "nccl-log", {"tests/import/nccl-mismatch/job.txt"}, 1);
 }

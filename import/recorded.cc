@@ -40,7 +40,13 @@ sim::Stmt stmt_of(const RecordedTrace& trace, sim::NamePool& pool, const Recorde
   stmt.op = op.kind;
   stmt.dtype = op.dtype;
   stmt.group = op.group;
-  if (sim::is_collective(op.kind) || sim::is_p2p(op.kind)) stmt.size = sim::Expr::constant(op.size);
+  if (op.kind == sim::OpKind::ALL_TO_ALL_SINGLE) {
+    const RecordedTrace::Splits& splits = trace.splits.at(op.splits - 1);
+    for (const int64_t bytes : splits.send) stmt.set_extra().send_splits.push_back(sim::Expr::constant(bytes));
+    for (const int64_t bytes : splits.recv) stmt.set_extra().recv_splits.push_back(sim::Expr::constant(bytes));
+  } else if (sim::is_collective(op.kind) || sim::is_p2p(op.kind)) {
+    stmt.size = sim::Expr::constant(op.size);
+  }
   if (op.kind == sim::OpKind::SEND || op.kind == sim::OpKind::RECV) {
     stmt.has_peer = true;
     stmt.peer = sim::Expr::constant(op.peer);
@@ -95,8 +101,9 @@ void append_integer(int64_t value, std::string& out) {
 // Whether the fast writer below knows the op's line (every op an importer makes).
 bool fast_kind(sim::OpKind kind) {
   static_assert(static_cast<int>(sim::OpKind::CRASH) + 1 == static_cast<int>(sim::OpKind::INIT));
-  return sim::is_collective(kind) || sim::is_p2p(kind) || kind == sim::OpKind::COMPUTE || kind == sim::OpKind::SLEEP ||
-         kind == sim::OpKind::WAIT;
+  // all_to_all_single's split sizes go through the reference writer.
+  return (sim::is_collective(kind) && kind != sim::OpKind::ALL_TO_ALL_SINGLE) || sim::is_p2p(kind) ||
+         kind == sim::OpKind::COMPUTE || kind == sim::OpKind::SLEEP || kind == sim::OpKind::WAIT;
 }
 
 // The fixed parts of op lines, escaped once.
@@ -305,7 +312,10 @@ namespace {
 
 using Signature = std::tuple<sim::OpKind, int64_t, sim::DType, int32_t, uint32_t>;
 
-Signature signature_of(const RecordedOp& op) { return {op.kind, op.size, op.dtype, op.peer, op.tag}; }
+// all_to_all_single's members send what their splits say (the importers write splits that agree).
+Signature signature_of(const RecordedOp& op) {
+  return {op.kind, op.kind == sim::OpKind::ALL_TO_ALL_SINGLE ? 0 : op.size, op.dtype, op.peer, op.tag};
+}
 
 }  // namespace
 

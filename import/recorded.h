@@ -40,6 +40,7 @@ struct RecordedOp {
   uint32_t nccl_group = 0;   // 0: none; consecutive ops of a rank with the same id are one NCCL group
   uint32_t handle = 0;       // index into RecordedTrace::names: `async` of an op, `handle` of a wait
   uint32_t tag = 0;          // index into RecordedTrace::names, 0: none
+  uint32_t splits = 0;       // all_to_all_single: 1 + index into RecordedTrace::splits
 };
 
 struct RecordedGroup {
@@ -56,6 +57,10 @@ struct RecordedTrace {
   std::vector<std::vector<RecordedOp>> ranks;  // size world: each rank's ops in issue order
   std::vector<std::string> names{""};         // handles and tags; names[0] = "" (none)
   std::vector<std::string> notes;             // summary lines for the user (what was read, dropped)
+  struct Splits {
+    std::vector<int64_t> send, recv;  // bytes to and from each member of the op's group, in member order
+  };
+  std::vector<Splits> splits;                 // of the all_to_all_single ops
   sim::Semantics semantics;                   // written to the header where not the default
 
   // The index of `name` in names, added when new (hashed: a pipeline CSV names every action).

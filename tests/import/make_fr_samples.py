@@ -128,7 +128,24 @@ def fr_batched_p2p():
         write_json(f"{d}/nccl_trace_rank_{rank}.json", "2.7", groups, es)
 
 
+def fr_moe(name, outputs):
+    """3 ranks routing tokens (all_to_all_single with split sizes, recorded as nccl:all_to_all of
+    each rank's whole input and output), then an all_reduce. Inputs 6, 3 and 9 Ki floats."""
+    d = f"{OUT}/{name}"
+    os.makedirs(d, exist_ok=True)
+    world = ("0", "default_pg")
+    consistent = sum(outputs) == 18
+    for rank in range(3):
+        inp, out = [6, 3, 9][rank] * 1024, outputs[rank] * 1024
+        state = "completed" if consistent else "started"
+        es = [entry(0, world, 1, 0, 1, "nccl:all_to_all", [[inp, 1]], "Float", state, out_sizes=[[out, 1]]),
+              entry(1, world, 2, 0, 2, "nccl:all_reduce", [[1024]], "Float", "completed" if consistent else "scheduled")]
+        write_json(f"{d}/nccl_trace_rank_{rank}.json", "2.10", [("0", "default_pg", [0, 1, 2])], es)
+
+
 if __name__ == "__main__":
+    fr_moe("fr-moe-uneven", [4, 8, 6])
+    fr_moe("fr-moe-totals-differ", [4, 8, 7])
     fr_hang()
     fr_size_mismatch()
     fr_p2p_cycle()
