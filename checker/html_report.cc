@@ -294,6 +294,11 @@ std::string html_page(std::string_view title, std::string_view heading, const st
       "svg.wait-for text, svg.timeline text {{ font-size: 10px; font-family: monospace; }}\n"
       "svg.timeline text.lane {{ fill: #666; }}\n"
       "p.timeline-note {{ font-size: 0.9em; color: #444; }}\n"
+      "table.matrix {{ border-collapse: collapse; font-family: monospace; }}\n"
+      "table.matrix td, table.matrix th {{ border: 1px solid #ccc; padding: 0.2em 0.6em; text-align: right; }}\n"
+      "table.matrix tr[data-verdict=\"ok\"] td.verdict {{ color: #2a7; }}\n"
+      "table.matrix td.verdict {{ color: #c22; text-align: left; }}\n"
+      "table.matrix td.detail {{ text-align: left; font-size: 0.85em; }}\n"
       "</style>\n</head>\n<body>\n<h1>{}</h1>\n{}<footer>lockstep {}</footer>\n</body>\n</html>\n",
       html_escape(title), html_escape(heading), body, lockstep_version());
 }
@@ -349,6 +354,56 @@ std::string report_html(const std::vector<InputReport>& reports, const sim::Engi
   return html_page("lockstep check",
                    fmt::format("lockstep check: {} input{}, {} with bugs", reports.size(), reports.size() == 1 ? "" : "s",
                                with_bugs),
+                   body);
+}
+
+namespace {
+
+// A point's cells: its parameters, then its verdict (and what a verdict alone does not say).
+std::string matrix_row(const SweepMatrix::Point& point) {
+  std::string row = fmt::format("<tr class=\"point\" data-verdict=\"{}\">", html_escape(point.verdict));
+  for (const std::string& value : point.values) row += "<td>" + html_escape(value) + "</td>";
+  row += "<td class=\"verdict\">" + html_escape(point.verdict) + "</td>";
+  return row + "<td class=\"detail\">" + html_escape(point.detail) + "</td></tr>\n";
+}
+
+std::string matrix_table(const SweepMatrix& matrix, const std::vector<size_t>& points) {
+  std::string table = "<table class=\"matrix\">\n<tr>";
+  for (const std::string& axis : matrix.axes) table += "<th>" + html_escape(axis) + "</th>";
+  table += "<th>verdict</th><th></th></tr>\n";
+  for (size_t i : points) table += matrix_row(matrix.points[i]);
+  return table + "</table>\n";
+}
+
+}  // namespace
+
+std::string sweep_html(const SweepMatrix& matrix) {
+  std::string body;
+  if (!matrix.where.empty()) body += "<p>points where " + html_escape(matrix.where) + "</p>\n";
+  std::vector<bool> in_class(matrix.points.size(), false);
+  size_t with_bugs = 0;
+  for (size_t c = 0; c < matrix.classes.size(); ++c) {
+    const SweepMatrix::Class& cls = matrix.classes[c];
+    for (size_t i : cls.points) in_class[i] = true;
+    with_bugs += cls.points.size();
+    body += fmt::format("<div class=\"bug-class\" data-kind=\"{}\" data-points=\"{}\">\n<h3>class {} of {}: {}, {} point{}</h3>\n",
+                        html_escape(cls.verdict), cls.points.size(), c + 1, matrix.classes.size(), html_escape(cls.verdict),
+                        cls.points.size(), cls.points.size() == 1 ? "" : "s");
+    body += "<pre class=\"explanation\">" + html_escape(cls.explanation) + "</pre>\n";
+    body += matrix_table(matrix, cls.points) + "</div>\n";
+  }
+  std::vector<size_t> rest;
+  for (size_t i = 0; i < matrix.points.size(); ++i) {
+    if (!in_class[i]) rest.push_back(i);
+  }
+  if (!rest.empty()) {
+    body += fmt::format("<div class=\"no-bug\">\n<h3>no bug found: {} point{}</h3>\n", rest.size(), rest.size() == 1 ? "" : "s");
+    body += matrix_table(matrix, rest) + "</div>\n";
+  }
+  return html_page("lockstep sweep",
+                   fmt::format("lockstep sweep {}: {} point{}, {} with bugs ({} class{})", matrix.input, matrix.points.size(),
+                               matrix.points.size() == 1 ? "" : "s", with_bugs, matrix.classes.size(),
+                               matrix.classes.size() == 1 ? "" : "es"),
                    body);
 }
 
