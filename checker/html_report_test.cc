@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include <fmt/format.h>
+
 #include "checker/explore.h"
 #include "sim/loader.h"
 
@@ -60,11 +62,11 @@ TEST_CASE("html report: a page per run, a section per input, a class with its gr
   reports[1].result = check_scenario(*sizes.scenario, {});
   reports[2].input = "broken.yaml";
   reports[2].errors = {"broken.yaml:1:1: error: missing required key 'scenario'\n"};
-  const std::string html = report_html(reports);
+  const std::string html = report_html(reports, engine_options_for({}));
   Dom dom = read_dom(html);
   CHECK(dom.balanced);
   CHECK(dom.count["section"] == 3);
-  CHECK(dom.count["svg"] == 2);
+  CHECK(dom.count["svg"] == 4);  // per class, its graph and its timeline
   CHECK(html.starts_with("<!DOCTYPE html>\n"));
   CHECK(html.find("<script") == std::string::npos);  // self-contained, nothing to run
   CHECK(html.find("<h1>lockstep check: 3 inputs, 2 with bugs</h1>") != std::string::npos);
@@ -77,6 +79,61 @@ TEST_CASE("html report: a page per run, a section per input, a class with its gr
   CHECK(html.find("data-verdict=\"error\"") != std::string::npos);
   CHECK(html.find("missing required key &#39;scenario&#39;") == std::string::npos);
   CHECK(html.find("missing required key 'scenario'") != std::string::npos);
+}
+
+TEST_CASE("html report: the timeline of the last moments, ranks folded, the stuck op red to the end") {
+  sim::LoadResult uneven = sim::load_scenario_text(
+      "scenario: uneven\nworld: 4\nprogram:\n  - repeat: \"3 - (rank == 3)\"\n    do:\n      - compute: 20ms\n"
+      "      - allreduce: {size: 100MiB}\n",
+      "uneven.yaml", {});
+  REQUIRE(uneven.ok());
+  std::vector<InputReport> reports(1);
+  reports[0].input = "uneven.yaml";
+  reports[0].scenario = &*uneven.scenario;
+  reports[0].result = check_scenario(*uneven.scenario, {});
+  const std::string html = report_html(reports, engine_options_for({}));
+  CHECK(read_dom(html).balanced);
+  CHECK(read_dom(html).count["svg"] == 2);  // the graph and the timeline
+  // Ranks 0-2 ran the same ops at the same times: one row; rank 3 finished: another.
+  CHECK(html.find("<g class=\"timeline-row\" data-ranks=\"0-2\"><text x=\"4\" y=\"39.0\" class=\"head\">"
+                  "ranks 0-2 (3 ranks): waits in allreduce #3 on world</text>") != std::string::npos);
+  CHECK(html.find("<g class=\"timeline-row\" data-ranks=\"3\">") != std::string::npos);
+  CHECK(html.find("class=\"head\">rank 3: finished at ") != std::string::npos);
+  size_t rows = 0, stuck = 0;
+  for (size_t at = html.find("class=\"timeline-row\""); at != std::string::npos; at = html.find("class=\"timeline-row\"", at + 1)) ++rows;
+  for (size_t at = html.find("<g class=\"span stuck\">"); at != std::string::npos; at = html.find("<g class=\"span stuck\">", at + 1)) ++stuck;
+  CHECK(rows == 2);
+  CHECK(stuck == 1);  // the folded row's all-reduce
+  CHECK(html.find("<title>allreduce #3 world (stuck) ") != std::string::npos);
+  // The stuck op runs to the right edge: the window ends where the Perfetto trace does.
+  const size_t stuck_at = html.find("<g class=\"span stuck\">");
+  const size_t rect = html.find("<rect x=\"", stuck_at);
+  const double x = std::stod(html.substr(rect + 9));
+  const size_t width_at = html.find("width=\"", rect);
+  CHECK(x + std::stod(html.substr(width_at + 7)) == doctest::Approx(890.0));
+  CHECK(html.find("<p class=\"timeline-note\">The last ") != std::string::npos);
+  CHECK(html.find("not drawn") == std::string::npos);
+  CHECK(html == report_html(reports, engine_options_for({})));  // deterministic
+}
+
+TEST_CASE("html report: a timeline has at most MAX_TIMELINE_ROWS rows and says what it leaves out") {
+  // 64 ranks, each computing for its own time: no two rows fold, and rank 63 never joins.
+  sim::LoadResult skew = sim::load_scenario_text(
+      "scenario: skew\nworld: 64\nprogram:\n  - compute: \"(rank + 1) * 1ms\"\n  - if: \"rank != 63\"\n"
+      "    then: [{allreduce: {size: 4KiB}}]\n",
+      "skew.yaml", {});
+  REQUIRE(skew.ok());
+  std::vector<InputReport> reports(1);
+  reports[0].input = "skew.yaml";
+  reports[0].scenario = &*skew.scenario;
+  reports[0].result = check_scenario(*skew.scenario, {});
+  const std::string html = report_html(reports, engine_options_for({}));
+  size_t rows = 0;
+  for (size_t at = html.find("class=\"timeline-row\""); at != std::string::npos; at = html.find("class=\"timeline-row\"", at + 1)) ++rows;
+  CHECK(rows == MAX_TIMELINE_ROWS);
+  CHECK(html.find("data-ranks=\"63\"") != std::string::npos);  // the rank waited for is drawn
+  CHECK(html.find(fmt::format(" {} more rows ({} ranks) not drawn: at most {} rows", 64 - MAX_TIMELINE_ROWS,
+                              64 - MAX_TIMELINE_ROWS, MAX_TIMELINE_ROWS)) != std::string::npos);
 }
 
 }  // namespace lockstep::checker

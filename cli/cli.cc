@@ -322,7 +322,7 @@ int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
   if (options.junit_path && !write_file(*options.junit_path, checker::report_junit(reports, options.check_expect), err)) {
     bad = true;
   }
-  if (options.html_path && !write_file(*options.html_path, checker::report_html(reports), err)) bad = true;
+  if (options.html_path && !write_file(*options.html_path, checker::report_html(reports, checker::engine_options_for(options.check)), err)) bad = true;
   if (const char* github = std::getenv("GITHUB_ACTIONS"); github != nullptr && std::string_view(github) == "true") {
     text << checker::report_github(reports);
   }

@@ -1,6 +1,6 @@
 // Reports at scale: a 64-rank hang on a mesh reads as ranges and coordinates, `run` prints a
-// bounded summary, the counterexample keeps a bounded op list, and the DOT graph folds ranks
-// in identical states.
+// bounded summary, the counterexample keeps a bounded op list, and the DOT graph and the HTML
+// timeline fold ranks in identical states.
 #include "cli/cli.h"
 
 #include <doctest/doctest.h>
@@ -81,6 +81,16 @@ TEST_CASE("scale: a 64-rank mesh hang names ranges, coordinates and the group in
   size_t nodes = 0;
   for (size_t at = page_text.find("<g class=\"node"); at != std::string::npos; at = page_text.find("<g class=\"node", at + 1)) ++nodes;
   CHECK(nodes == 3);
+  // Its timeline folds the same way: the bystanders, the waiting ranks, the rank they wait for.
+  size_t rows = 0;
+  for (size_t at = page_text.find("<g class=\"timeline-row\""); at != std::string::npos;
+       at = page_text.find("<g class=\"timeline-row\"", at + 1)) {
+    ++rows;
+  }
+  CHECK(rows == 3);
+  CHECK(page_text.find("class=\"head\">ranks 7,15,...,55 (7 ranks): waits in allreduce #1 on dp</text>") != std::string::npos);
+  CHECK(page_text.find("class=\"head\">rank 63: finished at ") != std::string::npos);
+  CHECK(page_text.size() < 20'000);
 
   // The counterexample lists the ranks the bug involves, each with its last ops, and says so.
   std::filesystem::path cex;

@@ -17,10 +17,12 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "checker/html_report.h"
 #include "checker/report.h"
 #include "cli/cli.h"
 #include "cli/command_line.h"
 #include "sim/expr.h"
+#include "sim/output_file.h"
 #include "sim/trace_format.h"
 
 namespace lockstep::cli {
@@ -202,6 +204,35 @@ std::string junit_of(const std::string& input, const std::vector<std::vector<sim
   return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"lockstep sweep {}\" tests=\"{}\" "
                      "failures=\"{}\">\n{}</testsuite>\n",
                      checker::xml_escape(input), results.size(), failures, cases);
+}
+
+checker::SweepMatrix matrix_of(const std::string& input, const SweepOptions& sweep,
+                               const std::vector<std::vector<sim::ParamOverride>>& points,
+                               const std::vector<PointSummary>& results,
+                               const std::vector<std::pair<std::string, std::vector<size_t>>>& classes) {
+  checker::SweepMatrix matrix;
+  matrix.input = input;
+  matrix.where = sweep.where;
+  for (const SweepAxis& axis : sweep.axes) matrix.axes.push_back(axis.name);
+  for (size_t i = 0; i < results.size(); ++i) {
+    const PointSummary& r = results[i];
+    checker::SweepMatrix::Point point;
+    for (size_t a = 0; a < sweep.axes.size(); ++a) point.values.push_back(points[i][a].value);
+    if (r.failed) {
+      point.verdict = "error";
+      if (!r.errors.empty()) point.detail = r.errors.front().substr(0, r.errors.front().find('\n'));
+    } else {
+      point.verdict = r.verdict;
+      if (r.verdict == "inconclusive") point.detail = r.bound_hit;
+      else if (!r.bugs.empty()) point.detail = r.bugs.front();
+    }
+    matrix.points.push_back(std::move(point));
+  }
+  for (const auto& [key, members] : classes) {
+    const PointSummary& first = results[members.front()];
+    matrix.classes.push_back({first.verdict, members, first.text});
+  }
+  return matrix;
 }
 
 bool write_text_file(const std::string& path, const std::string& text, std::ostream& err) {
@@ -464,6 +495,13 @@ int report_sweep(const Options& options, const SweepOptions& sweep, const std::v
     else if (!write_text_file(*options.json_path, json, err)) bad = true;
   }
   if (options.junit_path && !write_text_file(*options.junit_path, junit_of(input, points, results), err)) bad = true;
+  if (options.html_path) {
+    const std::string problem = sim::write_output_file(*options.html_path, checker::sweep_html(matrix_of(input, sweep, points, results, classes)));
+    if (!problem.empty()) {
+      err << fmt::format("{}: error: cannot write file: {}\n", *options.html_path, problem);
+      bad = true;
+    }
+  }
   if (bad) return EXIT_BAD_INPUT;
   if (bugs > 0) return EXIT_BUG;
   if (inconclusive > 0) return EXIT_INCONCLUSIVE;

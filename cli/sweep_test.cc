@@ -158,3 +158,40 @@ TEST_CASE("sweep: from the command line, every -D is an axis") {
 }
 
 }  // namespace lockstep::cli
+
+namespace lockstep::cli {
+
+TEST_CASE("sweep --html: one page, the points of each class under its explanation, replaced like check's") {
+  const std::filesystem::path dir = testing::fresh_temp_dir("sweep", "html");
+  const std::string page = (dir / "sweep.html").string();
+  const std::vector<std::string> args = {"sweep", "scenarios/examples/pipeline-interleaved-sweep.yaml", "-D", "pp=2",
+                                         "-D", "chunks=2,3", "-D", "microbatches=4,5", "--quiet", "--html", page};
+  CHECK(testing::run_lockstep(args).code == EXIT_BUG);
+  const std::string html = testing::file_bytes(page);
+  CHECK(html.starts_with("<!DOCTYPE html>\n"));
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK(html.find("<h1>lockstep sweep scenarios/examples/pipeline-interleaved-sweep.yaml: 4 points, 2 with bugs (1 class)</h1>")
+        != std::string::npos);
+  CHECK(html.find("<div class=\"bug-class\" data-kind=\"deadlock\" data-points=\"2\">\n<h3>class 1 of 1: deadlock, 2 points</h3>\n"
+                  "<pre class=\"explanation\">scenarios/examples/pipeline-interleaved-sweep.yaml: deadlock") != std::string::npos);
+  CHECK(html.find("<tr><th>pp</th><th>chunks</th><th>microbatches</th><th>verdict</th><th></th></tr>") != std::string::npos);
+  CHECK(html.find("<tr class=\"point\" data-verdict=\"deadlock\"><td>2</td><td>2</td><td>5</td><td class=\"verdict\">deadlock</td>")
+        != std::string::npos);
+  CHECK(html.find("<h3>no bug found: 2 points</h3>") != std::string::npos);
+  CHECK(html.find("<tr class=\"point\" data-verdict=\"ok\"><td>2</td><td>3</td><td>4</td><td class=\"verdict\">ok</td>")
+        != std::string::npos);
+  // An existing file is replaced, as check --html replaces it; the same sweep writes the same bytes.
+  CHECK(testing::run_lockstep(args).code == EXIT_BUG);
+  CHECK(testing::file_bytes(page) == html);
+  const std::string check_page = (dir / "check.html").string();
+  std::filesystem::copy_file(page, check_page);
+  CHECK(testing::run_lockstep({"check", "scenarios/corpus/uneven-batches.yaml", "--quiet", "--html", check_page}).code == EXIT_BUG);
+  CHECK(testing::file_bytes(check_page).starts_with("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>lockstep check</title>"));
+  // Neither writes into a folder.
+  const testing::CliRun into_folder = testing::run_lockstep({"sweep", "scenarios/examples/pipeline-interleaved-sweep.yaml", "-D",
+                                                             "pp=2", "--quiet", "--html", dir.string()});
+  CHECK(into_folder.code == EXIT_BAD_INPUT);
+  CHECK(into_folder.err.starts_with(dir.string() + ": error: cannot write file: "));
+}
+
+}  // namespace lockstep::cli

@@ -28,19 +28,34 @@ std::string op_name(const Scenario& scenario, const OpRecord& rec) {
 
 }  // namespace
 
-std::string chrome_trace(const Scenario& scenario, const ExecutionResult& result) {
-  int64_t horizon = 0;
+int64_t timeline_last_event_ns(const ExecutionResult& result) {
+  int64_t last = 0;
   for (const std::vector<OpRecord>& ops : result.ops) {
-    for (const OpRecord& rec : ops) horizon = std::max({horizon, rec.end_ns, rec.start_ns, rec.issue_ns});
+    for (const OpRecord& rec : ops) last = std::max({last, rec.end_ns, rec.start_ns, rec.issue_ns});
   }
-  for (int64_t end : result.rank_end_ns) horizon = std::max(horizon, end);
-  // An execution that got stuck runs on past its last event: the trace ends a tenth later (at
-  // least 1 us), so that a stuck op started at the last event still shows, open to the end.
+  for (int64_t end : result.rank_end_ns) last = std::max(last, end);
+  return last;
+}
+
+int64_t timeline_horizon_ns(const ExecutionResult& result) {
+  int64_t horizon = timeline_last_event_ns(result);
   bool stuck = false;
   for (const std::vector<OpRecord>& ops : result.ops) {
     for (const OpRecord& rec : ops) stuck = stuck || (rec.start_ns >= 0 && rec.end_ns < 0);
   }
   if (stuck) horizon += std::max<int64_t>(horizon / 10, 1'000);
+  return horizon;
+}
+
+std::optional<TimelineSpan> timeline_span(const Scenario& scenario, const OpRecord& rec, int64_t horizon_ns) {
+  if (rec.start_ns < 0) return std::nullopt;
+  const bool stuck = rec.end_ns < 0;
+  return TimelineSpan{op_name(scenario, rec), rec.start_ns, stuck ? horizon_ns : rec.end_ns, stuck,
+                      is_collective(rec.op.kind) || is_p2p(rec.op.kind)};
+}
+
+std::string chrome_trace(const Scenario& scenario, const ExecutionResult& result) {
+  const int64_t horizon = timeline_horizon_ns(result);
 
   Json events = Json::array();
   for (size_t r = 0; r < result.ops.size(); ++r) {
@@ -68,8 +83,8 @@ std::string chrome_trace(const Scenario& scenario, const ExecutionResult& result
     for (const OpRecord& rec : result.ops[r]) {
       const bool on_stream = !rec.stream.empty();
       const int tid = track(on_stream ? rec.stream : rec.thread, on_stream);
-      if (rec.start_ns < 0) continue;  // never started
-      const int64_t end = rec.end_ns >= 0 ? rec.end_ns : horizon;
+      const std::optional<TimelineSpan> span = timeline_span(scenario, rec, horizon);
+      if (!span) continue;  // never started
       Json args = Json::object();
       if (is_collective(rec.op.kind) || is_p2p(rec.op.kind)) {
         args["group"] = scenario.groups[rec.op.group].name;
@@ -80,12 +95,12 @@ std::string chrome_trace(const Scenario& scenario, const ExecutionResult& result
       args["index"] = rec.index;
       args["thread"] = rec.thread;
       if (rec.op.stmt) args["source"] = scenario.location(rec.op.stmt->loc);
-      if (rec.end_ns < 0) args["stuck"] = true;
-      Json event{{"name", op_name(scenario, rec) + (rec.end_ns < 0 ? " (stuck)" : "")},
-                 {"cat", is_collective(rec.op.kind) || is_p2p(rec.op.kind) ? "comm" : "compute"},
-                 {"ph", "X"}, {"ts", to_us(rec.start_ns)}, {"dur", to_us(end - rec.start_ns)},
+      if (span->stuck) args["stuck"] = true;
+      Json event{{"name", span->name + (span->stuck ? " (stuck)" : "")},
+                 {"cat", span->comm ? "comm" : "compute"},
+                 {"ph", "X"}, {"ts", to_us(span->start_ns)}, {"dur", to_us(span->end_ns - span->start_ns)},
                  {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
-      if (rec.end_ns < 0) event["cname"] = "terrible";  // drawn red
+      if (span->stuck) event["cname"] = "terrible";  // drawn red
       events.push_back(std::move(event));
     }
   }

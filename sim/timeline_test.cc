@@ -86,6 +86,15 @@ program:
     }
   }
   CHECK(found);
+  // The same spans, as the HTML report draws them.
+  CHECK(timeline_horizon_ns(result) == 11'000'000);
+  const std::optional<TimelineSpan> span = timeline_span(scenario, result.ops[0].back(), timeline_horizon_ns(result));
+  REQUIRE(span);
+  CHECK(span->name == "allreduce #1 world");
+  CHECK(span->start_ns == 5'000'000);
+  CHECK(span->end_ns == 11'000'000);
+  CHECK(span->stuck);
+  CHECK(span->comm);
 }
 
 TEST_CASE("the last rank's stuck op, started at the last event, still has a duration") {
