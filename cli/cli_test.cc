@@ -168,6 +168,19 @@ TEST_CASE("--json FILE writes the whole report") {
   CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
 }
 
+TEST_CASE("validate and check warn of an exit before queued GPU work, exit codes unchanged") {
+  const std::string path = temp_file("queued-work.yaml",
+                                     "scenario: t\nworld: 2\nprogram:\n  - allreduce: {size: 1MiB}\n  - exit\n");
+  const Run validated = lockstep({"validate", path});
+  CHECK(validated.code == EXIT_NO_BUG);
+  CHECK(validated.err.starts_with(path + ":5:5: warning: exit follows GPU work the host has not waited for "
+                                         "(allreduce at " + path + ":4:5)"));
+  const Run checked = lockstep({"check", path});
+  CHECK(checked.code == EXIT_NO_BUG);
+  CHECK(checked.err.find(path + ":5:5: warning: exit follows") != std::string::npos);
+  CHECK(lockstep({"validate", path, "--quiet"}).err.empty());
+}
+
 TEST_CASE("validate accepts the corpus and rejects bad input") {
   CHECK(lockstep({"validate", "scenarios", "--quiet"}).code == EXIT_NO_BUG);
   CHECK(lockstep({"validate", "tests/bad"}).code == EXIT_BAD_INPUT);

@@ -1,9 +1,11 @@
-// The scenario loader's checks after the programs are loaded: every `wait` has its `async`, and
-// warnings for what is never used.
+// The scenario loader's checks after the programs are loaded: every `wait` has its `async`;
+// warnings for what is never used, and for an exit before queued GPU work (sim/queued_work.h).
 #include "sim/yaml_loader.h"
 
 #include <set>
 #include <span>
+
+#include "sim/queued_work.h"
 
 namespace lockstep::sim::yaml {
 
@@ -44,7 +46,9 @@ void Loader::warn_unused() {
     warning(scenario_.params[i].loc,
             "parameter " + quoted(scenario_.params[i].name) + " is never used");
   }
-  warn_unused_groups(scenario_, group_used_, [&](SourceLoc at, std::string message) { warning(at, std::move(message)); });
+  const auto warn = [&](SourceLoc at, std::string message) { warning(at, std::move(message)); };
+  warn_unused_groups(scenario_, group_used_, warn);
+  warn_exits_before_queued_work(scenario_, path_, warn);
   for (size_t i = 0; i < scenario_.defines.size(); ++i) {
     if (define_called_[i]) continue;
     warning(scenario_.defines[i].loc,

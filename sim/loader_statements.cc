@@ -558,12 +558,25 @@ bool Loader::load_op(const OpInfo& spec, const Entry& head, Stmt& stmt) {
       stmt.group = 0;
       return true;
     }
-    case YamlForm::BARE:
-      if (value.kind != NodeKind::NUL) {
-        error(value.loc, quoted(spec.name) + " takes no value");
+    case YamlForm::BARE: {
+      if (value.kind == NodeKind::NUL) return true;
+      if (value.kind != NodeKind::MAP) {
+        error(value.loc, quoted(spec.name) + " takes no value, or {queued_work: abort}");
         return false;
       }
-      return true;
+      // `{queued_work: abort}`: ending before the GPU work queued so far is meant (no warning,
+      // sim/queued_work.h); it is what `exit` and `crash` do anyway.
+      bool ok = true;
+      for (const Entry& entry : known_entries(entries_of(value), {"queued_work"}, " in " + quoted(spec.name))) {
+        if (entry.value->kind != NodeKind::SCALAR || entry.value->value != "abort") {
+          error(entry.value->loc, "invalid value for 'queued_work'; valid values: abort");
+          ok = false;
+          continue;
+        }
+        stmt.aborts_queued = true;
+      }
+      return ok;
+    }
     case YamlForm::ARGS: break;
   }
   std::array<const Node*, FIELD_COUNT> args{};

@@ -368,7 +368,11 @@ TEST_CASE("loader: async handles, wait, streams, exit and crash") {
 )y"));
   const Scenario& s = loaded(result);
   CHECK(problems(result) ==
-        std::vector<std::string>{"6:22: warning: handle 'b' is never waited for (no 'wait: b')"});
+        std::vector<std::string>{"6:22: warning: handle 'b' is never waited for (no 'wait: b')",
+                                 "10:5: warning: exit follows GPU work the host has not waited for (compute at "
+                                 "s.yaml:7:5 and 1 more): the rank ends without waiting, and what has not run "
+                                 "never runs; add 'sync' before it, or write 'exit: {queued_work: abort}' if that "
+                                 "is meant"});
   const StmtList& body = s.program_of(0).at(0).body();
   REQUIRE(body.size() == 8);
   CHECK(body[0].handle == "grads");

@@ -56,6 +56,17 @@ void ThreadDef::build() const {
   });
 }
 
+bool ThreadDef::may_end_early() const {
+  if (recorded_ == nullptr) return true;
+  const auto ends = [](OpKind op) { return op == OpKind::EXIT || op == OpKind::CRASH; };
+  const RecordedBody& recorded = *recorded_;
+  if (recorded.ops.empty()) {  // made already (or empty)
+    return std::any_of(body_.begin(), body_.end(), [&](const Stmt& stmt) { return ends(stmt.op); });
+  }
+  return std::any_of(recorded.ops.begin(), recorded.ops.end(), [&](const RecordedOp& op) { return !op.side() && ends(op.op); }) ||
+         std::any_of(recorded.stmts.begin(), recorded.stmts.end(), [&](const Stmt& stmt) { return ends(stmt.op); });
+}
+
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
     case DType::INT8: return "int8";

@@ -209,6 +209,8 @@ struct Stmt {
   bool has_root = false;    // the root is in extra()
   bool agreed = false;      // CHOOSE: every member of `group` (this rank's communicator) takes
                             // the same branch
+  bool aborts_queued = false;  // EXIT, CRASH: `{queued_work: abort}`, ending before queued GPU
+                               // work is meant (sim/queued_work.h warns of it otherwise)
   uint32_t group = 0;       // index into Scenario::groups (collectives, p2p; CHOOSE: agreed)
   uint32_t new_group = 0;   // NEW_GROUP: the group (index into Scenario::groups) it creates
   SourceLoc loc;            // the position of the statement's key (`allreduce`, `repeat`, ...)
@@ -395,6 +397,10 @@ struct ThreadDef {
     }
     return body_;
   }
+  // Whether the thread may end its rank early: an `exit` or `crash` in a recorded thread's
+  // operations (read without making its statements, so not while body() makes them on another
+  // thread), true for any other thread.
+  bool may_end_early() const;
   // The trace loader's: the thread's operations, made into statements on first use.
   void set_recorded(std::shared_ptr<RecordedBody> recorded) {
     body_.clear();

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "sim/queued_work.h"
+
 namespace lockstep::sim::trace {
 
 bool TraceLoader::load_group(const JsonValue& value, Stmt& stmt, int32_t rank, bool& known) {
@@ -193,7 +195,9 @@ bool TraceLoader::check_created(const RankState& rs, const PendingUse& use, cons
 }
 
 void TraceLoader::warn_unused() {
-  warn_unused_groups(scenario_, group_used_, [&](SourceLoc at, std::string message) { warning(at, std::move(message)); });
+  const auto warn = [&](SourceLoc at, std::string message) { warning(at, std::move(message)); };
+  warn_unused_groups(scenario_, group_used_, warn);
+  warn_exits_before_queued_work(scenario_, path_, warn);
 }
 
 }  // namespace lockstep::sim::trace
