@@ -255,26 +255,36 @@ std::optional<Expr> Loader::expr_of(const Node& node, Unit unit, std::string_vie
   return expr;
 }
 
-std::optional<int64_t> Loader::size_of_params(const Node& node, std::string_view name) {
+std::optional<int64_t> Loader::value_of_params(const Node& node, std::string_view what, bool with_world) {
   std::vector<ExprName> names;
   std::vector<int64_t> env;
   for (const Param& param : scenario_.params) {
     names.push_back({param.name, static_cast<int32_t>(env.size())});
     env.push_back(param.value);
   }
-  const std::optional<Expr> expr = expr_of(node, Unit::NONE, "an integer or an expression over the parameters", names);
+  if (with_world) {
+    names.push_back({"world", static_cast<int32_t>(env.size())});
+    env.push_back(scenario_.world);
+  }
+  const std::optional<Expr> expr = expr_of(node, Unit::NONE, what, names);
   if (!expr) return std::nullopt;
   std::vector<bool> used;
   mark_used_slots(*expr, used);
+  used.resize(std::min(used.size(), scenario_.params.size()));
   params_in_sizes_.resize(std::max(params_in_sizes_.size(), used.size()));
   for (size_t i = 0; i < used.size(); ++i) params_in_sizes_[i] = params_in_sizes_[i] || used[i];
-  int64_t value = 0;
   try {
-    value = eval_expr(*expr, env);
+    return eval_expr(*expr, env);
   } catch (const EvalError& e) {
     error(e.loc, e.what());
     return std::nullopt;
   }
+}
+
+std::optional<int64_t> Loader::size_of_params(const Node& node, std::string_view name) {
+  const std::optional<int64_t> size = value_of_params(node, "an integer or an expression over the parameters", false);
+  if (!size) return std::nullopt;
+  const int64_t value = *size;
   if (value < 1) {
     error(node.loc, std::string(name) + " must be positive, got " + std::to_string(value));
     return std::nullopt;

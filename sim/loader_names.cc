@@ -242,9 +242,10 @@ void Loader::load_groups(const Entry& entry) {
 std::vector<int32_t> Loader::load_group_ranks(std::string_view name, const Node& list) {
   std::vector<int32_t> ranks;
   for (const Node* item : list.items) {
-    const std::optional<Expr> rank = expr_of(*item, Unit::NONE, "a rank", {});
-    if (!rank || !check_in_world(rank->value, *item)) continue;
-    const auto value = static_cast<int32_t>(rank->value);
+    // A rank: an integer, or an expression over the parameters and `world` (-D moves it).
+    const std::optional<int64_t> rank = value_of_params(*item, "a rank", true);
+    if (!rank || !check_in_world(*rank, *item)) continue;
+    const auto value = static_cast<int32_t>(*rank);
     if (std::find(ranks.begin(), ranks.end(), value) != ranks.end()) {
       error(item->loc,
             "rank " + std::to_string(value) + " appears twice in group " + quoted(name));

@@ -72,6 +72,31 @@ TEST_CASE("loader: groups are checked and stored sorted") {
   CHECK(s.groups.at(1).comms.at(0) == std::vector<int32_t>{0, 2, 3});
 }
 
+TEST_CASE("loader: a group's ranks may be expressions over the parameters and world, -D included") {
+  const char* text = R"y(scenario: t
+params: {dp: 2, stages: 3}
+world: "dp * stages"
+groups: {first: [0, "stages"], last: ["stages - 1", "world - 1"]}
+program:
+  - if: "rank % stages == 0"
+    then: [allreduce: {group: first, size: 4}]
+  - if: "rank % stages == stages - 1"
+    then: [allreduce: {group: last, size: 4}]
+)y";
+  const Scenario s = loaded(load(text));
+  CHECK(s.groups.at(1).comms.at(0) == std::vector<int32_t>{0, 3});
+  CHECK(s.groups.at(2).comms.at(0) == std::vector<int32_t>{2, 5});
+  CHECK(problems(text).empty());  // stages and dp are used (by the groups and the world)
+  const Scenario wider = loaded(load(text, {{"stages", "4"}}));
+  CHECK(wider.groups.at(1).comms.at(0) == std::vector<int32_t>{0, 4});
+  CHECK(wider.groups.at(2).comms.at(0) == std::vector<int32_t>{3, 7});
+  CHECK(problems(text, {{"dp", "1"}}) == std::vector<std::string>{"4:21: error: rank 3 is outside the world (ranks 0-2)",
+                                                                  "4:53: error: rank 2 appears twice in group 'last'"});
+  CHECK(problems("scenario: t\nparams: {n: 2}\nworld: 4\ngroups: {g: [1, \"m\"], h: [2, \"1 / (n - 2)\"]}\nprogram: [barrier]\n") ==
+        std::vector<std::string>{"4:18: error: unknown name 'm' (did you mean 'n'?); names in scope: n, world",
+                                 "4:33: error: division by zero"});
+}
+
 TEST_CASE("loader: constant peers and roots must be members of their group") {
   CHECK(problems(with_program(R"y(  - send: {to: 5, size: 1, group: evens}
   - recv: {from: 1, size: 1, group: evens}

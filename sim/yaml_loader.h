@@ -110,6 +110,8 @@ class Loader {
   // The world or a mesh size: a positive integer, or an expression over the parameters (after
   // any -D), so that `-D pp=8` changes the world.
   std::optional<int64_t> size_of_params(const Node& node, std::string_view name);
+  // An integer or an expression over the parameters (and `world`, when with_world), evaluated.
+  std::optional<int64_t> value_of_params(const Node& node, std::string_view what, bool with_world);
   std::optional<int64_t> constant_of(const Node& node, Unit unit, std::string_view what,
                                      std::string_view name, int64_t min);
 
