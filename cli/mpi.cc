@@ -196,6 +196,7 @@ class Coordinator {
     Pieces pieces(n);
     pieces_ = &pieces;
     piece_ = &piece;
+    hear_all();  // a worker waiting for its first piece (rank 0 was busy) says nothing meanwhile
     std::thread mine([&] {
       while (const std::optional<size_t> i = pieces.take_or_wait()) {
         Result r = local(*i);
@@ -219,6 +220,7 @@ class Coordinator {
   // At the end: every worker still there told that no work is left, then rank 0's exit code;
   // every rank ends.
   [[noreturn]] void finish(int code) {
+    hear_all();
     while (std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return !w.released && !w.lost; })) {
       serve([](int, size_t, const std::string&) {});
     }
@@ -283,6 +285,11 @@ class Coordinator {
       w.released = true;
     }
     MPI_Send(message.data(), static_cast<int>(message.size()), MPI_UINT64_T, to, TAG_WORK, MPI_COMM_WORLD);
+  }
+
+  // Every worker's silence counts from now.
+  void hear_all() {
+    for (Worker& w : workers_) w.heard = Clock::now();
   }
 
   void let_go_of_silent() {
