@@ -244,6 +244,39 @@ class Walk {
   std::map<const Stmt*, State> found_;  // an exit or crash -> what was queued there (paths joined)
 };
 
+// Whether `body`, or a define it calls, holds an exit or crash: only such a thread is walked.
+bool holds_an_end(const Scenario& sc, std::span<const Stmt> body, std::vector<char>& read) {
+  const auto holds = [&](std::span<const Stmt> inner) { return holds_an_end(sc, inner, read); };
+  for (const Stmt& stmt : body) {
+    switch (stmt.kind) {
+      case StmtKind::OP:
+        if (stmt.op == OpKind::EXIT || stmt.op == OpKind::CRASH) return true;
+        break;
+      case StmtKind::NCCL_GROUP:
+      case StmtKind::REPEAT:
+        if (holds(stmt.body)) return true;
+        break;
+      case StmtKind::IF:
+        if (holds(stmt.body) || holds(stmt.extra().else_body)) return true;
+        break;
+      case StmtKind::CHOOSE:
+        for (const Branch& branch : stmt.branches) {
+          if (holds(branch.body)) return true;
+        }
+        break;
+      case StmtKind::CALL: {
+        const uint32_t callee = stmt.extra().callee;
+        if (callee < sc.defines.size() && read[callee] == 0) {
+          read[callee] = 1;
+          if (holds(sc.defines[callee].body)) return true;
+        }
+        break;
+      }
+    }
+  }
+  return false;
+}
+
 // The op to name: queued on every path if one is, else any; the latest in the file.
 const Queued& to_name(const State& state) {
   const Queued* best = &state.queued.front();
@@ -263,7 +296,8 @@ void warn_exits_before_queued_work(const Scenario& scenario, std::string_view pa
   Walk walk(scenario);
   for (const RankProgram& program : scenario.programs) {
     for (const ThreadDef& thread : program) {
-      if (thread.may_end_early()) walk.thread(thread);
+      std::vector<char> read(scenario.defines.size(), 0);
+      if (thread.may_end_early() && holds_an_end(scenario, thread.body(), read)) walk.thread(thread);
     }
   }
   for (const auto& [exit, state] : walk.exits()) {
