@@ -33,6 +33,14 @@ std::string graph_svg(const WaitForGraph& graph, const std::string& id) {
     const double angle = n == 1 ? 0 : 3.14159265358979 * (1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(n));
     at[i] = {cx + (n == 1 ? 0 : radius * std::cos(angle)), cy + (n <= 2 ? 0 : radius * std::sin(angle))};
   }
+  // Each box as wide as its longer line (10px monospace, about 6.2px a character), within what
+  // its neighbours leave it.
+  std::vector<double> half(n);
+  for (size_t i = 0; i < n; ++i) {
+    const WaitForGraph::Node& node = graph.nodes[i];
+    const size_t chars = std::max(node_label(node).size(), node.state.substr(0, node.state.find('\n')).size());
+    half[i] = std::clamp(6.2 * static_cast<double>(chars) + 14, 150.0, n <= 2 ? 320.0 : 220.0) / 2;
+  }
   std::string out = fmt::format(
       "<svg class=\"wait-for\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\">"
       "<defs><marker id=\"{}\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"8\" markerHeight=\"8\" "
@@ -49,9 +57,9 @@ std::string graph_svg(const WaitForGraph& graph, const std::string& id) {
       const double ox = length > 0 ? -(hy - ly) / length * side : 0, oy = length > 0 ? (hx - lx) / length * side : 0;
       x1 += ox, x2 += ox, y1 += oy, y2 += oy;
     }
-    // Stop the arrow at the target box's edge (boxes are 150 x 44).
+    // Stop the arrow at the target box's edge (boxes are 44 high).
     const double dx = x2 - x1, dy = y2 - y1;
-    const double scale = std::max(std::abs(dx) / 75.0, std::abs(dy) / 22.0);
+    const double scale = std::max(std::abs(dx) / half[edge.to], std::abs(dy) / 22.0);
     const double ex = scale > 1 ? x2 - dx / scale : x2, ey = scale > 1 ? y2 - dy / scale : y2;
     const std::string label = edge.label + (edge.count > 1 ? fmt::format(" (x{})", edge.count) : "");
     out += fmt::format("<g class=\"edge{}\"><line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\"{}/>"
@@ -64,10 +72,11 @@ std::string graph_svg(const WaitForGraph& graph, const std::string& id) {
   for (size_t i = 0; i < n; ++i) {
     const WaitForGraph::Node& node = graph.nodes[i];
     const std::string state = node.state.substr(0, node.state.find('\n'));
-    out += fmt::format("<g class=\"node{}\"><rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"150\" height=\"44\" rx=\"6\" "
+    out += fmt::format("<g class=\"node{}\"><rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"44\" rx=\"6\" "
                        "fill=\"#fff\" stroke=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>"
                        "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text></g>\n",
-                       node.cycle ? " cycle" : "", at[i].first - 75, at[i].second - 22, node.cycle ? "#c00" : "#333",
+                       node.cycle ? " cycle" : "", at[i].first - half[i], at[i].second - 22, 2 * half[i],
+                       node.cycle ? "#c00" : "#333",
                        at[i].first, at[i].second - 4, html_escape(node_label(node)), at[i].first, at[i].second + 12,
                        html_escape(state));
   }
@@ -291,6 +300,7 @@ std::string html_page(std::string_view title, std::string_view heading, const st
       "section.input h2 {{ font-size: 1.1em; color: #c22; font-family: monospace; }}\n"
       "pre {{ background: #f6f6f6; padding: 0.5em; overflow-x: auto; }}\n"
       "pre.source .line {{ display: block; }}\n"
+      "pre.explanation {{ white-space: pre-wrap; overflow-wrap: anywhere; }}\n"
       "svg.wait-for text, svg.timeline text {{ font-size: 10px; font-family: monospace; }}\n"
       "svg.timeline text.lane {{ fill: #666; }}\n"
       "p.timeline-note {{ font-size: 0.9em; color: #444; }}\n"
