@@ -142,8 +142,7 @@ bool is_trace_file(const std::string& path) {
 // Loads one input, printing its diagnostics (warnings too). nullopt on error.
 std::optional<sim::Scenario> load(const std::string& path, const Options& options, std::vector<std::string>& errors,
                                   std::ostream& err) {
-  sim::LoadResult loaded = is_trace_file(path) ? sim::load_trace_file(path, options.overrides, options.load_limits)
-                                               : sim::load_scenario_file(path, options.overrides, options.load_limits);
+  sim::LoadResult loaded = load_input(path, options.overrides, options.load_limits);
   for (const sim::Diagnostic& d : loaded.diagnostics) {
     if (d.severity == sim::Severity::ERROR) errors.push_back(sim::format_diagnostic(d, loaded.text));
     else if (!options.quiet) err << sim::format_diagnostic(d, loaded.text);  // formatted only when shown
@@ -642,6 +641,11 @@ int cmd_explain(const Options& options, std::ostream& out, std::ostream& err) {
 }
 
 }  // namespace
+
+sim::LoadResult load_input(const std::string& path, const std::vector<sim::ParamOverride>& overrides,
+                           const sim::LoadLimits& limits) {
+  return is_trace_file(path) ? sim::load_trace_file(path, overrides, limits) : sim::load_scenario_file(path, overrides, limits);
+}
 
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   return run_command(parse_command_line(args), out, err);

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/loader.h"
+
 namespace lockstep::cli {
 
 // Exit codes, the same for every verb (docs/cli.md).
@@ -14,6 +16,11 @@ struct CommandLine;
 
 // Runs one command line (args without the program name). Writes to out/err; never exits.
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// One input, a scenario or a trace told apart by its first bytes (`{"lockstep_trace"`), by its
+// extension where it has none to read.
+sim::LoadResult load_input(const std::string& path, const std::vector<sim::ParamOverride>& overrides,
+                           const sim::LoadLimits& limits);
 
 // Runs a command line already read (lockstep-mpi sets hooks in its options first).
 int run_command(const CommandLine& line, std::ostream& out, std::ostream& err);

@@ -23,7 +23,6 @@
 #include "cli/command_line.h"
 #include "sim/expr.h"
 #include "sim/output_file.h"
-#include "sim/trace_format.h"
 
 namespace lockstep::cli {
 namespace {
@@ -74,8 +73,7 @@ std::string class_key(const sim::Scenario& scenario, const checker::Bug& bug) {
 PointSummary check_point(const Options& options, const std::string& input, const std::vector<sim::ParamOverride>& point,
                          unsigned inner_jobs) {
   PointSummary r;
-  sim::LoadResult loaded = sim::is_trace_path(input) ? sim::load_trace_file(input, point, options.load_limits)
-                                                     : sim::load_scenario_file(input, point, options.load_limits);
+  sim::LoadResult loaded = load_input(input, point, options.load_limits);
   for (const sim::Diagnostic& d : loaded.diagnostics) {
     (d.severity == sim::Severity::ERROR ? r.errors : r.warnings).push_back(sim::format_diagnostic(d, loaded.text));
   }
@@ -389,8 +387,7 @@ std::optional<std::vector<std::vector<sim::ParamOverride>>> prepare_sweep(const 
     return std::nullopt;
   }
   // Every axis must name a parameter: said once, not at every point.
-  sim::LoadResult base = sim::is_trace_path(input) ? sim::load_trace_file(input, options.overrides, options.load_limits)
-                                                   : sim::load_scenario_file(input, options.overrides, options.load_limits);
+  sim::LoadResult base = load_input(input, options.overrides, options.load_limits);
   if (!base.scenario) {
     for (const sim::Diagnostic& d : base.diagnostics) err << sim::format_diagnostic(d, base.text);
     return std::nullopt;
