@@ -21,6 +21,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <future>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -37,7 +38,6 @@
 #include "cli/cli.h"
 #include "cli/command_line.h"
 #include "cli/sweep.h"
-#include "sim/trace_format.h"
 
 namespace lockstep::cli {
 namespace {
@@ -97,23 +97,9 @@ void send_result(int64_t index, const std::string& text) {
     std::vector<uint64_t> piece(static_cast<size_t>(std::max(count, 1)), NONE);
     MPI_Recv(piece.data(), count, MPI_UINT64_T, 0, TAG_WORK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     if (piece[0] == NONE) break;
-    std::string result;
-    bool done = false;
-    std::mutex mutex;
-    std::condition_variable finished;
-    std::thread worker([&] {
-      std::string text = run(piece);
-      const std::lock_guard<std::mutex> lock(mutex);
-      result = std::move(text);
-      done = true;
-      finished.notify_one();
-    });
-    {
-      std::unique_lock<std::mutex> lock(mutex);
-      while (!finished.wait_for(lock, BEAT, [&] { return done; })) MPI_Send(nullptr, 0, MPI_CHAR, 0, TAG_ALIVE, MPI_COMM_WORLD);
-    }
-    worker.join();
-    send_result(static_cast<int64_t>(piece[0]), result);
+    std::future<std::string> result = std::async(std::launch::async, run, std::cref(piece));
+    while (result.wait_for(BEAT) != std::future_status::ready) MPI_Send(nullptr, 0, MPI_CHAR, 0, TAG_ALIVE, MPI_COMM_WORLD);
+    send_result(static_cast<int64_t>(piece[0]), result.get());
   }
   MPI_Status status;
   probe_politely(0, TAG_CODE, status);
@@ -186,8 +172,8 @@ class Coordinator {
     workers_[0].released = true;  // rank 0 is no worker
   }
 
-  // Pieces 0..n-1, each run once: by a worker (`send` writes the piece's message; `decode`
-  // reads its result, nullopt when it cannot) or by rank 0's thread (`local`).
+  // Pieces 0..n-1, each run once: by a worker (`piece` gives what its message carries after
+  // the index; `decode` reads its result, nullopt when it cannot) or by rank 0's thread (`local`).
   template <class Result>
   std::vector<Result> run(size_t n, const std::function<std::vector<uint64_t>(size_t)>& piece,
                           const std::function<std::optional<Result>(const std::string&)>& decode,
@@ -208,7 +194,7 @@ class Coordinator {
         if (!pieces.finish(i)) return;
         std::optional<Result> r = decode(text);
         if (r) results[i] = std::move(*r);
-        else problem = fmt::format("rank {} sent the result of piece {} in a form rank 0 cannot use", from, i);
+        else problem_ = fmt::format("rank {} sent the result of piece {} in a form rank 0 cannot use", from, i);
       });
     }
     mine.join();
@@ -217,9 +203,13 @@ class Coordinator {
     return results;
   }
 
-  // At the end: every worker still there told that no work is left, then rank 0's exit code;
-  // every rank ends.
+  // At the end: every worker still there told that no work is left, then rank 0's exit code (2
+  // where a result could not be used, said here); every rank ends.
   [[noreturn]] void finish(int code) {
+    if (!problem_.empty()) {
+      err_ << "lockstep: error: " << problem_ << "\n";
+      code = EXIT_BAD_INPUT;
+    }
     hear_all();
     while (std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return !w.released && !w.lost; })) {
       serve([](int, size_t, const std::string&) {});
@@ -231,8 +221,6 @@ class Coordinator {
     }
     end(code, lost);
   }
-
-  std::string problem;  // a result rank 0 could not use
 
  private:
   struct Worker {
@@ -298,13 +286,14 @@ class Coordinator {
       Worker& w = workers_[r];
       if (w.lost || w.released || now - w.heard <= timeout_) continue;
       w.lost = true;
-      std::vector<std::string> names;
       for (const size_t i : w.holding) {
         if (pieces_ != nullptr) pieces_->put_back(i);
-        names.push_back(std::to_string(i));
       }
       err_ << fmt::format("lockstep: warning: rank {} said nothing for {:g} s and is taken as lost", r, timeout_.count());
-      if (!names.empty()) err_ << fmt::format("; its work ({} {}) is done again elsewhere", names.size() == 1 ? "piece" : "pieces", fmt::join(names, ", "));
+      if (!w.holding.empty()) {
+        err_ << fmt::format("; its work ({} {}) is done again elsewhere", w.holding.size() == 1 ? "piece" : "pieces",
+                            fmt::join(w.holding, ", "));
+      }
       err_ << "\n";
       w.holding.clear();
     }
@@ -313,6 +302,7 @@ class Coordinator {
   std::vector<Worker> workers_;
   std::chrono::duration<double> timeout_;
   std::ostream& err_;
+  std::string problem_;       // a result rank 0 could not use
   Pieces* pieces_ = nullptr;  // the batch being run
   const std::function<std::vector<uint64_t>(size_t)>* piece_ = nullptr;
 };
@@ -349,15 +339,11 @@ void init_mpi(int& rank, int& ranks) {
   }
   Coordinator coordinator(ranks, options.mpi_timeout_s, err);
   if (code == EXIT_NO_BUG) {
-      const std::vector<PointSummary> results = coordinator.run<PointSummary>(
-          points->size(), [](size_t) { return std::vector<uint64_t>(); },
-          [](const std::string& text) { return PointSummary::from_json(text); },
-          [&](size_t i) { return check_point(point_options, options.inputs.front(), (*points)[i], 1); });
+    const std::vector<PointSummary> results = coordinator.run<PointSummary>(
+        points->size(), [](size_t) { return std::vector<uint64_t>(); },
+        [](const std::string& text) { return PointSummary::from_json(text); },
+        [&](size_t i) { return check_point(point_options, options.inputs.front(), (*points)[i], 1); });
     code = report_sweep(point_options, sweep, *points, results, my_out, my_err);
-    if (!coordinator.problem.empty()) {
-      err << "lockstep: error: " << coordinator.problem << "\n";
-      code = EXIT_BAD_INPUT;
-    }
   }
   coordinator.finish(code);
 }
@@ -449,9 +435,7 @@ std::optional<checker::PartResult> part_of(std::string_view text, const sim::Sce
 }
 
 std::optional<sim::Scenario> load(const Options& options) {
-  const std::string& input = options.inputs.front();
-  sim::LoadResult loaded = sim::is_trace_path(input) ? sim::load_trace_file(input, options.overrides, options.load_limits)
-                                                     : sim::load_scenario_file(input, options.overrides, options.load_limits);
+  sim::LoadResult loaded = load_input(options.inputs.front(), options.overrides, options.load_limits);
   if (!loaded.scenario) return std::nullopt;
   return std::move(*loaded.scenario);
 }
@@ -461,11 +445,8 @@ std::optional<sim::Scenario> load(const Options& options) {
   init_mpi(rank, ranks);
   if (rank != 0) {
     // A part: its index, the budget, then its schedule prefix.
-    std::optional<sim::Scenario> scenario;
-    bool loaded = false;
+    const std::optional<sim::Scenario> scenario = load(line.options);  // rank 0 says why if it does not load
     work([&](const std::vector<uint64_t>& piece) {
-      if (!loaded) scenario = load(line.options);  // rank 0 loaded it too, and says why if it does not load
-      loaded = true;
       checker::PartResult part;
       if (scenario && piece.size() >= 2) {
         part = checker::explore_part(*scenario, line.options.check, std::vector<uint32_t>(piece.begin() + 2, piece.end()), piece[1]);
@@ -494,12 +475,7 @@ std::optional<sim::Scenario> load(const Options& options) {
     err << "lockstep: note: check --mpi spreads a dfs search (--strategy dfs); " << mine.options.check.strategy
         << " runs on rank 0 alone\n";
   }
-  int code = run_command(mine, out, err);  // says why the input does not load, if it does not
-  if (!coordinator.problem.empty()) {
-    err << "lockstep: error: " << coordinator.problem << "\n";
-    code = EXIT_BAD_INPUT;
-  }
-  coordinator.finish(code);
+  coordinator.finish(run_command(mine, out, err));  // it says why the input does not load, if it does not
 }
 
 }  // namespace
