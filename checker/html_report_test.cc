@@ -42,6 +42,23 @@ Dom read_dom(const std::string& html) {
   return dom;
 }
 
+// The page of one scenario, checked with the default options.
+std::string page_of(const std::string& text, const std::string& name) {
+  sim::LoadResult loaded = sim::load_scenario_text(text, name, {});
+  REQUIRE(loaded.ok());
+  std::vector<InputReport> reports(1);
+  reports[0].input = name;
+  reports[0].scenario = &*loaded.scenario;
+  reports[0].result = check_scenario(*loaded.scenario, {});
+  return report_html(reports, engine_options_for({}));
+}
+
+size_t occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("html report: a page per run, a section per input, a class with its graph as SVG") {
@@ -82,16 +99,10 @@ TEST_CASE("html report: a page per run, a section per input, a class with its gr
 }
 
 TEST_CASE("html report: the timeline of the last moments, ranks folded, the stuck op red to the end") {
-  sim::LoadResult uneven = sim::load_scenario_text(
+  const std::string uneven =
       "scenario: uneven\nworld: 4\nprogram:\n  - repeat: \"3 - (rank == 3)\"\n    do:\n      - compute: 20ms\n"
-      "      - allreduce: {size: 100MiB}\n",
-      "uneven.yaml", {});
-  REQUIRE(uneven.ok());
-  std::vector<InputReport> reports(1);
-  reports[0].input = "uneven.yaml";
-  reports[0].scenario = &*uneven.scenario;
-  reports[0].result = check_scenario(*uneven.scenario, {});
-  const std::string html = report_html(reports, engine_options_for({}));
+      "      - allreduce: {size: 100MiB}\n";
+  const std::string html = page_of(uneven, "uneven.yaml");
   CHECK(read_dom(html).balanced);
   CHECK(read_dom(html).count["svg"] == 2);  // the graph and the timeline
   // Ranks 0-2 ran the same ops at the same times: one row; rank 3 finished: another.
@@ -99,11 +110,8 @@ TEST_CASE("html report: the timeline of the last moments, ranks folded, the stuc
                   "ranks 0-2 (3 ranks): waits in allreduce #3 on world</text>") != std::string::npos);
   CHECK(html.find("<g class=\"timeline-row\" data-ranks=\"3\">") != std::string::npos);
   CHECK(html.find("class=\"head\">rank 3: finished at ") != std::string::npos);
-  size_t rows = 0, stuck = 0;
-  for (size_t at = html.find("class=\"timeline-row\""); at != std::string::npos; at = html.find("class=\"timeline-row\"", at + 1)) ++rows;
-  for (size_t at = html.find("<g class=\"span stuck\">"); at != std::string::npos; at = html.find("<g class=\"span stuck\">", at + 1)) ++stuck;
-  CHECK(rows == 2);
-  CHECK(stuck == 1);  // the folded row's all-reduce
+  CHECK(occurrences(html, "class=\"timeline-row\"") == 2);
+  CHECK(occurrences(html, "<g class=\"span stuck\">") == 1);  // the folded row's all-reduce
   CHECK(html.find("<title>allreduce #3 world (stuck) ") != std::string::npos);
   // The stuck op runs to the right edge: the window ends where the Perfetto trace does.
   const size_t stuck_at = html.find("<g class=\"span stuck\">");
@@ -113,24 +121,16 @@ TEST_CASE("html report: the timeline of the last moments, ranks folded, the stuc
   CHECK(x + std::stod(html.substr(width_at + 7)) == doctest::Approx(890.0));
   CHECK(html.find("<p class=\"timeline-note\">The last ") != std::string::npos);
   CHECK(html.find("not drawn") == std::string::npos);
-  CHECK(html == report_html(reports, engine_options_for({})));  // deterministic
+  CHECK(html == page_of(uneven, "uneven.yaml"));  // deterministic
 }
 
 TEST_CASE("html report: a timeline has at most MAX_TIMELINE_ROWS rows and says what it leaves out") {
   // 64 ranks, each computing for its own time: no two rows fold, and rank 63 never joins.
-  sim::LoadResult skew = sim::load_scenario_text(
+  const std::string html = page_of(
       "scenario: skew\nworld: 64\nprogram:\n  - compute: \"(rank + 1) * 1ms\"\n  - if: \"rank != 63\"\n"
       "    then: [{allreduce: {size: 4KiB}}]\n",
-      "skew.yaml", {});
-  REQUIRE(skew.ok());
-  std::vector<InputReport> reports(1);
-  reports[0].input = "skew.yaml";
-  reports[0].scenario = &*skew.scenario;
-  reports[0].result = check_scenario(*skew.scenario, {});
-  const std::string html = report_html(reports, engine_options_for({}));
-  size_t rows = 0;
-  for (size_t at = html.find("class=\"timeline-row\""); at != std::string::npos; at = html.find("class=\"timeline-row\"", at + 1)) ++rows;
-  CHECK(rows == MAX_TIMELINE_ROWS);
+      "skew.yaml");
+  CHECK(occurrences(html, "class=\"timeline-row\"") == MAX_TIMELINE_ROWS);
   CHECK(html.find("data-ranks=\"63\"") != std::string::npos);  // the rank waited for is drawn
   CHECK(html.find(fmt::format(" {} more rows ({} ranks) not drawn: at most {} rows", 64 - MAX_TIMELINE_ROWS,
                               64 - MAX_TIMELINE_ROWS, MAX_TIMELINE_ROWS)) != std::string::npos);
