@@ -75,7 +75,7 @@ Engine::Impl::Impl(const Scenario& scenario, EngineOptions opts)
   }
   comm_count = total;
   intern("main");  // id 0 (MAIN_NAME)
-  for (const GroupDef& group : sc.groups) group_stream_name.push_back(intern("comm:" + group.name));
+  for (const GroupDef& group : sc.groups) group_stream_name.push_back(intern(group.stream_name()));
   ranks.resize(static_cast<size_t>(sc.world));
   // Which programs' stacks need a guard page (program_needs_guard), once per program text.
   std::unordered_map<const Stmt*, bool> guard_of;

@@ -91,7 +91,7 @@ State join(const State& a, const State& b) {
 class Walk {
  public:
   explicit Walk(const Scenario& scenario) : sc_(scenario) {
-    for (const GroupDef& group : scenario.groups) comm_streams_.push_back("comm:" + group.name);
+    for (const GroupDef& group : scenario.groups) comm_streams_.push_back(group.stream_name());
   }
 
   void thread(const ThreadDef& thread) {

@@ -295,6 +295,8 @@ struct GroupDef {
     return &comms[static_cast<size_t>(comm_of_rank[static_cast<size_t>(rank)])];
   }
   bool single() const { return comms.size() == 1; }
+  // The stream its collectives (and p2p on the group's communicator) run on: "comm:NAME".
+  std::string stream_name() const { return "comm:" + name; }
 };
 
 // A group that is one communicator over `ranks` (ascending) in a world of `world` ranks.
