@@ -1,6 +1,7 @@
 // Counterexample files: named after the input file and the bug class, never replaced without
 // --force, one per class.
 #include "cli/cli.h"
+#include "tests/testing.h"
 
 #include <doctest/doctest.h>
 
@@ -22,13 +23,6 @@ int lockstep_code(std::vector<std::string> args, std::string* err = nullptr, std
   return code;
 }
 
-std::filesystem::path fresh(const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "lockstep-cex-files-test" / name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 constexpr const char* HEAD_TO_HEAD = "scenario: same-name\nworld: 2\nprogram:\n  - send: {to: \"1 - rank\", size: 1MiB}\n"
                                      "  - recv: {from: \"1 - rank\", size: 1MiB}\n";
 constexpr const char* UNEVEN = "scenario: same-name\nworld: 2\nprogram:\n  - repeat: \"2 - rank\"\n    do: [{allreduce: {size: 4}}]\n";
@@ -36,7 +30,7 @@ constexpr const char* UNEVEN = "scenario: same-name\nworld: 2\nprogram:\n  - rep
 }  // namespace
 
 TEST_CASE("counterexamples: two inputs with one scenario name get a file each, named after the input") {
-  const std::filesystem::path dir = fresh("names");
+  const std::filesystem::path dir = testing::fresh_temp_dir("lockstep-cex-files-test", "names");
   std::filesystem::create_directories(dir / "a");
   std::filesystem::create_directories(dir / "b");
   std::ofstream(dir / "a" / "job.yaml") << HEAD_TO_HEAD;
@@ -58,7 +52,7 @@ TEST_CASE("counterexamples: two inputs with one scenario name get a file each, n
 }
 
 TEST_CASE("counterexamples: an existing file is not replaced without --force") {
-  const std::filesystem::path dir = fresh("force");
+  const std::filesystem::path dir = testing::fresh_temp_dir("lockstep-cex-files-test", "force");
   std::ofstream(dir / "job.yaml") << UNEVEN;
   const std::string cex = (dir / "cex").string();
   CHECK(lockstep_code({"check", (dir / "job.yaml").string(), "--cex-dir", cex}) == EXIT_BUG);
@@ -74,7 +68,7 @@ TEST_CASE("counterexamples: an existing file is not replaced without --force") {
 }
 
 TEST_CASE("counterexamples: one file per bug class, for its smallest member") {
-  const std::filesystem::path dir = fresh("classes");
+  const std::filesystem::path dir = testing::fresh_temp_dir("lockstep-cex-files-test", "classes");
   std::ofstream(dir / "stop.yaml") << "scenario: stop\nworld: 3\nprogram:\n  - allreduce: {size: 4}\n  - sync\n"
                                       "  - choose:\n      stop: [exit]\n      go: []\n  - allreduce: {size: 4}\n";
   const std::string json = (dir / "report.json").string();

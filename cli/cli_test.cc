@@ -410,7 +410,7 @@ struct CompactSizes {
   ~CompactSizes() { ::unsetenv("LOCKSTEP_REPLAY_COMPACT"); }
 };
 
-bool mpi_available() {
+bool mpi_replay_available() {
   if (std::system("command -v mpirun >/dev/null 2>&1") != 0) {
     MESSAGE("skipped: mpirun not found (scripts/setup installs openmpi-bin libopenmpi-dev)");
     return false;
@@ -425,7 +425,7 @@ bool mpi_available() {
 }  // namespace
 
 TEST_CASE("replay --mpi: head-to-head sends deadlock where predicted, the grouped fix completes") {
-  if (!mpi_available()) return;
+  if (!mpi_replay_available()) return;
   const CompactSizes compact;
   const Run bug = lockstep({"replay", "scenarios/corpus/head-to-head-sends.yaml", "--mpi", "--timeout", "3", "--quiet"});
   CHECK_MESSAGE(bug.code == EXIT_BUG, bug.out);
@@ -437,7 +437,7 @@ TEST_CASE("replay --mpi: head-to-head sends deadlock where predicted, the groupe
 }
 
 TEST_CASE("replay --mpi: a size mismatch fails or hangs at the mismatched all-reduce") {
-  if (!mpi_available()) return;
+  if (!mpi_replay_available()) return;
   const CompactSizes compact;
   const Run run = lockstep({"replay", "scenarios/corpus/allreduce-size-differs.yaml", "--mpi", "--timeout", "3", "--quiet"});
   CHECK_MESSAGE(run.code == EXIT_BUG, run.out);

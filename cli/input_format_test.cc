@@ -1,5 +1,6 @@
 // Inputs told apart by content, import's output name, and inputs without `expect:`.
 #include "cli/cli.h"
+#include "tests/testing.h"
 
 #include <doctest/doctest.h>
 
@@ -26,17 +27,10 @@ Result call(std::vector<std::string> args) {
   return r;
 }
 
-std::filesystem::path fresh(const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "lockstep-input-format-test" / name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 }  // namespace
 
 TEST_CASE("inputs: a trace is a trace whatever its extension, for check, run, validate and replay") {
-  const std::filesystem::path dir = fresh("trace-as-yaml");
+  const std::filesystem::path dir = testing::fresh_temp_dir("lockstep-input-format-test", "trace-as-yaml");
   const std::filesystem::path renamed = dir / "hang.yaml";
   std::filesystem::copy_file("scenarios/examples/recorded-dp-hang.jsonl", renamed);
   const Result original = call({"check", "scenarios/examples/recorded-dp-hang.jsonl", "--quiet"});
@@ -56,14 +50,14 @@ TEST_CASE("inputs: a trace is a trace whatever its extension, for check, run, va
 }
 
 TEST_CASE("inputs: a scenario without expect: has no expectation, not a difference") {
-  const std::filesystem::path dir = fresh("no-expect");
+  const std::filesystem::path dir = testing::fresh_temp_dir("lockstep-input-format-test", "no-expect");
   std::ofstream(dir / "x.yaml") << "scenario: x\nworld: 2\nprogram:\n  - repeat: \"2 - rank\"\n    do: [{allreduce: {size: 4}}]\n";
   const Result check = call({"check", (dir / "x.yaml").string(), "--quiet"});
   CHECK(check.out == (dir / "x.yaml").string() + ": hang (no expectation) [1 execution, exhaustive]\n");
 }
 
 TEST_CASE("import -o X.yaml is refused, naming the .jsonl to use") {
-  const std::filesystem::path dir = fresh("import-yaml");
+  const std::filesystem::path dir = testing::fresh_temp_dir("lockstep-input-format-test", "import-yaml");
   const std::string out = (dir / "hang.yaml").string();
   const Result import = call({"import", "pipeline-csv", "tests/import/pipeline/1f1b-compute-only.csv", "-o", out});
   CHECK(import.code == EXIT_BAD_INPUT);

@@ -17,7 +17,7 @@
 namespace lockstep::cli {
 namespace {
 
-bool mpi_available() {
+bool lockstep_mpi_available() {
   const std::filesystem::path mpi = std::filesystem::path(LOCKSTEP_BINARY).parent_path() / "lockstep-mpi";
   if (std::system("command -v mpirun >/dev/null 2>&1") == 0 && std::filesystem::exists(mpi)) return true;
   MESSAGE("skipped: no mpirun or no lockstep-mpi (scripts/setup installs openmpi-bin libopenmpi-dev)");
@@ -45,7 +45,7 @@ testing::CliRun under_mpirun(int ranks, const std::vector<std::string>& args, co
 }  // namespace
 
 TEST_CASE("sweep --mpi: four MPI ranks print the report of one process") {
-  if (!mpi_available()) return;
+  if (!lockstep_mpi_available()) return;
   const std::vector<std::string> sweep = {"sweep", "scenarios/examples/pipeline-interleaved-sweep.yaml", "-D", "pp=2..4",
                                           "-D", "chunks=2,3", "-D", "microbatches=2..9", "--where", "microbatches > pp"};
   const testing::CliRun alone = testing::run_lockstep(sweep);
@@ -59,7 +59,7 @@ TEST_CASE("sweep --mpi: four MPI ranks print the report of one process") {
 }
 
 TEST_CASE("check --mpi: a dfs search of 100,000 executions over four ranks reports what one process does") {
-  if (!mpi_available()) return;
+  if (!lockstep_mpi_available()) return;
   const std::filesystem::path dir = testing::fresh_temp_dir("mpi", "gather");
   // Rank 0's ten wildcard receives against nine senders: 9! = 362,880 matchings, cut at 100,000
   // executions (--patience 0: every one of them, though no new bug class comes after the

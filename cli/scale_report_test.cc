@@ -11,24 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/testing.h"
+
 namespace lockstep::cli {
 
 namespace {
-
-struct Output {
-  int code = 0;
-  std::string out;
-  std::string err;
-};
-
-Output run_lockstep(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  Output run;
-  run.code = run_cli(args, out, err);
-  run.out = out.str();
-  run.err = err.str();
-  return run;
-}
 
 std::filesystem::path scale_dir() {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "lockstep-scale-test";
@@ -68,14 +55,14 @@ TEST_CASE("scale: a 64-rank mesh hang names ranges, coordinates and the group in
   const std::string input = write("mesh-skip.yaml", MESH_HANG);
   const std::filesystem::path cex_dir = scale_dir() / "cex";
   std::filesystem::remove_all(cex_dir);
-  const Output check = run_lockstep({"check", input, "--cex-dir", cex_dir.string()});
+  const testing::CliRun check = testing::run_lockstep({"check", input, "--cex-dir", cex_dir.string()});
   CHECK(check.code == EXIT_BUG);
   CHECK(check.out.find("  ranks 7,15,...,55 (dp=0-6, pp=1, tp=3) wait in allreduce #1 on dp[pp=1,tp=3] (") != std::string::npos);
   CHECK(check.out.find("rank 63 (dp=7, pp=1, tp=3) never issued it: it finished") != std::string::npos);
   CHECK(longest_line(check.out) < 200 + input.size());
   // --html: the folded graph, three nodes, drawn in the page.
   const std::string html = (scale_dir() / "report.html").string();
-  CHECK(run_lockstep({"check", input, "--html", html, "--quiet"}).code == EXIT_BUG);
+  CHECK(testing::run_lockstep({"check", input, "--html", html, "--quiet"}).code == EXIT_BUG);
   std::ifstream page(html);
   const std::string page_text((std::istreambuf_iterator<char>(page)), {});
   size_t nodes = 0;
@@ -105,7 +92,7 @@ TEST_CASE("scale: a 64-rank mesh hang names ranges, coordinates and the group in
 
   // The DOT graph: the waiting ranks, the rank they wait for, the bystanders.
   const std::string dot = (scale_dir() / "mesh.dot").string();
-  const Output explain = run_lockstep({"explain", cex.string(), "--dot", dot});
+  const testing::CliRun explain = testing::run_lockstep({"explain", cex.string(), "--dot", dot});
   CHECK(explain.code == EXIT_BUG);
   CHECK(explain.out.find("  ranks 7,15,...,55 -> rank 63: allreduce #1 on dp (") != std::string::npos);
   std::ifstream graph(dot);
@@ -117,13 +104,13 @@ TEST_CASE("scale: a 64-rank mesh hang names ranges, coordinates and the group in
 
 TEST_CASE("scale: run prints a bounded summary past 16 ranks, a line per rank up to it") {
   const std::string input = write("mesh-skip-run.yaml", MESH_HANG);
-  const Output run = run_lockstep({"run", input});
+  const testing::CliRun run = testing::run_lockstep({"run", input});
   CHECK(run.code == EXIT_BUG);
   CHECK(run.out.find("  ranks: 57 finished, 7 stuck\n") != std::string::npos);
   CHECK(run.out.find("  stuck: ranks 7,15,...,55 since ") != std::string::npos);
   CHECK(run.out.find("  fastest: ") != std::string::npos);
   CHECK(run.out.find("  rank 10:") == std::string::npos);
-  const Output small = run_lockstep({"run", "scenarios/corpus/uneven-batches.yaml"});
+  const testing::CliRun small = testing::run_lockstep({"run", "scenarios/corpus/uneven-batches.yaml"});
   CHECK(small.out.find("  rank 3: finished at ") != std::string::npos);
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "checker/explore.h"
+#include "record/record_testing.h"
 #include "sim/trace_format.h"
 #include "tests/testing.h"
 
@@ -41,12 +42,6 @@ std::string op(int seq, const char* call, const char* comm, const std::string& e
          R"(","comm":")" + comm + R"(","count":256,"dtype":7)" + extra + R"(,"stream":"0x0"})";
 }
 
-std::string joined(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const std::string& l : lines) out += l + "\n";
-  return out;
-}
-
 TEST_CASE("record merge: two processes that each send first become a two-rank trace that deadlocks") {
   const MergeResult merged = merge_texts(
       {{"raw/h.11.jsonl", raw(11, {init(1, "0x10", 2, 1), op(3, "ncclSend", "0x10", R"(,"peer":0)"),
@@ -54,7 +49,7 @@ TEST_CASE("record merge: two processes that each send first become a two-rank tr
        {"raw/h.12.jsonl", raw(12, {init(1, "0x20", 2, 0), op(3, "ncclSend", "0x20", R"(,"peer":1)"),
                                    op(4, "ncclRecv", "0x20", R"(,"peer":1)")})}},
       named("two", "test"));
-  INFO(joined(merged.errors) << joined(merged.warnings));
+  INFO(testing::joined_lines(merged.errors) << testing::joined_lines(merged.warnings));
   REQUIRE(merged.scenario);
   CHECK(merged.warnings.empty());
   CHECK(sim::write_trace(*merged.scenario) ==
@@ -72,7 +67,7 @@ TEST_CASE("record merge: two processes that each send first become a two-rank tr
   CHECK(merged.processes[0].ending == "exited");
   CHECK(merged.processes[1].ranks == std::vector<int32_t>{0});
   CHECK(merged.processes[1].ending == "no end record (killed, or still running)");
-  testing::trace_from(sim::write_trace(*merged.scenario), "two.jsonl");
+  lockstep::testing::trace_from(sim::write_trace(*merged.scenario), "two.jsonl");
 }
 
 TEST_CASE("record merge: split ranks follow key then parent rank, groups are named in order of use") {
@@ -92,7 +87,7 @@ TEST_CASE("record merge: split ranks follow key then parent rank, groups are nam
                                        op(6, "ncclAllGather", half.c_str(), "")}));
   }
   const MergeResult merged = merge_texts(files, named("split"));
-  INFO(joined(merged.errors) << joined(merged.warnings));
+  INFO(testing::joined_lines(merged.errors) << testing::joined_lines(merged.warnings));
   REQUIRE(merged.scenario);
   CHECK(merged.groups == std::vector<std::string>{"world = ncclCommInitRank: ranks 0,1,2,3",
                                                   "comm1 = ncclCommSplit of world (color 0): ranks 0,2",
@@ -104,7 +99,7 @@ TEST_CASE("record merge: split ranks follow key then parent rank, groups are nam
   CHECK(trace.find(R"({"rank": 1, "op": "broadcast", "group": "comm2", "root": 3, "size": 1024)") != std::string::npos);
   CHECK(trace.find(R"({"rank": 3, "op": "allgather", "group": "comm2", "size": 2048)") != std::string::npos);
   CHECK(trace.find(R"({"rank": 2, "op": "barrier", "tag": "ncclCommSplit"})") != std::string::npos);
-  testing::trace_from(trace, "split.jsonl");
+  lockstep::testing::trace_from(trace, "split.jsonl");
 }
 
 TEST_CASE("record merge: the ops of an NCCL group are one group between group_start and group_end, nesting counted once") {
@@ -121,7 +116,7 @@ TEST_CASE("record merge: the ops of an NCCL group are one group between group_st
                                        op(9, "ncclAllReduce", comm.c_str(), R"(,"redop":0)")}));
   }
   const MergeResult merged = merge_texts(files, named("grouped"));
-  INFO(joined(merged.errors) << joined(merged.warnings));
+  INFO(testing::joined_lines(merged.errors) << testing::joined_lines(merged.warnings));
   REQUIRE(merged.scenario);
   const std::string trace = sim::write_trace(*merged.scenario);
   CHECK(trace.substr(trace.find("\n") + 1, trace.find("{\"rank\": 1") - trace.find("\n") - 1) ==
@@ -132,7 +127,7 @@ TEST_CASE("record merge: the ops of an NCCL group are one group between group_st
 {"rank": 0, "op": "group_end"}
 {"rank": 0, "op": "allreduce", "size": 1024, "dtype": "fp32", "stream": "cuda:0"}
 )");
-  testing::trace_from(trace, "grouped.jsonl");
+  lockstep::testing::trace_from(trace, "grouped.jsonl");
 }
 
 TEST_CASE("record merge: one process driving two devices is two ranks, and a second host thread is a thread") {
@@ -144,13 +139,13 @@ TEST_CASE("record merge: one process driving two devices is two ranks, and a sec
                  op(4, "ncclAllReduce", "0xa0", R"(,"redop":0)", 7), op(5, "ncclAllReduce", "0xb0", R"(,"redop":0)", 8),
                  op(6, "ncclAllReduce", "0xb0", R"(,"redop":0)", 7)})}},
       named("initall"));
-  INFO(joined(merged.errors) << joined(merged.warnings));
+  INFO(testing::joined_lines(merged.errors) << testing::joined_lines(merged.warnings));
   REQUIRE(merged.scenario);
   CHECK(merged.processes[0].ranks == std::vector<int32_t>{0, 1});
   const std::string trace = sim::write_trace(*merged.scenario);
   CHECK(trace.find(R"({"rank": 1, "thread": "thread2", "op": "allreduce")") != std::string::npos);
   CHECK(trace.find(R"({"rank": 1, "op": "barrier", "tag": "ncclCommInitAll"})") != std::string::npos);
-  testing::trace_from(trace, "initall.jsonl");
+  lockstep::testing::trace_from(trace, "initall.jsonl");
 }
 
 TEST_CASE("record merge: malformed recordings are errors naming file and line, a cut last line a warning") {
@@ -220,14 +215,14 @@ TEST_CASE("record merge: a process that never created the world communicator is 
     files.emplace_back("raw/h." + std::to_string(50 + rank) + ".jsonl", raw(50 + rank, {init(1, comm.c_str(), 4, rank)}));
   }
   const MergeResult merged = merge_texts(files, named("missing"));
-  INFO(joined(merged.errors) << joined(merged.warnings));
+  INFO(testing::joined_lines(merged.errors) << testing::joined_lines(merged.warnings));
   REQUIRE(merged.scenario);
   CHECK(merged.warnings == std::vector<std::string>{
                                "raw/h.50.jsonl:2: warning: 1 of the 4 ranks of this ncclCommInitRank never recorded it "
                                "(global rank 2): a process that never called it, or whose recording is missing; in the "
                                "trace as a rank that issues nothing"});
   CHECK(merged.scenario->world == 4);
-  const sim::Scenario loaded = testing::trace_from(sim::write_trace(*merged.scenario), "missing.jsonl");
+  const sim::Scenario loaded = lockstep::testing::trace_from(sim::write_trace(*merged.scenario), "missing.jsonl");
   const checker::CheckResult checked = checker::check_scenario(loaded, checker::CheckOptions{});
   CHECK(checked.verdict == sim::Verdict::HANG);
 }

@@ -19,7 +19,6 @@ namespace fs = std::filesystem;
 
 using namespace lockstep::record::testing;
 
-const std::string LOCKSTEP = LOCKSTEP_BINARY;
 const std::string DEMO = (fs::path(LOCKSTEP_BINARY).parent_path() / "lockstep_record_demo").string();
 
 TEST_CASE("record round trip: head-to-head sends are recorded, checked as a deadlock, confirmed by replay --sim") {

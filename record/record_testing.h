@@ -1,5 +1,5 @@
-// What the end-to-end tests of `lockstep record` (record_test.cc, torch_record_test.cc) share:
-// running a command line, reading a file, and a fresh folder removed at the end.
+// What the tests of `lockstep record` share: the binary, running a command line, reading a
+// file, a fresh folder removed at the end, and lines joined as a recording's file.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -12,8 +12,11 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace lockstep::record::testing {
+
+inline const std::string LOCKSTEP = LOCKSTEP_BINARY;
 
 struct Ran {
   int code = -1;
@@ -37,6 +40,13 @@ inline std::string read_file(const std::filesystem::path& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// Lines, each ended by a newline.
+inline std::string joined_lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& l : lines) out += l + "\n";
+  return out;
 }
 
 // A fresh folder for one test, removed at the end.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "checker/explore.h"
+#include "record/record_testing.h"
 #include "sim/trace_format.h"
 
 namespace lockstep::record {
@@ -27,12 +28,6 @@ std::string rank_file(int rank, int world, const std::vector<std::string>& lines
 // A record with sequence number `seq` on MainThread (or `thread`): `rest` are its other keys.
 std::string rec(int seq, const std::string& rest, const char* thread = "MainThread") {
   return R"({"seq":)" + std::to_string(seq) + R"(,"thread":")" + thread + R"(",)" + rest + "}";
-}
-
-std::string joined(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const std::string& l : lines) out += l + "\n";
-  return out;
 }
 
 TorchMergeResult merged(const std::vector<std::pair<std::string, std::string>>& files) {
@@ -80,7 +75,7 @@ TEST_CASE("torch merge: collectives, new_group, async handles and batch_isend_ir
     files.emplace_back("raw/torch." + std::to_string(100 + rank) + ".jsonl", rank_file(rank, 2, lines));
   }
   const TorchMergeResult result = merged(files);
-  INFO(joined(result.errors) << joined(result.warnings));
+  INFO(testing::joined_lines(result.errors) << testing::joined_lines(result.warnings));
   CHECK(result.errors.empty());
   CHECK(result.warnings.empty());
   // Both ranks issue the same ops, each with the other as its peer.
@@ -124,7 +119,7 @@ TEST_CASE("torch merge: a rank that died of its own exception crashes, one whose
        rank_file(1, 2, {rec(3, R"("call":"uncaught","type":"ValueError","message":"bad batch\nsecond line","in_call":0,"peer_failure":false,"source":"t.py:4")"),
                         rec(4, R"("call":"exit")")})},
   });
-  INFO(joined(result.errors) << joined(result.warnings));
+  INFO(testing::joined_lines(result.errors) << testing::joined_lines(result.warnings));
   CHECK(ops_of(result) == R"({"rank": 0, "op": "allreduce", "size": 4, "dtype": "fp32"}
 {"rank": 1, "op": "crash"}
 )");
@@ -141,7 +136,7 @@ TEST_CASE("torch merge: threads are trace threads, and a group another thread us
                         rec(4, R"("call":"all_reduce","op":"allreduce","group":1,"size":4,"dtype":"fp32","source":"t.py:9")", "metrics"),
                         rec(5, R"("call":"barrier","op":"barrier","group":0,"size":0,"source":"t.py:6")")})},
   });
-  INFO(joined(result.errors) << joined(result.warnings));
+  INFO(testing::joined_lines(result.errors) << testing::joined_lines(result.warnings));
   REQUIRE(result.scenario);
   const std::string trace = sim::write_trace(*result.scenario);
   CHECK(trace.find(R"("world": 1, "groups": {"group1": [0]}})") != std::string::npos);
@@ -159,7 +154,7 @@ TEST_CASE("torch merge: new_group calls that disagree get names of their own, an
       {"raw/torch.100.jsonl", rank_file(0, 3, {rec(3, R"("call":"new_group","group":1,"ranks":[0,1],"desc":"dp")")})},
       {"raw/torch.101.jsonl", rank_file(1, 3, {rec(3, R"("call":"new_group","group":1,"ranks":[1,2],"desc":"dp")")})},
   });
-  INFO(joined(result.errors) << joined(result.warnings));
+  INFO(testing::joined_lines(result.errors) << testing::joined_lines(result.warnings));
   CHECK(ops_of(result) == R"({"rank": 0, "op": "new_group", "name": "dp", "ranks": [0, 1]}
 {"rank": 1, "op": "new_group", "name": "dp_2", "ranks": [1, 2]}
 )");
@@ -176,7 +171,7 @@ TEST_CASE("torch merge: use_local_synchronization groups meet among their member
        rank_file(1, 2, {rec(3, R"("call":"new_group","group":1,"ranks":[0],"local":true)"),
                         rec(4, R"("call":"all_reduce","op":"allreduce","group":-1,"group_ranks":[0,1],"size":4,"dtype":"fp32")")})},
   });
-  INFO(joined(result.errors) << joined(result.warnings));
+  INFO(testing::joined_lines(result.errors) << testing::joined_lines(result.warnings));
   CHECK(ops_of(result) == R"({"rank": 0, "op": "barrier", "group": "group1", "tag": "new_group"}
 {"rank": 0, "op": "allreduce", "group": "pg1", "size": 4, "dtype": "fp32"}
 {"rank": 1, "op": "allreduce", "group": "pg1", "size": 4, "dtype": "fp32"}
@@ -210,7 +205,7 @@ TEST_CASE("torch merge: a process that never called init_process_group is a rank
   const TorchMergeResult spawned = merged({{"raw/torch.99.jsonl", launcher},
                                            {"raw/torch.100.jsonl", rank_file(0, 2, {})},
                                            {"raw/torch.101.jsonl", rank_file(1, 2, {})}});
-  INFO(joined(spawned.errors) << joined(spawned.warnings));
+  INFO(testing::joined_lines(spawned.errors) << testing::joined_lines(spawned.warnings));
   REQUIRE(spawned.scenario);
   CHECK(spawned.scenario->world == 2);
   REQUIRE(spawned.processes.size() == 3);
@@ -220,7 +215,7 @@ TEST_CASE("torch merge: a process that never called init_process_group is a rank
   const std::string early = R"({"lockstep_torch":1,"pid":101,"env_rank":1,"env_world_size":2,"mode":"gloo","torch":"1.13.0","python":"3.11.2"})"
                             "\n" + rec(1, R"("call":"uncaught","type":"ImportError","message":"no module","source":"t.py:1")") + "\n";
   const TorchMergeResult died = merged({{"raw/torch.100.jsonl", rank_file(0, 2, {})}, {"raw/torch.101.jsonl", early}});
-  INFO(joined(died.errors) << joined(died.warnings));
+  INFO(testing::joined_lines(died.errors) << testing::joined_lines(died.warnings));
   REQUIRE(died.scenario);
   REQUIRE(died.processes.size() == 2);
   CHECK(died.processes[1].rank == 1);

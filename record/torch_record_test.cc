@@ -20,7 +20,6 @@ namespace fs = std::filesystem;
 
 using namespace lockstep::record::testing;
 
-const std::string LOCKSTEP = LOCKSTEP_BINARY;
 const std::string SOURCE = LOCKSTEP_SOURCE_DIR;
 const std::string PYTHON = "/usr/bin/python3";
 

@@ -23,12 +23,6 @@ class FirstOption final : public Strategy {
   size_t choose(const ChoicePoint&) override { return 0; }
 };
 
-ExecutionResult run_once(const Scenario& scenario) {
-  Engine engine(scenario);
-  TimedStrategy timed;
-  return engine.run(timed);
-}
-
 }  // namespace
 
 TEST_CASE("an all-reduce loop on every rank completes at the same virtual time") {
@@ -41,7 +35,7 @@ program:
       - compute: 20ms
       - allreduce: {size: 100MiB}
 )Y");
-  const ExecutionResult result = run_once(scenario);
+  const ExecutionResult result = testing::run_timed(scenario);
   REQUIRE(result.end == ExecutionEnd::COMPLETED);
   const int64_t allreduce_ns = comm_cost_ns(OpKind::ALLREDUCE, 100LL << 20, 4, Link{});
   for (int r = 0; r < 4; ++r) {
@@ -62,7 +56,7 @@ program:
   - allreduce: {size: 1MiB}
   - compute: 5ms
 )Y");
-  const ExecutionResult result = run_once(scenario);
+  const ExecutionResult result = testing::run_timed(scenario);
   REQUIRE(result.end == ExecutionEnd::COMPLETED);
   const OpRecord& ar0 = result.ops[0][1];
   const OpRecord& ar1 = result.ops[1][1];
@@ -84,7 +78,7 @@ program:
   - send: {to: "1 - rank", size: 64MiB}
   - recv: {from: "1 - rank", size: 64MiB}
 )Y");
-  const ExecutionResult result = run_once(scenario);
+  const ExecutionResult result = testing::run_timed(scenario);
   REQUIRE(result.end == ExecutionEnd::STUCK);
   REQUIRE(result.stuck.size() == 2);
   CHECK(result.stuck[0].rank == 0);
@@ -107,10 +101,10 @@ program:
 )Y";
   std::string fits = text;
   fits.replace(fits.find("LIMIT"), 5, "64KiB");
-  CHECK(run_once(scenario_from(fits)).end == ExecutionEnd::COMPLETED);
+  CHECK(testing::run_timed(scenario_from(fits)).end == ExecutionEnd::COMPLETED);
   std::string too_small = text;
   too_small.replace(too_small.find("LIMIT"), 5, "32KiB");
-  CHECK(run_once(scenario_from(too_small)).end == ExecutionEnd::STUCK);
+  CHECK(testing::run_timed(scenario_from(too_small)).end == ExecutionEnd::STUCK);
 }
 
 TEST_CASE("ranks waiting on a rank that finished without the op are stuck with never_issued") {
@@ -122,7 +116,7 @@ program:
     do:
       - allreduce: {size: 1MiB}
 )Y");
-  const ExecutionResult result = run_once(scenario);
+  const ExecutionResult result = testing::run_timed(scenario);
   REQUIRE(result.end == ExecutionEnd::STUCK);
   REQUIRE(result.stuck.size() == 3);
   for (const StuckOp& stuck : result.stuck) {
@@ -136,7 +130,7 @@ program:
 
 TEST_CASE("the k-th collectives on a communicator must agree") {
   SUBCASE("size") {
-    const ExecutionResult result = run_once(scenario_from(R"Y(
+    const ExecutionResult result = testing::run_timed(scenario_from(R"Y(
 scenario: size
 world: 3
 program:
@@ -149,7 +143,7 @@ program:
     CHECK(result.mismatch->seq == 1);
   }
   SUBCASE("barrier against all-reduce is a kind mismatch") {
-    const ExecutionResult result = run_once(scenario_from(R"Y(
+    const ExecutionResult result = testing::run_timed(scenario_from(R"Y(
 scenario: kind
 world: 2
 program:
@@ -161,7 +155,7 @@ program:
     CHECK(result.mismatch->field == "kind");
   }
   SUBCASE("tag") {
-    const ExecutionResult result = run_once(scenario_from(R"Y(
+    const ExecutionResult result = testing::run_timed(scenario_from(R"Y(
 scenario: tag
 world: 2
 program:
@@ -173,7 +167,7 @@ program:
     CHECK(result.mismatch->field == "tag");
   }
   SUBCASE("a matched send and recv with different tags moved the wrong tensor") {
-    const ExecutionResult result = run_once(scenario_from(R"Y(
+    const ExecutionResult result = testing::run_timed(scenario_from(R"Y(
 scenario: p2p-tag
 world: 2
 program:
@@ -199,7 +193,7 @@ program:
 )Y";
   std::string tight = text;
   tight.replace(tight.find("LIMIT"), 5, "60s");
-  const ExecutionResult late = run_once(scenario_from(tight));
+  const ExecutionResult late = testing::run_timed(scenario_from(tight));
   REQUIRE(late.end == ExecutionEnd::TIMEOUT);
   REQUIRE(late.stuck.size() == 2);  // ranks 0 and 1 waited 89 s for rank 2
   CHECK(late.stuck[0].rank == 0);
@@ -207,7 +201,7 @@ program:
   CHECK(late.stuck[1].rank == 1);
   std::string loose = text;
   loose.replace(loose.find("LIMIT"), 5, "2min");
-  CHECK(run_once(scenario_from(loose)).end == ExecutionEnd::COMPLETED);
+  CHECK(testing::run_timed(scenario_from(loose)).end == ExecutionEnd::COMPLETED);
 }
 
 TEST_CASE("a run-time evaluation error stops the execution with its location") {
@@ -219,7 +213,7 @@ program:
     do:
       - compute: 1ms
 )Y");
-  const ExecutionResult result = run_once(scenario);
+  const ExecutionResult result = testing::run_timed(scenario);
   REQUIRE(result.end == ExecutionEnd::ERROR);
   CHECK(result.error->loc.line == 5);
   CHECK(result.error->message.find("division by zero") != std::string::npos);
@@ -234,7 +228,7 @@ groups: {evens: [0, 2]}
 program:
   - allreduce: {group: evens, size: 4}
 )Y");
-  const ExecutionResult result = run_once(scenario);
+  const ExecutionResult result = testing::run_timed(scenario);
   REQUIRE(result.end == ExecutionEnd::ERROR);
   CHECK(result.error->message == "rank 1 issues allreduce on group 'evens' but is not a member of it");
 }
@@ -253,15 +247,15 @@ program:
 )Y";
   std::string twice = text;
   twice.replace(twice.find("COUNT"), 5, "2562047h");
-  const ExecutionResult overflow = run_once(scenario_from(twice));
+  const ExecutionResult overflow = testing::run_timed(scenario_from(twice));
   REQUIRE(overflow.end == ExecutionEnd::ERROR);
   CHECK(overflow.error->loc.line == 8);
   CHECK(overflow.error->message == "virtual time of rank 0 overflows: compute ends past 2^63 ns (292 years)");
   std::string once = text;
   once.replace(once.find("COUNT"), 5, "1ms");
-  CHECK(run_once(scenario_from(once)).end == ExecutionEnd::TIMEOUT);
+  CHECK(testing::run_timed(scenario_from(once)).end == ExecutionEnd::TIMEOUT);
   // A sleep past the end of time, on the host, is the same error.
-  const ExecutionResult sleep = run_once(scenario_from(R"Y(
+  const ExecutionResult sleep = testing::run_timed(scenario_from(R"Y(
 scenario: sleep
 world: 1
 program:
@@ -365,7 +359,7 @@ program:
   - compute: "rank * 1us"
   - barrier: world
 )Y");
-  const ExecutionResult result = run_once(wide);
+  const ExecutionResult result = testing::run_timed(wide);
   CHECK(result.end == ExecutionEnd::COMPLETED);
   // Recursive programs keep their guard pages, two mappings each: past half of
   // vm.max_map_count (65,530 by default) the bound is named before any stack is made.
@@ -389,7 +383,7 @@ define:
     do: [{{if: "n > 0", then: [{{compute: 1ms}}, {{call: down, with: {{n: "n - 1"}}}}]}}]
 program: [{{call: down, with: {{n: 2}}}}]
 )Y", world));
-  const ExecutionResult refused = run_once(recursive);
+  const ExecutionResult refused = testing::run_timed(recursive);
   REQUIRE(refused.end == ExecutionEnd::LIMIT);
   CHECK(refused.error->message.rfind(fmt::format("{} host threads need {} memory mappings for their stacks ({} of them "
                                                  "guard-paged", world, 2 * world, world), 0) == 0);
@@ -428,8 +422,8 @@ program:
         then: [{send: {to: "rank + 1", size: 1MiB}}]
         else: [{recv: {from: "rank - 1", size: 1MiB}}]
 )Y");
-  const std::string first = chrome_trace(scenario, run_once(scenario));
-  const std::string second = chrome_trace(scenario, run_once(scenario));
+  const std::string first = chrome_trace(scenario, testing::run_timed(scenario));
+  const std::string second = chrome_trace(scenario, testing::run_timed(scenario));
   CHECK(first == second);
   CHECK(first.find("\"allreduce #2 world\"") != std::string::npos);
 }
@@ -484,7 +478,7 @@ program:
   - allreduce: {size: 4}
   - send: {to: "rank + 5", size: 4}
 )Y");
-  const ExecutionResult result = run_once(scenario);
+  const ExecutionResult result = testing::run_timed(scenario);
   REQUIRE(result.end == ExecutionEnd::ERROR);
   REQUIRE(result.error.has_value());
   CHECK(result.error->message.find("destination") != std::string::npos);

@@ -18,12 +18,6 @@ Scenario with_launch(const std::string& world_and_launch) {
   return testing::scenario_from("scenario: t\n" + world_and_launch + PROGRAM);
 }
 
-ExecutionResult run_once(const Scenario& scenario) {
-  Engine engine(scenario);
-  TimedStrategy timed;
-  return engine.run(timed);
-}
-
 TEST_CASE("launch: the loader expands ranges and applies the section's defaults") {
   const Scenario s = with_launch(R"(world: 4
 launch:
@@ -52,8 +46,8 @@ launch:
 TEST_CASE("launch: a correct launch runs the program as without one, with no op added") {
   const Scenario plain = with_launch("world: 4\n");
   const Scenario launched = with_launch("world: 4\nlaunch: {processes: [{rank: \"0-3\"}]}\n");
-  const ExecutionResult a = run_once(plain);
-  const ExecutionResult b = run_once(launched);
+  const ExecutionResult a = testing::run_timed(plain);
+  const ExecutionResult b = testing::run_timed(launched);
   CHECK(b.end == ExecutionEnd::COMPLETED);
   CHECK(a.events == b.events);
   CHECK(a.rank_end_ns == b.rank_end_ns);
@@ -62,7 +56,7 @@ TEST_CASE("launch: a correct launch runs the program as without one, with no op 
 
 TEST_CASE("launch: a rank no process starts as leaves the others stuck in init, waiting for it") {
   const Scenario scenario = with_launch("world: 3\nlaunch: {processes: [{rank: 0}, {rank: 2}]}\n");
-  const ExecutionResult r = run_once(scenario);
+  const ExecutionResult r = testing::run_timed(scenario);
   REQUIRE(r.end == ExecutionEnd::STUCK);
   CHECK(r.rank_status == std::vector<RankStatus>{RankStatus::BLOCKED, RankStatus::NOT_STARTED, RankStatus::BLOCKED});
   REQUIRE(r.stuck.size() == 2);
@@ -76,7 +70,7 @@ TEST_CASE("launch: a rank no process starts as leaves the others stuck in init, 
 
 TEST_CASE("launch: a rank outside its own world size raises and its rank is never joined") {
   const Scenario scenario = with_launch("world: 2\nlaunch: {processes: [{rank: 0}, {rank: 2, world_size: 2}]}\n");
-  const ExecutionResult r = run_once(scenario);
+  const ExecutionResult r = testing::run_timed(scenario);
   REQUIRE(r.end == ExecutionEnd::STUCK);
   REQUIRE(r.stuck.size() == 1);
   CHECK(r.stuck[0].waiting_for == std::vector<int32_t>{1});
@@ -86,7 +80,7 @@ TEST_CASE("launch: a rank outside its own world size raises and its rank is neve
 TEST_CASE("launch: a world size that disagrees with rank 0's is a mismatch of world_size") {
   const Scenario scenario =
       with_launch("world: 2\nlaunch: {processes: [{rank: 1, world_size: 4}, {rank: 0, world_size: 2}]}\n");
-  const ExecutionResult r = run_once(scenario);
+  const ExecutionResult r = testing::run_timed(scenario);
   REQUIRE(r.end == ExecutionEnd::MISMATCH);
   CHECK(r.mismatch->field == "world_size");
   CHECK(r.mismatch->rank_a == 0);
@@ -97,7 +91,7 @@ TEST_CASE("launch: a world size that disagrees with rank 0's is a mismatch of wo
 
 TEST_CASE("launch: two processes with one rank are a mismatch of rank, before the missing rank") {
   const Scenario scenario = with_launch("world: 3\nlaunch: {processes: [{rank: 0}, {rank: 1}, {rank: 1}]}\n");
-  const ExecutionResult r = run_once(scenario);
+  const ExecutionResult r = testing::run_timed(scenario);
   REQUIRE(r.end == ExecutionEnd::MISMATCH);
   CHECK(r.mismatch->field == "rank");
   CHECK(r.mismatch->rank_a == 1);
@@ -106,14 +100,14 @@ TEST_CASE("launch: two processes with one rank are a mismatch of rank, before th
 
 TEST_CASE("launch: a different backend or init method than rank 0's is a mismatch") {
   const Scenario gloo = with_launch("world: 2\nlaunch: {processes: [{rank: 0}, {rank: 1, backend: gloo}]}\n");
-  CHECK(run_once(gloo).mismatch->field == "backend");
+  CHECK(testing::run_timed(gloo).mismatch->field == "backend");
   const Scenario file = with_launch("world: 2\nlaunch: {processes: [{rank: 0}, {rank: 1, init: \"file:///tmp/x\"}]}\n");
-  CHECK(run_once(file).mismatch->field == "init_method");
+  CHECK(testing::run_timed(file).mismatch->field == "init_method");
 }
 
 TEST_CASE("launch: processes that agree on a larger world wait for ranks that never start") {
   const Scenario scenario = with_launch("world: 2\nlaunch: {world_size: 4}\n");
-  const ExecutionResult r = run_once(scenario);
+  const ExecutionResult r = testing::run_timed(scenario);
   REQUIRE(r.end == ExecutionEnd::STUCK);
   CHECK(r.stuck.size() == 2);
   CHECK(r.stuck[0].waiting_for.empty());  // ranks 2 and 3 are outside the scenario's world

@@ -81,11 +81,16 @@ struct TimedRun {
   sim::ExecutionResult result;
 };
 
+// One execution of a scenario under the timed strategy.
+inline sim::ExecutionResult run_timed(const sim::Scenario& scenario) {
+  sim::Engine engine(scenario);
+  sim::TimedStrategy timed;
+  return engine.run(timed);
+}
+
 inline TimedRun timed_run(const std::string& path) {
   TimedRun t{scenario_file(path), {}};
-  sim::Engine engine(t.scenario);
-  sim::TimedStrategy timed;
-  t.result = engine.run(timed);
+  t.result = run_timed(t.scenario);
   return t;
 }
 
