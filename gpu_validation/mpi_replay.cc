@@ -133,11 +133,7 @@ class Worker {
       MPI_Comm_split(MPI_COMM_WORLD, c >= 0 ? c : MPI_UNDEFINED, rank_, &comm);
       if (comm != MPI_COMM_NULL) MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
       comms_.push_back(comm);
-      std::vector<int32_t> members;
-      for (size_t r = 0; r < g.comm_of_rank.size(); ++r) {
-        if (c >= 0 && g.comm_of_rank[r] == c) members.push_back(static_cast<int32_t>(r));
-      }
-      members_.push_back(std::move(members));
+      members_.push_back(g.members_with(rank_));
     }
     MPI_Comm_dup(MPI_COMM_WORLD, &new_group_comm_);
     MPI_Comm_set_errhandler(new_group_comm_, MPI_ERRORS_RETURN);
@@ -275,13 +271,6 @@ class Worker {
       progress = true;
     }
     return progress;
-  }
-
-  int index_in(const std::vector<int32_t>& members, int32_t rank) const {
-    for (size_t j = 0; j < members.size(); ++j) {
-      if (members[j] == rank) return static_cast<int>(j);
-    }
-    return -1;
   }
 
   void post(size_t i) {

@@ -189,11 +189,7 @@ class NcclWorker {
         return false;
       }
       comms_.push_back(comm);
-      std::vector<int32_t> members;
-      for (size_t r = 0; r < g.comm_of_rank.size(); ++r) {
-        if (c >= 0 && g.comm_of_rank[r] == c) members.push_back(static_cast<int32_t>(r));
-      }
-      members_.push_back(std::move(members));
+      members_.push_back(g.members_with(rank_));
     }
     if (!cuda(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreate", problem)) return false;
     // Pinned staging for the seeded elements in and the checked elements out (at most 4,097 of
@@ -342,13 +338,6 @@ class NcclWorker {
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     streams_[name] = s;
     return s;
-  }
-
-  int index_in(const std::vector<int32_t>& members, int32_t rank) const {
-    for (size_t j = 0; j < members.size(); ++j) {
-      if (members[j] == rank) return static_cast<int>(j);
-    }
-    return -1;
   }
 
   // Launches op i (and the rest of its NCCL group), each on its stream after its dependencies.

@@ -45,6 +45,22 @@ bool to_int(const std::string& text, T& value) {
 
 }  // namespace
 
+std::vector<int32_t> PlanGroup::members_with(int32_t rank) const {
+  std::vector<int32_t> members;
+  const int32_t c = comm_of_rank[static_cast<size_t>(rank)];
+  for (size_t r = 0; r < comm_of_rank.size(); ++r) {
+    if (c >= 0 && comm_of_rank[r] == c) members.push_back(static_cast<int32_t>(r));
+  }
+  return members;
+}
+
+int index_in(const std::vector<int32_t>& members, int32_t rank) {
+  for (size_t j = 0; j < members.size(); ++j) {
+    if (members[j] == rank) return static_cast<int>(j);
+  }
+  return -1;
+}
+
 bool holds_slot(const std::vector<PlanOp>& ops, size_t i) {
   const PlanOp& op = ops[i];
   if (!plan_kind_communicates(op.kind) || op.kind == PlanKind::NEW_GROUP || op.eager) return false;

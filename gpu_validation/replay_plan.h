@@ -71,7 +71,14 @@ struct PlanOp {
 struct PlanGroup {
   std::string name;
   std::vector<int32_t> comm_of_rank;  // per world rank: which communicator of the group, -1 = none
+
+  // The world ranks in `rank`'s communicator of this group, in rank order (as MPI_Comm_split
+  // and ncclCommSplit number them); none when `rank` is in none.
+  std::vector<int32_t> members_with(int32_t rank) const;
 };
+
+// Where `rank` stands in `members` (its rank in their communicator), or -1.
+int index_in(const std::vector<int32_t>& members, int32_t rank);
 
 // How the workers issue their ops (`lockstep replay --order`): GRANTED, in the recorded execution's
 // global issue order, each step granted by the coordinator once the previous one was issued; FREE,
