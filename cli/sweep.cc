@@ -52,6 +52,14 @@ std::string point_name(const std::vector<sim::ParamOverride>& point) {
   return name;
 }
 
+// A diagnostic's first line without its severity: "file:line:col: message".
+std::string first_error_line(const std::string& diagnostic) {
+  std::string line = diagnostic.substr(0, diagnostic.find('\n'));
+  const size_t at = line.find(": error: ");
+  if (at != std::string::npos) line.erase(at, std::string_view(": error").size());
+  return line;
+}
+
 // What makes two points' bugs the same across layouts: the verdict and where in the source the
 // ranks are stuck (or which ops disagree, and in what), without rank numbers.
 std::string class_key(const sim::Scenario& scenario, const checker::Bug& bug) {
@@ -218,7 +226,7 @@ checker::SweepMatrix matrix_of(const std::string& input, const SweepOptions& swe
     for (size_t a = 0; a < sweep.axes.size(); ++a) point.values.push_back(points[i][a].value);
     if (r.failed) {
       point.verdict = "error";
-      if (!r.errors.empty()) point.detail = r.errors.front().substr(0, r.errors.front().find('\n'));
+      if (!r.errors.empty()) point.detail = first_error_line(r.errors.front());
     } else {
       point.verdict = r.verdict;
       if (r.verdict == "inconclusive") point.detail = r.bound_hit;
@@ -454,10 +462,18 @@ int report_sweep(const Options& options, const SweepOptions& sweep, const std::v
     text << " ";
     for (size_t a = 0; a < sweep.axes.size(); ++a) text << fmt::format(" {:>{}}", points[i][a].value, widths[a]);
     if (r.failed) {
+      // The row names the point's first error; stderr gives each error in full once, under
+      // the first point that had it.
       ++failed;
-      text << "  error\n";
+      text << "  error";
+      if (!r.errors.empty()) text << "  " << first_error_line(r.errors.front());
+      text << "\n";
+      bool headed = false;
       for (const std::string& e : r.errors) {
-        if (printed.insert(e).second) err << e;
+        if (!printed.insert(e).second) continue;
+        if (!headed) err << fmt::format("lockstep: at {}:\n", point_name(points[i]));
+        headed = true;
+        err << e;
       }
       continue;
     }

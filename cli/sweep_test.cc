@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "cli/cli.h"
@@ -160,6 +161,29 @@ TEST_CASE("sweep: from the command line, every -D is an axis") {
 }  // namespace lockstep::cli
 
 namespace lockstep::cli {
+
+TEST_CASE("sweep: a point that does not load names its error in the matrix and its values on stderr") {
+  const std::filesystem::path dir = testing::fresh_temp_dir("lockstep-sweep-test", "errors");
+  const std::string scenario = (dir / "ckpt.yaml").string();
+  std::ofstream(scenario) << "scenario: ckpt\n"
+                             "world: dp\n"
+                             "params: {dp: 4}\n"
+                             "groups: {ckpt: [0, 1, 2, 3]}\n"
+                             "program:\n"
+                             "  - allgather: {group: ckpt, size: 8MiB}\n";
+  const testing::CliRun ran = testing::run_lockstep({"sweep", scenario, "-D", "dp=2,3,4,5"});
+  CHECK(ran.code == EXIT_BAD_INPUT);
+  INFO(ran.out << ran.err);
+  CHECK(ran.out.find("   2  error  " + scenario + ":4:23: rank 2 is outside the world (ranks 0, 1)\n") != std::string::npos);
+  CHECK(ran.out.find("   3  error  " + scenario + ":4:26: rank 3 is outside the world (ranks 0-2)\n") != std::string::npos);
+  CHECK(ran.out.find("   4  ok\n") != std::string::npos);
+  CHECK(ran.out.find("   5  error  " + scenario + ":6:5: rank 4 issues allgather on group 'ckpt' but is not a member of it\n") !=
+        std::string::npos);
+  // Each error in full once, under the first point that had it.
+  CHECK(ran.err.starts_with("lockstep: at dp=2:\n" + scenario + ":4:23: error: rank 2 is outside the world (ranks 0, 1)\n"));
+  CHECK(ran.err.find("lockstep: at dp=3:\n" + scenario + ":4:26: error: rank 3 is outside the world (ranks 0-2)\n") != std::string::npos);
+  CHECK(ran.err.find("lockstep: at dp=5:\n") != std::string::npos);
+}
 
 TEST_CASE("sweep --html: one page, the points of each class under its explanation, replaced like check's") {
   const std::filesystem::path dir = testing::fresh_temp_dir("sweep", "html");
