@@ -220,6 +220,20 @@ std::pair<SourceLoc, bool> Loader::scalar_start(const Node& node) const {
   return {node.loc, text_.substr(pos, value.size()) == value};
 }
 
+Node Loader::scalar_part(const Node& node, size_t offset, size_t length) const {
+  const auto [loc, exact] = scalar_start(node);
+  Node part;
+  part.kind = NodeKind::SCALAR;
+  part.value = node.value.substr(offset, length);
+  part.loc = loc;
+  part.pos = text_.size();  // no place in the text: scalar_start gives loc as it is
+  if (exact) {
+    part.pos = node.pos + (text_[node.pos] == '"' || text_[node.pos] == '\'' ? 1 : 0) + offset;
+    part.loc.col += static_cast<uint32_t>(offset);
+  }
+  return part;
+}
+
 bool Loader::is_plain_literal(std::string_view text) {
   return !text.empty() && text[0] >= '0' && text[0] <= '9' &&
          std::all_of(text.begin(), text.end(), [](char c) {

@@ -241,17 +241,41 @@ void Loader::load_groups(const Entry& entry) {
 
 std::vector<int32_t> Loader::load_group_ranks(std::string_view name, const Node& list) {
   std::vector<int32_t> ranks;
+  std::vector<bool> seen;
   for (const Node* item : list.items) {
-    // A rank: an integer, or an expression over the parameters and `world` (-D moves it).
-    const std::optional<int64_t> rank = value_of_params(*item, "a rank", true);
-    if (!rank || !check_in_world(*rank, *item)) continue;
-    const auto value = static_cast<int32_t>(*rank);
-    if (std::find(ranks.begin(), ranks.end(), value) != ranks.end()) {
-      error(item->loc,
-            "rank " + std::to_string(value) + " appears twice in group " + quoted(name));
-      continue;
+    // A rank: an integer, or an expression over the parameters and `world` (-D moves it); or
+    // "FIRST..LAST", the ranks from one expression to the other.
+    int64_t first = 0;
+    int64_t last = 0;
+    const size_t dots = item->kind == NodeKind::SCALAR ? item->value.find("..") : std::string_view::npos;
+    if (dots == std::string_view::npos) {
+      const std::optional<int64_t> rank = value_of_params(*item, "a rank", true);
+      if (!rank || !check_in_world(*rank, *item)) continue;
+      first = last = *rank;
+    } else {
+      const Node lo = scalar_part(*item, 0, dots);
+      const Node hi = scalar_part(*item, dots + 2, item->value.size() - dots - 2);
+      const std::optional<int64_t> from = value_of_params(lo, "a rank", true);
+      const std::optional<int64_t> to = value_of_params(hi, "a rank", true);
+      if (!from || !to || !check_in_world(*from, lo) || !check_in_world(*to, hi)) continue;
+      if (*to < *from) {
+        error(item->loc, "empty rank range " + quoted(item->value) + " in group " + quoted(name) + " (" +
+                             std::to_string(*from) + " > " + std::to_string(*to) + ")");
+        continue;
+      }
+      first = *from;
+      last = *to;
     }
-    ranks.push_back(value);
+    if (scenario_.world <= 0) continue;  // its error is said; ranks cannot be bounded
+    seen.resize(static_cast<size_t>(scenario_.world));
+    for (int64_t r = first; r <= last; ++r) {
+      if (seen[static_cast<size_t>(r)]) {
+        error(item->loc, "rank " + std::to_string(r) + " appears twice in group " + quoted(name));
+        break;
+      }
+      seen[static_cast<size_t>(r)] = true;
+      ranks.push_back(static_cast<int32_t>(r));
+    }
   }
   if (list.items.empty()) error(list.loc, "group " + quoted(name) + " has no ranks");
   std::sort(ranks.begin(), ranks.end());

@@ -97,6 +97,30 @@ program:
                                  "4:33: error: division by zero"});
 }
 
+TEST_CASE("loader: a group's ranks may be ranges FIRST..LAST of expressions") {
+  const char* text = R"y(scenario: t
+params: {dp: 2}
+world: "dp * 2"
+groups: {ckpt: ["0..world - 1"], tail: [0, "dp .. world - 1"]}
+program:
+  - allreduce: {group: ckpt, size: 4}
+  - if: "rank == 0 || rank >= dp"
+    then: [allreduce: {group: tail, size: 4}]
+)y";
+  const Scenario s = loaded(load(text));
+  CHECK(s.groups.at(1).comms.at(0) == std::vector<int32_t>{0, 1, 2, 3});
+  CHECK(s.groups.at(2).comms.at(0) == std::vector<int32_t>{0, 2, 3});
+  const Scenario wider = loaded(load(text, {{"dp", "3"}}));
+  CHECK(wider.groups.at(1).comms.at(0) == std::vector<int32_t>{0, 1, 2, 3, 4, 5});
+  CHECK(wider.groups.at(2).comms.at(0) == std::vector<int32_t>{0, 3, 4, 5});
+  // Each end checked where it stands; an empty range and a rank twice are errors.
+  CHECK(problems(with_program("  - barrier: a\n  - barrier: b\n  - barrier: c\n",
+                              "groups: {a: [\"3..1\"], b: [\"0..world\"], c: [1, \"0..2\"]}\n")) ==
+        std::vector<std::string>{"3:14: error: empty rank range '3..1' in group 'a' (3 > 1)",
+                                 "3:31: error: rank 4 is outside the world (ranks 0-3)",
+                                 "3:47: error: rank 1 appears twice in group 'c'"});
+}
+
 TEST_CASE("loader: constant peers and roots must be members of their group") {
   CHECK(problems(with_program(R"y(  - send: {to: 5, size: 1, group: evens}
   - recv: {from: 1, size: 1, group: evens}

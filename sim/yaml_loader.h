@@ -100,6 +100,9 @@ class Loader {
 
   // Where a scalar's text starts, and whether its characters sit 1:1 on one source line.
   std::pair<SourceLoc, bool> scalar_start(const Node& node) const;
+  // `length` characters of a scalar's value from `offset`, as a scalar of its own at their place
+  // in the source (at the scalar's start where its characters do not sit 1:1 on the line).
+  Node scalar_part(const Node& node, size_t offset, size_t length) const;
 
   static bool is_plain_literal(std::string_view text);
 
