@@ -373,7 +373,12 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
   bool timing_dependent = false;  // which part finds a bug first depends on the threads' timing
   bool split = info->splits && (jobs > 1 || options.run_parts);
   uint64_t donations = 0;
-  if (info->make_branch != nullptr && jobs > 1) {
+  std::optional<PartResult> whole = options.run_whole ? options.run_whole(scenario) : std::nullopt;
+  if (whole) {
+    slices.push_back(std::move(*whole));
+    remote_prefixes.emplace_back();  // a cut inside it is explored again here (below)
+    split = false;
+  } else if (info->make_branch != nullptr && jobs > 1) {
     slices.push_back(search.explore_giving(jobs, donations));
     out.parts = donations;
     timing_dependent = donations > 0;

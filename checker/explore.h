@@ -101,6 +101,9 @@ struct CheckOptions {
   // check --mpi: runs the parts of a split search (dfs, once it outgrows jobs_after) elsewhere,
   // returning their results in the prefixes' order; unset: threads of this process (--jobs).
   PartRunner run_parts;
+  // check --mpi over several inputs: an input's whole search, run elsewhere as one part with no
+  // prefix (explore_part), or nullopt to run it here.
+  std::function<std::optional<PartResult>(const sim::Scenario&)> run_whole;
 };
 
 struct CheckResult {

@@ -73,36 +73,6 @@ struct StopOnSignal {
   StopOnSignal& operator=(const StopOnSignal&) = delete;
 };
 
-// Files stay as given; folders contribute every .yaml and .jsonl below them, in sorted order.
-std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, std::ostream& err, bool& bad) {
-  std::vector<std::string> out;
-  for (const std::string& input : inputs) {
-    std::error_code ec;
-    if (fs::is_directory(input, ec)) {
-      std::vector<std::string> found;
-      for (auto it = fs::recursive_directory_iterator(input, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-        const fs::path& path = it->path();
-        if (it->is_regular_file(ec) && (path.extension() == ".yaml" || path.extension() == ".jsonl")) {
-          found.push_back(path.generic_string());
-        }
-      }
-      if (ec) {
-        err << fmt::format("{}: error: cannot list folder: {}\n", input, ec.message());
-        bad = true;
-      }
-      std::sort(found.begin(), found.end());
-      if (found.empty() && !ec) {
-        err << fmt::format("{}: error: no .yaml or .jsonl files in this folder\n", input);
-        bad = true;
-      }
-      out.insert(out.end(), found.begin(), found.end());
-    } else {
-      out.push_back(input);
-    }
-  }
-  return out;
-}
-
 // Writes a whole file or nothing (sim/output_file.h: never replaces a device or FIFO, never
 // follows a link planted at its temporary).
 bool write_file(const std::string& path, const std::string& content, std::ostream& err) {
@@ -244,7 +214,7 @@ bool write_counterexamples(const Options& options, checker::InputReport& report,
 }
 
 int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
-  if (options.mpi && !options.check.run_parts) {
+  if (options.mpi && !options.check.run_parts && !options.check.run_whole) {
     err << "lockstep: error: --mpi: this lockstep hands a search over MPI to lockstep-mpi beside it, which is "
            "missing (it is built where CMake finds MPI: scripts/setup installs libopenmpi-dev)\n";
     return EXIT_BAD_INPUT;
@@ -641,6 +611,35 @@ int cmd_explain(const Options& options, std::ostream& out, std::ostream& err) {
 }
 
 }  // namespace
+
+std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, std::ostream& err, bool& bad) {
+  std::vector<std::string> out;
+  for (const std::string& input : inputs) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(input, ec)) {
+      std::vector<std::string> found;
+      for (auto it = std::filesystem::recursive_directory_iterator(input, ec); !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+        const std::filesystem::path& path = it->path();
+        if (it->is_regular_file(ec) && (path.extension() == ".yaml" || path.extension() == ".jsonl")) {
+          found.push_back(path.generic_string());
+        }
+      }
+      if (ec) {
+        err << fmt::format("{}: error: cannot list folder: {}\n", input, ec.message());
+        bad = true;
+      }
+      std::sort(found.begin(), found.end());
+      if (found.empty() && !ec) {
+        err << fmt::format("{}: error: no .yaml or .jsonl files in this folder\n", input);
+        bad = true;
+      }
+      out.insert(out.end(), found.begin(), found.end());
+    } else {
+      out.push_back(input);
+    }
+  }
+  return out;
+}
 
 sim::LoadResult load_input(const std::string& path, const std::vector<sim::ParamOverride>& overrides,
                            const sim::LoadLimits& limits) {

@@ -22,6 +22,11 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 sim::LoadResult load_input(const std::string& path, const std::vector<sim::ParamOverride>& overrides,
                            const sim::LoadLimits& limits);
 
+// The inputs of check and validate: files stay as given; folders contribute every .yaml and
+// .jsonl below them, in sorted order. A folder that cannot be listed, or holds none, is said on
+// `err` and sets `bad`.
+std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, std::ostream& err, bool& bad);
+
 // Runs a command line already read (lockstep-mpi sets hooks in its options first).
 int run_command(const CommandLine& line, std::ostream& out, std::ostream& err);
 

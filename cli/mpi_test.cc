@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -56,6 +57,52 @@ TEST_CASE("sweep --mpi: four MPI ranks print the report of one process") {
   INFO(spread.err);
   CHECK(spread.code == EXIT_BUG);
   CHECK(spread.out == alone.out);
+}
+
+TEST_CASE("check --mpi: the inputs of a folder spread over three ranks, any strategy, report what one process does") {
+  if (!lockstep_mpi_available()) return;
+  // The corpus's checkpoint-thread and head-to-head scenarios (bugs and fixes, dpor), a wildcard
+  // gather of a few thousand executions, and a file that does not load.
+  const std::filesystem::path dir = testing::fresh_temp_dir("mpi", "inputs");
+  for (const char* name : {"checkpoint-thread-same-group", "checkpoint-thread-same-group-fixed", "head-to-head-sends",
+                           "head-to-head-sends-fixed"}) {
+    std::filesystem::copy_file(std::string("scenarios/corpus/") + name + ".yaml", dir / (std::string(name) + ".yaml"));
+  }
+  std::ofstream(dir / "gather.yaml") << "scenario: gather\nworld: 11\nprogram:\n"
+                                        "  - if: \"rank == 0\"\n"
+                                        "    then: [{repeat: 10, do: [recv: {from: any, size: 1KiB}]}]\n"
+                                        "    else: [send: {to: 0, size: 1KiB}]\n";
+  std::ofstream(dir / "bad.yaml") << "scenario: bad\nworld: 2\nprogram:\n  - allreduce: {size: }\n";
+  const std::vector<std::string> check = {"check", dir.string(), "--cex-dir", (dir / "cex").string(), "--force"};
+  std::vector<std::string> args = check;
+  args.insert(args.end(), {"--json", (dir / "alone.json").string()});
+  const testing::CliRun alone = testing::run_lockstep(args);
+  REQUIRE(alone.code == EXIT_BAD_INPUT);  // the bad file; the others have their verdicts
+  std::map<std::string, std::string> counterexamples;
+  for (const auto& file : std::filesystem::directory_iterator(dir / "cex")) {
+    counterexamples[file.path().filename().string()] = testing::file_bytes(file.path());
+  }
+  CHECK(counterexamples.size() >= 2);
+  args = check;
+  args.insert(args.end(), {"--json", (dir / "spread.json").string(), "--mpi"});
+  const testing::CliRun spread = under_mpirun(3, args, "inputs-run");
+  INFO(spread.err);
+  CHECK(spread.code == alone.code);
+  CHECK(spread.out == alone.out);
+  CHECK(alone.out.find("gather.yaml: ok (no expectation) [4098 executions, exhaustive]") != std::string::npos);
+  CHECK(spread.err.find(alone.err) != std::string::npos);  // mpirun adds its own lines
+  const auto without_seconds = [](const std::string& json) {
+    std::string kept;
+    std::istringstream lines(json);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("\"seconds\"") == std::string::npos) kept += line + "\n";
+    }
+    return kept;
+  };
+  const std::string mine = without_seconds(testing::file_bytes(dir / "alone.json"));
+  CHECK(mine.find("\"fingerprint\"") != std::string::npos);
+  CHECK(without_seconds(testing::file_bytes(dir / "spread.json")) == mine);
+  for (const auto& [name, bytes] : counterexamples) CHECK(testing::file_bytes(dir / "cex" / name) == bytes);
 }
 
 TEST_CASE("check --mpi: a dfs search of 100,000 executions over four ranks reports what one process does") {
