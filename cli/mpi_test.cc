@@ -43,6 +43,19 @@ testing::CliRun under_mpirun(int ranks, const std::vector<std::string>& args, co
   return ran;
 }
 
+// A --json report without what differs from run to run or with the work's spread: the seconds
+// and the parts (each line's trailing comma dropped: "parts" follows "strategy" in one of them).
+std::string without_timing(const std::string& json) {
+  std::string kept;
+  std::istringstream lines(json);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("\"seconds\"") != std::string::npos || line.find("\"parts\"") != std::string::npos) continue;
+    if (!line.empty() && line.back() == ',') line.pop_back();
+    kept += line + "\n";
+  }
+  return kept;
+}
+
 }  // namespace
 
 TEST_CASE("sweep --mpi: four MPI ranks print the report of one process") {
@@ -91,17 +104,9 @@ TEST_CASE("check --mpi: the inputs of a folder spread over three ranks, any stra
   CHECK(spread.out == alone.out);
   CHECK(alone.out.find("gather.yaml: ok (no expectation) [4098 executions, exhaustive]") != std::string::npos);
   CHECK(spread.err.find(alone.err) != std::string::npos);  // mpirun adds its own lines
-  const auto without_seconds = [](const std::string& json) {
-    std::string kept;
-    std::istringstream lines(json);
-    for (std::string line; std::getline(lines, line);) {
-      if (line.find("\"seconds\"") == std::string::npos) kept += line + "\n";
-    }
-    return kept;
-  };
-  const std::string mine = without_seconds(testing::file_bytes(dir / "alone.json"));
+  const std::string mine = without_timing(testing::file_bytes(dir / "alone.json"));
   CHECK(mine.find("\"fingerprint\"") != std::string::npos);
-  CHECK(without_seconds(testing::file_bytes(dir / "spread.json")) == mine);
+  CHECK(without_timing(testing::file_bytes(dir / "spread.json")) == mine);
   for (const auto& [name, bytes] : counterexamples) CHECK(testing::file_bytes(dir / "cex" / name) == bytes);
 }
 
@@ -129,19 +134,9 @@ TEST_CASE("check --mpi: a dfs search of 100,000 executions over four ranks repor
   CHECK(alone.out.find("100000 executions") != std::string::npos);
   // The budget cuts into a part (8! = 40,320 executions each), which rank 0 explores again up to
   // the cut: the counts and the fingerprint are one process's too.
-  auto stats = [](const std::string& json) {
-    std::string kept;
-    std::istringstream lines(json);
-    for (std::string line; std::getline(lines, line);) {
-      if (line.find("\"seconds\"") != std::string::npos || line.find("\"parts\"") != std::string::npos) continue;
-      if (!line.empty() && line.back() == ',') line.pop_back();  // "parts" follows "strategy" in one of them
-      kept += line + "\n";
-    }
-    return kept;
-  };
-  const std::string mine = stats(testing::file_bytes(dir / "alone.json"));
+  const std::string mine = without_timing(testing::file_bytes(dir / "alone.json"));
   CHECK(mine.find("\"fingerprint\"") != std::string::npos);
-  CHECK(stats(testing::file_bytes(dir / "spread.json")) == mine);
+  CHECK(without_timing(testing::file_bytes(dir / "spread.json")) == mine);
 
   // A rank killed a second in (mpirun --enable-recovery keeps the others running): rank 0 takes
   // it as lost once it has said nothing for 2 s, its parts are explored again, and the report is
@@ -157,7 +152,7 @@ TEST_CASE("check --mpi: a dfs search of 100,000 executions over four ranks repor
   INFO(lossy.err);
   CHECK(lossy.out == alone.out);
   CHECK(lossy.err.find("lockstep: warning: rank 2 said nothing for 2 s and is taken as lost") != std::string::npos);
-  CHECK(stats(testing::file_bytes(dir / "lossy.json")) == mine);
+  CHECK(without_timing(testing::file_bytes(dir / "lossy.json")) == mine);
 }
 
 }  // namespace lockstep::cli
