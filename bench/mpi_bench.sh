@@ -3,8 +3,9 @@
 # senders) by `lockstep check --mpi` under mpirun -np 1 and -np 2, and by one plain process;
 # then a sweep of the interleaved pipeline's 303 correct layouts (pp 2..8, chunks 2..4,
 # microbatches a multiple of pp up to 64: each point ok, as mpirun takes seconds to wind down a
-# job whose exit code is 1) the same three ways. Executions (points) per second, and -np 2
-# against -np 1.
+# job whose exit code is 1) the same three ways; then eight inputs of one folder, each a dpor
+# search of 50,625 executions (a checkpoint thread on the training stream, 2 steps), spread over
+# the ranks. Executions (points) per second, and -np 2 against -np 1.
 #
 #   bench/mpi_bench.sh            (LOCKSTEP=path overrides build/release/bin/lockstep)
 set -euo pipefail
@@ -24,6 +25,26 @@ program:
     then: [{repeat: 10, do: [recv: {from: any, size: 1KiB}]}]
     else: [send: {to: 0, size: 1KiB}]
 Y
+mkdir "$dir/inputs"
+for i in 1 2 3 4 5 6 7 8; do
+  cat > "$dir/inputs/ckpt-$i.yaml" <<Y
+scenario: ckpt-$i
+world: 4
+params: {steps: 2}
+groups: {ckpt: [0, 1, 2, 3]}
+threads:
+  main:
+    - repeat: steps
+      do:
+        - compute: 20ms
+        - allreduce: {size: 128MiB}
+  ckpt:
+    - sleep: 25ms
+    - allgather: {group: ckpt, size: 16MiB, stream: ckpt_s, async: ag}
+    - allreduce: {group: ckpt, size: 4B, stream: ckpt_s, async: bar}
+    - sync: ckpt_s
+Y
+done
 cd "$root"
 wall() {  # wall seconds of a command whose exit code 0 or 1 is a verdict
   local start end
@@ -35,8 +56,13 @@ wall() {  # wall seconds of a command whose exit code 0 or 1 is a verdict
 search=(check "$dir/gather-11.yaml" --strategy dfs --max-executions 4000000 --quiet)
 sweep=(sweep scenarios/examples/pipeline-interleaved-sweep.yaml -D pp=2..8 -D chunks=2..4 -D microbatches=1..64
        --where "microbatches > pp && microbatches % pp == 0" --quiet)
-for what in search sweep; do
-  if [ "$what" = search ]; then args=("${search[@]}"); units=3628800; unit=executions; else args=("${sweep[@]}"); units=303; unit=points; fi
+inputs=(check "$dir/inputs" --quiet)
+for what in search sweep inputs; do
+  case $what in
+    search) args=("${search[@]}"); units=3628800; unit=executions ;;
+    sweep) args=("${sweep[@]}"); units=303; unit=points ;;
+    inputs) args=("${inputs[@]}"); units=405000; unit=executions ;;  # 8 x 50,625
+  esac
   plain=$(wall "$lockstep" "${args[@]}")
   np1=$(wall mpirun -np 1 "$lockstep" "${args[@]}" --mpi)
   np2=$(wall mpirun -np 2 "$lockstep" "${args[@]}" --mpi)
