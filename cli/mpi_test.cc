@@ -56,6 +56,19 @@ std::string without_timing(const std::string& json) {
   return kept;
 }
 
+// `check ARGS --json DIR/alone.json` in this process, and the same with `--json DIR/spread.json
+// --mpi` under mpirun.
+testing::CliRun alone_with_json(std::vector<std::string> args, const std::filesystem::path& dir) {
+  args.insert(args.end(), {"--json", (dir / "alone.json").string()});
+  return testing::run_lockstep(args);
+}
+
+testing::CliRun spread_with_json(std::vector<std::string> args, const std::filesystem::path& dir, int ranks,
+                                 const std::string& name) {
+  args.insert(args.end(), {"--json", (dir / "spread.json").string(), "--mpi"});
+  return under_mpirun(ranks, args, name);
+}
+
 }  // namespace
 
 TEST_CASE("sweep --mpi: four MPI ranks print the report of one process") {
@@ -87,18 +100,14 @@ TEST_CASE("check --mpi: the inputs of a folder spread over three ranks, any stra
                                         "    else: [send: {to: 0, size: 1KiB}]\n";
   std::ofstream(dir / "bad.yaml") << "scenario: bad\nworld: 2\nprogram:\n  - allreduce: {size: }\n";
   const std::vector<std::string> check = {"check", dir.string(), "--cex-dir", (dir / "cex").string(), "--force"};
-  std::vector<std::string> args = check;
-  args.insert(args.end(), {"--json", (dir / "alone.json").string()});
-  const testing::CliRun alone = testing::run_lockstep(args);
+  const testing::CliRun alone = alone_with_json(check, dir);
   REQUIRE(alone.code == EXIT_BAD_INPUT);  // the bad file; the others have their verdicts
   std::map<std::string, std::string> counterexamples;
   for (const auto& file : std::filesystem::directory_iterator(dir / "cex")) {
     counterexamples[file.path().filename().string()] = testing::file_bytes(file.path());
   }
   CHECK(counterexamples.size() >= 2);
-  args = check;
-  args.insert(args.end(), {"--json", (dir / "spread.json").string(), "--mpi"});
-  const testing::CliRun spread = under_mpirun(3, args, "inputs-run");
+  const testing::CliRun spread = spread_with_json(check, dir, 3, "inputs-run");
   INFO(spread.err);
   CHECK(spread.code == alone.code);
   CHECK(spread.out == alone.out);
@@ -122,12 +131,8 @@ TEST_CASE("check --mpi: a dfs search of 100,000 executions over four ranks repor
                                         "    else: [send: {to: 0, size: 1KiB}]\n";
   const std::vector<std::string> check = {"check", (dir / "gather.yaml").string(), "--strategy", "dfs",
                                           "--max-executions", "100000", "--patience", "0"};
-  std::vector<std::string> args = check;
-  args.insert(args.end(), {"--json", (dir / "alone.json").string()});
-  const testing::CliRun alone = testing::run_lockstep(args);
-  args = check;
-  args.insert(args.end(), {"--json", (dir / "spread.json").string(), "--mpi"});
-  const testing::CliRun spread = under_mpirun(4, args, "check");
+  const testing::CliRun alone = alone_with_json(check, dir);
+  const testing::CliRun spread = spread_with_json(check, dir, 4, "check");
   INFO(spread.err);
   CHECK(spread.code == alone.code);
   CHECK(spread.out == alone.out);
@@ -146,7 +151,7 @@ TEST_CASE("check --mpi: a dfs search of 100,000 executions over four ranks repor
                            "if [ \"$OMPI_COMM_WORLD_RANK\" = 2 ]; then \"$@\" & sleep 1; kill -9 $!; wait; exit 0; fi\n"
                            "exec \"$@\"\n";
   std::filesystem::permissions(killer, std::filesystem::perms::owner_all);
-  args = check;
+  std::vector<std::string> args = check;
   args.insert(args.end(), {"--json", (dir / "lossy.json").string(), "--mpi", "--mpi-timeout", "2"});
   const testing::CliRun lossy = under_mpirun(4, args, "lossy", "--enable-recovery", killer.string());
   INFO(lossy.err);
