@@ -52,13 +52,8 @@ std::string point_name(const std::vector<sim::ParamOverride>& point) {
   return name;
 }
 
-// A diagnostic's first line without its severity: "file:line:col: message".
-std::string first_error_line(const std::string& diagnostic) {
-  std::string line = diagnostic.substr(0, diagnostic.find('\n'));
-  const size_t at = line.find(": error: ");
-  if (at != std::string::npos) line.erase(at, std::string_view(": error").size());
-  return line;
-}
+// An error on one line, without its severity or source: "file:line:col: message".
+std::string one_line(const sim::Diagnostic& d) { return sim::format_location(d.file, d.loc) + ": " + d.message; }
 
 // What makes two points' bugs the same across layouts: the verdict and where in the source the
 // ranks are stuck (or which ops disagree, and in what), without rank numbers.
@@ -83,6 +78,7 @@ PointSummary check_point(const Options& options, const std::string& input, const
   PointSummary r;
   sim::LoadResult loaded = load_input(input, point, options.load_limits);
   for (const sim::Diagnostic& d : loaded.diagnostics) {
+    if (d.severity == sim::Severity::ERROR && r.errors.empty()) r.error_line = one_line(d);
     (d.severity == sim::Severity::ERROR ? r.errors : r.warnings).push_back(sim::format_diagnostic(d, loaded.text));
   }
   if (!loaded.scenario) {
@@ -101,6 +97,7 @@ PointSummary check_point(const Options& options, const std::string& input, const
   if (c.error) {
     r.failed = true;
     r.errors.push_back(sim::format_diagnostic(*c.error, scenario.text));
+    r.error_line = one_line(*c.error);
     return r;
   }
   r.verdict = std::string(sim::verdict_name(c.verdict));
@@ -116,7 +113,7 @@ PointSummary check_point(const Options& options, const std::string& input, const
 }
 
 std::string PointSummary::to_json() const {
-  return nlohmann::json{{"failed", failed},     {"errors", errors},         {"warnings", warnings},
+  return nlohmann::json{{"failed", failed},     {"errors", errors},         {"error_line", error_line}, {"warnings", warnings},
                         {"verdict", verdict},   {"exhaustive", exhaustive}, {"executions", executions},
                         {"bound_hit", bound_hit}, {"bugs", bugs},           {"class_key", class_key},
                         {"text", text}}
@@ -130,6 +127,7 @@ std::optional<PointSummary> PointSummary::from_json(std::string_view text) {
     PointSummary r;
     r.failed = j.at("failed").get<bool>();
     r.errors = j.at("errors").get<std::vector<std::string>>();
+    r.error_line = j.at("error_line").get<std::string>();
     r.warnings = j.at("warnings").get<std::vector<std::string>>();
     r.verdict = j.at("verdict").get<std::string>();
     r.exhaustive = j.at("exhaustive").get<bool>();
@@ -226,7 +224,7 @@ checker::SweepMatrix matrix_of(const std::string& input, const SweepOptions& swe
     for (size_t a = 0; a < sweep.axes.size(); ++a) point.values.push_back(points[i][a].value);
     if (r.failed) {
       point.verdict = "error";
-      if (!r.errors.empty()) point.detail = first_error_line(r.errors.front());
+      point.detail = r.error_line;
     } else {
       point.verdict = r.verdict;
       if (r.verdict == "inconclusive") point.detail = r.bound_hit;
@@ -466,7 +464,7 @@ int report_sweep(const Options& options, const SweepOptions& sweep, const std::v
       // the first point that had it.
       ++failed;
       text << "  error";
-      if (!r.errors.empty()) text << "  " << first_error_line(r.errors.front());
+      if (!r.error_line.empty()) text << "  " << r.error_line;
       text << "\n";
       bool headed = false;
       for (const std::string& e : r.errors) {

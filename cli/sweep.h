@@ -42,6 +42,7 @@ std::optional<std::vector<std::vector<sim::ParamOverride>>> sweep_points(const S
 struct PointSummary {
   bool failed = false;                // it did not load, or the scenario failed at run time
   std::vector<std::string> errors;    // formatted diagnostics
+  std::string error_line;             // the first error on one line: "file:line:col: message"
   std::vector<std::string> warnings;
   std::string verdict;                // "ok", "deadlock", ...
   bool exhaustive = false;
