@@ -173,11 +173,10 @@ class Coordinator {
   }
 
   // Pieces 0..n-1, each run once: by a worker (`piece` gives what its message carries after
-  // the index; `decode` reads piece i's result, nullopt when it cannot) or by rank 0's thread
-  // (`local`).
+  // the index; `decode` reads its result, nullopt when it cannot) or by rank 0's thread (`local`).
   template <class Result>
   std::vector<Result> run(size_t n, const std::function<std::vector<uint64_t>(size_t)>& piece,
-                          const std::function<std::optional<Result>(size_t, const std::string&)>& decode,
+                          const std::function<std::optional<Result>(const std::string&)>& decode,
                           const std::function<Result(size_t)>& local) {
     std::vector<Result> results(n);
     Pieces pieces(n);
@@ -193,7 +192,7 @@ class Coordinator {
     while (!pieces.all_done()) {
       serve([&](int from, size_t i, const std::string& text) {
         if (!pieces.finish(i)) return;
-        std::optional<Result> r = decode(i, text);
+        std::optional<Result> r = decode(text);
         if (r) results[i] = std::move(*r);
         else problem_ = fmt::format("rank {} sent the result of piece {} in a form rank 0 cannot use", from, i);
       });
@@ -342,7 +341,7 @@ void init_mpi(int& rank, int& ranks) {
   if (code == EXIT_NO_BUG) {
     const std::vector<PointSummary> results = coordinator.run<PointSummary>(
         points->size(), [](size_t) { return std::vector<uint64_t>(); },
-        [](size_t, const std::string& text) { return PointSummary::from_json(text); },
+        [](const std::string& text) { return PointSummary::from_json(text); },
         [&](size_t i) { return check_point(point_options, options.inputs.front(), (*points)[i], 1); });
     code = report_sweep(point_options, sweep, *points, results, my_out, my_err);
   }
@@ -435,52 +434,36 @@ std::optional<checker::PartResult> part_of(std::string_view text, const sim::Sce
   }
 }
 
-std::optional<sim::Scenario> load(const Options& options) {
-  sim::LoadResult loaded = load_input(options.inputs.front(), options.overrides, options.load_limits);
+std::optional<sim::Scenario> load(const std::string& input, const Options& options) {
+  sim::LoadResult loaded = load_input(input, options.overrides, options.load_limits);
   if (!loaded.scenario) return std::nullopt;
   return std::move(*loaded.scenario);
 }
 
-// Several inputs: each input's whole search is a piece, whatever the strategy; rank 0 then
-// reports as one process does, taking each input's result from where it ran.
+// Several inputs: each input's whole search is a piece, whatever the strategy, and comes back as
+// a part's JSON; rank 0 then reports as one process does, reading each input's part against the
+// scenario its report loads (a part it cannot read is searched again there).
 [[noreturn]] void check_inputs_over_mpi(const CommandLine& line, const std::vector<std::string>& inputs, int rank,
                                         int ranks, std::ostream& out, std::ostream& err) {
-  const auto load_at = [&](size_t i) -> std::optional<sim::Scenario> {
-    sim::LoadResult loaded = load_input(inputs[i], line.options.overrides, line.options.load_limits);
-    if (!loaded.scenario) return std::nullopt;
-    return std::move(*loaded.scenario);
-  };
   const checker::CheckOptions& check = line.options.check;
-  if (rank != 0) {
-    // A piece: its index, then the input's.
-    work([&](const std::vector<uint64_t>& piece) {
-      checker::PartResult part;
-      if (piece.size() >= 2 && piece[1] < inputs.size()) {
-        if (const std::optional<sim::Scenario> scenario = load_at(piece[1])) part = checker::explore_part(*scenario, check, {}, UINT64_MAX);
-      }
-      return part_json(part);
-    });
-  }
-  // The inputs that load (rank 0's run below says why the others do not).
-  std::vector<sim::Scenario> scenarios;
-  std::vector<size_t> input_of;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (std::optional<sim::Scenario> scenario = load_at(i)) {
-      scenarios.push_back(std::move(*scenario));
-      input_of.push_back(i);
+  // An empty part where the input does not load: rank 0's report says why.
+  const auto search = [&](size_t i) {
+    checker::PartResult part;
+    if (const std::optional<sim::Scenario> scenario = load(inputs[i], line.options)) {
+      part = checker::explore_part(*scenario, check, {}, UINT64_MAX);
     }
-  }
+    return part_json(part);
+  };
+  if (rank != 0) work([&](const std::vector<uint64_t>& piece) { return search(piece[0]); });  // piece i: input i
   Coordinator coordinator(ranks, line.options.mpi_timeout_s, err);
-  const std::vector<checker::PartResult> results = coordinator.run<checker::PartResult>(
-      scenarios.size(), [&](size_t k) { return std::vector<uint64_t>{input_of[k]}; },
-      [&](size_t k, const std::string& text) { return part_of(text, scenarios[k], check); },
-      [&](size_t k) { return checker::explore_part(scenarios[k], check, {}, UINT64_MAX); });
+  const std::vector<std::string> parts = coordinator.run<std::string>(
+      inputs.size(), [](size_t) { return std::vector<uint64_t>(); },
+      [](const std::string& text) { return std::optional<std::string>(text); }, search);
   CommandLine mine = line;
   mine.options.check.run_whole = [&](const sim::Scenario& scenario) -> std::optional<checker::PartResult> {
-    for (size_t k = 0; k < scenarios.size(); ++k) {
-      if (inputs[input_of[k]] == scenario.path) return results[k];
-    }
-    return std::nullopt;
+    const auto at = std::find(inputs.begin(), inputs.end(), scenario.path);
+    if (at == inputs.end()) return std::nullopt;
+    return part_of(parts[static_cast<size_t>(at - inputs.begin())], scenario, check);
   };
   coordinator.finish(run_command(mine, out, err));
 }
@@ -496,7 +479,7 @@ std::optional<sim::Scenario> load(const Options& options) {
   }
   if (rank != 0) {
     // A part: its index, the budget, then its schedule prefix.
-    const std::optional<sim::Scenario> scenario = load(line.options);  // rank 0 says why if it does not load
+    const std::optional<sim::Scenario> scenario = load(line.options.inputs.front(), line.options);  // rank 0 says why if it does not load
     work([&](const std::vector<uint64_t>& piece) {
       checker::PartResult part;
       if (scenario && piece.size() >= 2) {
@@ -507,7 +490,7 @@ std::optional<sim::Scenario> load(const Options& options) {
   }
   CommandLine mine = line;
   // The scenario the parts are replayed against: rank 0's own load of the input.
-  const std::optional<sim::Scenario> scenario = load(mine.options);
+  const std::optional<sim::Scenario> scenario = load(mine.options.inputs.front(), mine.options);
   Coordinator coordinator(ranks, mine.options.mpi_timeout_s, err);
   checker::CheckOptions local_options = mine.options.check;
   mine.options.check.run_parts = [&](const std::vector<std::vector<uint32_t>>& prefixes, uint64_t budget) {
@@ -519,7 +502,7 @@ std::optional<sim::Scenario> load(const Options& options) {
           piece.insert(piece.end(), prefixes[i].begin(), prefixes[i].end());
           return piece;
         },
-        [&](size_t, const std::string& text) { return part_of(text, *scenario, local_options); },
+        [&](const std::string& text) { return part_of(text, *scenario, local_options); },
         [&](size_t i) { return checker::explore_part(*scenario, local_options, prefixes[i], budget); });
   };
   if (scenario && mine.options.check.strategy != "dfs") {
