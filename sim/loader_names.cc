@@ -241,7 +241,7 @@ void Loader::load_groups(const Entry& entry) {
 
 std::vector<int32_t> Loader::load_group_ranks(std::string_view name, const Node& list) {
   std::vector<int32_t> ranks;
-  std::vector<bool> seen;
+  std::vector<bool> seen(static_cast<size_t>(std::max(scenario_.world, 0)));
   for (const Node* item : list.items) {
     // A rank: an integer, or an expression over the parameters and `world` (-D moves it); or
     // "FIRST..LAST", the ranks from one expression to the other.
@@ -267,7 +267,6 @@ std::vector<int32_t> Loader::load_group_ranks(std::string_view name, const Node&
       last = *to;
     }
     if (scenario_.world <= 0) continue;  // its error is said; ranks cannot be bounded
-    seen.resize(static_cast<size_t>(scenario_.world));
     for (int64_t r = first; r <= last; ++r) {
       if (seen[static_cast<size_t>(r)]) {
         error(item->loc, "rank " + std::to_string(r) + " appears twice in group " + quoted(name));
