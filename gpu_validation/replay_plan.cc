@@ -116,7 +116,7 @@ std::string format_plan(const Plan& plan) {
       out << " " << op.gates.size();
       for (uint32_t g : op.gates) out << " " << g;
       out << "\n";
-      if (op.kind == PlanKind::ALL_TO_ALL_SINGLE) {
+      if (!op.recv_splits.empty()) {
         out << "splits " << op.send_splits.size();
         for (int64_t bytes : op.send_splits) out << " " << bytes;
         for (int64_t bytes : op.recv_splits) out << " " << bytes;
@@ -213,8 +213,8 @@ std::optional<Plan> parse_plan(const std::string& text, std::string& error) {
       }
       ops->push_back(std::move(op));
     } else if (w[0] == "splits" && w.size() >= 2 && ops != nullptr && !ops->empty() &&
-               ops->back().kind == PlanKind::ALL_TO_ALL_SINGLE && ops->back().send_splits.empty()) {
-      // splits N SENT... RECEIVED...: the sizes of the all_to_all_single before it
+               ops->back().recv_splits.empty()) {
+      // splits N SENT... RECEIVED...: the split sizes of the op before it
       size_t n = 0;
       if (!to_int(w[1], n) || n > w.size() || w.size() != 2 + 2 * n) return fail("bad splits");
       PlanOp& op = ops->back();

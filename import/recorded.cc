@@ -40,9 +40,11 @@ sim::Stmt stmt_of(const RecordedTrace& trace, sim::NamePool& pool, const Recorde
   stmt.op = op.kind;
   stmt.dtype = op.dtype;
   stmt.group = op.group;
-  if (op.kind == sim::OpKind::ALL_TO_ALL_SINGLE) {
+  if (sim::has_splits(op.kind)) {
     const RecordedTrace::Splits& splits = trace.splits.at(op.splits - 1);
-    for (const int64_t bytes : splits.send) stmt.set_extra().send_splits.push_back(sim::Expr::constant(bytes));
+    if (sim::takes(sim::op_info(op.kind), sim::Field::SEND_SPLITS)) {
+      for (const int64_t bytes : splits.send) stmt.set_extra().send_splits.push_back(sim::Expr::constant(bytes));
+    }
     for (const int64_t bytes : splits.recv) stmt.set_extra().recv_splits.push_back(sim::Expr::constant(bytes));
   } else if (sim::is_collective(op.kind) || sim::is_p2p(op.kind)) {
     stmt.size = sim::Expr::constant(op.size);
@@ -101,8 +103,8 @@ void append_integer(int64_t value, std::string& out) {
 // Whether the fast writer below knows the op's line (every op an importer makes).
 bool fast_kind(sim::OpKind kind) {
   static_assert(static_cast<int>(sim::OpKind::CRASH) + 1 == static_cast<int>(sim::OpKind::INIT));
-  // all_to_all_single's split sizes go through the reference writer.
-  return (sim::is_collective(kind) && kind != sim::OpKind::ALL_TO_ALL_SINGLE) || sim::is_p2p(kind) ||
+  // Split sizes go through the reference writer.
+  return (sim::is_collective(kind) && !sim::has_splits(kind)) || sim::is_p2p(kind) ||
          kind == sim::OpKind::COMPUTE || kind == sim::OpKind::SLEEP || kind == sim::OpKind::WAIT;
 }
 
@@ -312,9 +314,9 @@ namespace {
 
 using Signature = std::tuple<sim::OpKind, int64_t, sim::DType, int32_t, uint32_t>;
 
-// all_to_all_single's members send what their splits say (the importers write splits that agree).
+// Ops with split sizes: their members send what their splits say (the importers write splits that agree).
 Signature signature_of(const RecordedOp& op) {
-  return {op.kind, op.kind == sim::OpKind::ALL_TO_ALL_SINGLE ? 0 : op.size, op.dtype, op.peer, op.tag};
+  return {op.kind, sim::has_splits(op.kind) ? 0 : op.size, op.dtype, op.peer, op.tag};
 }
 
 }  // namespace

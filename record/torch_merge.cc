@@ -186,8 +186,9 @@ void read_op(const json& j, Rec& r, Reader& in, bool in_group) {
     r.root = in.integer("root", true, -1);
     if (r.root < 0 || r.root > INT32_MAX) in.fail("\"root\" is not a rank");
   }
-  if (*r.op == sim::OpKind::ALL_TO_ALL_SINGLE) {
+  if (sim::has_splits(*r.op)) {
     for (const auto& [key, out] : {std::pair{"send_splits", &r.send_splits}, std::pair{"recv_splits", &r.recv_splits}}) {
+      if (out == &r.send_splits && !sim::takes(sim::op_info(*r.op), sim::Field::SEND_SPLITS)) continue;
       auto it = j.find(key);
       if (it == j.end() || !it->is_array()) {
         in.fail(fmt::format("missing \"{}\" (a list of sizes)", key));
@@ -549,9 +550,10 @@ class Merger {
         stmt.peer = sim::Expr::constant(op.peer);
       }
     }
-    if (stmt.op == sim::OpKind::ALL_TO_ALL_SINGLE) {
+    if (sim::has_splits(stmt.op)) {
       const size_t members = scenario_.groups[*group].comm_for(rank)->size();
-      if (op.send_splits.size() != members || op.recv_splits.size() != members) {
+      const bool sends = sim::takes(sim::op_info(stmt.op), sim::Field::SEND_SPLITS);
+      if ((sends && op.send_splits.size() != members) || op.recv_splits.size() != members) {
         return refuse(fmt::format("its split sizes are not one per member of {}", name));
       }
       for (int64_t bytes : op.send_splits) stmt.set_extra().send_splits.push_back(sim::Expr::constant(bytes));

@@ -70,7 +70,7 @@ void Engine::Impl::hash_live_kernel(uint32_t k, Hasher& out) const {
   out.add_signed(kernel.op.size_bytes);
   out.add_signed(kernel.op.peer);
   out.add_signed(kernel.op.root);
-  if (kernel.op.kind == OpKind::ALL_TO_ALL_SINGLE) {
+  if (has_splits(kernel.op.kind)) {
     for (int64_t bytes : send_splits(kernel.op)) out.add_signed(bytes);
     for (int64_t bytes : recv_splits(kernel.op)) out.add_signed(bytes);
   } else {

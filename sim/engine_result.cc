@@ -13,7 +13,7 @@ OpRecord Engine::Impl::record_of(uint32_t k) const {
   rec.index = kernel.index;
   rec.thread_index = kernel_local[k];
   rec.op = kernel.op;
-  if (kernel.op.kind == OpKind::ALL_TO_ALL_SINGLE) {
+  if (has_splits(kernel.op.kind)) {
     const std::span<const int64_t> sent = send_splits(kernel.op);
     const std::span<const int64_t> received = recv_splits(kernel.op);
     SplitSizes& splits = rec.splits.make();

@@ -373,7 +373,7 @@ uint32_t Engine::Impl::new_kernel(uint32_t t, const OpInstance& op) {
   kernel.op = op;
   kernel.kind = op.kind;
   if (op.kind == OpKind::COMPUTE) kernel.run.duration_ns = op.duration_ns;
-  if (op.kind == OpKind::ALL_TO_ALL_SINGLE) kernel.op.duration_ns = keep_splits(fibers[t]->splits(op));
+  if (has_splits(op.kind)) kernel.op.duration_ns = keep_splits(fibers[t]->splits(op));
   kernel.issue_ns = thread.clock_ns;
   if (thread.vclock != 0) set_kernel_vclock(k, thread.vclock);
   track_live(k);

@@ -462,14 +462,19 @@ bool ProgramFiber::run_call(const Stmt& stmt) {
   return true;
 }
 
-// all_to_all_single: its sizes to and from each member, after the queue's others in
-// live_.splits; its size is the larger of what it sends and receives in all.
+// An op with split sizes (has_splits): its sizes to and from each member, after the queue's
+// others in live_.splits. An all_to_all_single's size is the larger of what it sends and
+// receives in all. An op without `send_splits` (allgather_v) sends every member its own entry of
+// `recv_splits`; its size is what it receives in all (the gathered output, as allgather's).
 void ProgramFiber::evaluate_splits(const Stmt& stmt, const std::vector<int32_t>& comm, OpInstance& op) {
   op.duration_ns = static_cast<int64_t>(live_.splits.size());
   int64_t sent = 0;
   int64_t received = 0;
+  const bool sends_own = !takes(op_info(stmt.op), Field::SEND_SPLITS);
+  if (sends_own) live_.splits.resize(live_.splits.size() + comm.size());  // filled from recv_splits below
   for (const std::vector<Expr>* list : {&stmt.extra().send_splits, &stmt.extra().recv_splits}) {
     const bool sends = list == &stmt.extra().send_splits;
+    if (sends && sends_own) continue;
     if (list->size() != comm.size()) {
       fail(stmt.loc, fmt::format("{} has {} sizes but group '{}' has {} members on rank {}", sends ? "send_splits" : "recv_splits",
                                  list->size(), scenario_.groups[stmt.group].name, comm.size(), rank_));
@@ -480,6 +485,13 @@ void ProgramFiber::evaluate_splits(const Stmt& stmt, const std::vector<int32_t>&
       (sends ? sent : received) += bytes;
       live_.splits.push_back(bytes);
     }
+  }
+  if (sends_own) {
+    const auto at = static_cast<size_t>(op.duration_ns);
+    const auto own = static_cast<size_t>(std::lower_bound(comm.begin(), comm.end(), rank_) - comm.begin());
+    std::fill_n(live_.splits.begin() + static_cast<std::ptrdiff_t>(at), comm.size(), live_.splits[at + comm.size() + own]);
+    op.size_bytes = received;
+    return;
   }
   op.size_bytes = std::max(sent, received);
 }
@@ -527,7 +539,7 @@ void ProgramFiber::evaluate_op(const Stmt& stmt, OpInstance& op) {
       check_rank(root_expr, root, "root");
       op.root = static_cast<int32_t>(root);
     }
-    if (stmt.op == OpKind::ALL_TO_ALL_SINGLE && comm != nullptr) evaluate_splits(stmt, *comm, op);
+    if (has_splits(stmt.op) && comm != nullptr) evaluate_splits(stmt, *comm, op);
     if (stmt.has_peer && !stmt.peer_any) {
       const int64_t peer = eval(stmt.peer);
       check_rank(stmt.peer, peer, stmt.op == OpKind::SEND ? "destination" : "source");

@@ -103,11 +103,11 @@ class ProgramFiber {
   Action action() const { return live_.queue[live_.head].action; }
   const OpInstance& pending() const { return live_.queue[live_.head].op; }
   const std::vector<OpInstance>& group_ops() const { return live_.group_ops; }
-  // An all_to_all_single of the queue or group_ops(): its sizes sent to each member of its
-  // group, then those received from each.
+  // An op with split sizes (has_splits) of the queue or group_ops(): its sizes sent to each
+  // member of its group, then those received from each.
   std::span<const int64_t> splits(const OpInstance& op) const {
     const auto at = static_cast<size_t>(op.duration_ns);
-    return {live_.splits.data() + at, 2 * op.stmt->extra().send_splits.size()};
+    return {live_.splits.data() + at, 2 * op.stmt->extra().recv_splits.size()};
   }
   const Stmt& choose_stmt() const { return *live_.choose; }
   void set_branch(uint32_t branch) { live_.branch = branch; }

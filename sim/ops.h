@@ -191,6 +191,10 @@ constexpr std::string_view op_kind_name(OpKind kind) { return op_info(kind).name
 constexpr bool is_collective(OpKind kind) { return op_info(kind).op_class == OpClass::COLLECTIVE; }
 constexpr bool is_p2p(OpKind kind) { return op_info(kind).op_class == OpClass::P2P; }
 constexpr bool has_root(OpKind kind) { return takes(op_info(kind), Field::ROOT); }  // broadcast, ...
+// Ops whose members exchange sizes per pair (all_to_all_single, allgather_v): each instance keeps
+// the bytes it sends to and expects from each member of its group. One that takes no
+// `send_splits` sends each member its own entry of `recv_splits`.
+constexpr bool has_splits(OpKind kind) { return op_info(kind).agreement == Agreement::SPLITS; }
 
 // The op a scenario or trace names (`init_process_group` is none), or null.
 const OpInfo* find_op_named(std::string_view name);

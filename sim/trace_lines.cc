@@ -174,9 +174,10 @@ bool TraceLoader::load_args(const LineKeys& keys, Stmt& stmt, int32_t rank) {
   if (ok && group_known && rank >= 0 && (is_collective(stmt.op) || is_p2p(stmt.op))) {
     ok = check_members(stmt, rank, keys.get(Key::GROUP));
   }
-  if (ok && group_known && rank >= 0 && stmt.op == OpKind::ALL_TO_ALL_SINGLE) {
+  if (ok && group_known && rank >= 0 && has_splits(stmt.op)) {
     const std::vector<int32_t>* comm = scenario_.groups[stmt.group].comm_for(rank);
     for (Key key : {Key::SEND_SPLITS, Key::RECV_SPLITS}) {
+      if (keys.get(key) == nullptr) continue;  // not taken by the op (a missing required key failed above)
       const std::vector<Expr>& splits =
           key == Key::SEND_SPLITS ? stmt.extra().send_splits : stmt.extra().recv_splits;
       if (comm == nullptr || splits.size() == comm->size()) continue;
