@@ -374,6 +374,23 @@ class Worker {
                             s.recv_counts.data(), s.recv_displs.data(), t, comm, &s.request);
         break;
       }
+      case PlanKind::ALLGATHER_V: {
+        // This rank's part (its own entry of recv_splits) to every member, each member's part
+        // into its place. Every element is seeded: the receivers check samples.
+        int64_t received = 0;
+        if (!split_counts(op.recv_splits, w, s.recv_counts, s.recv_displs, received) ||
+            s.recv_counts.size() != static_cast<size_t>(n)) {
+          fail(i, "split sizes that MPI cannot express (one per member, each within an MPI count)");
+          return;
+        }
+        const int mine = s.recv_counts[static_cast<size_t>(me)];
+        s.in.resize(mine, w);
+        for (int64_t e = 0; e < mine; ++e) s.in.set(e, seeded(rank_, op.seq, e, op.dtype, op.tag, w, n));
+        s.out.resize(received, w);
+        rc = MPI_Iallgatherv(s.in.data(), mine, t, s.out.data(), s.recv_counts.data(), s.recv_displs.data(), t, comm,
+                             &s.request);
+        break;
+      }
       case PlanKind::GATHER:
         fill(s.in, piece, rank_, op.seq);
         s.out.resize(me == root ? n * piece : 0, w);
@@ -490,6 +507,15 @@ class Worker {
           for (int64_t e = 0; e < part; e += stride_of(part)) {
             const uint64_t want = seeded(members[at], op.seq, split_element(me, e), op.dtype, op.tag, w, n);
             if (!expect(s.recv_displs[at] + e, want)) return;
+          }
+        }
+        break;
+      case PlanKind::ALLGATHER_V:
+        for (int64_t j = 0; j < n; ++j) {
+          const auto at = static_cast<size_t>(j);
+          const int64_t part = s.recv_counts[at];
+          for (int64_t e = 0; e < part; e += stride_of(part)) {
+            if (!expect(s.recv_displs[at] + e, seeded(members[at], op.seq, e, op.dtype, op.tag, w, n))) return;
           }
         }
         break;

@@ -454,6 +454,15 @@ class NcclWorker {
         for (int64_t bytes : op.send_splits) in_count += bytes / w;
         for (int64_t bytes : op.recv_splits) out_count += bytes / w;
         break;
+      case PlanKind::ALLGATHER_V:
+        // As all_to_all_single: parts of any sizes, sent as zeros and not checked.
+        if (op.recv_splits.size() != static_cast<size_t>(n)) {
+          fail(i, "split sizes that are not one per member");
+          return;
+        }
+        in_count = op.recv_splits[static_cast<size_t>(me)] / w;
+        for (int64_t bytes : op.recv_splits) out_count += bytes / w;
+        break;
       case PlanKind::SCATTER:
         in_count = me == root ? n * piece : 0;
         out_count = piece;
@@ -478,6 +487,7 @@ class NcclWorker {
     // one strided transfer from the pinned arena.
     const uint32_t seq = op.kind == PlanKind::SEND ? 0 : op.seq;
     const bool gives = in_count > 0 && op.kind != PlanKind::RECV && op.kind != PlanKind::ALL_TO_ALL_SINGLE &&
+                       op.kind != PlanKind::ALLGATHER_V &&
                        (op.kind != PlanKind::BROADCAST || me == root) &&
                        (op.kind != PlanKind::SCATTER || me == root);
     if (gives) {
@@ -519,6 +529,19 @@ class NcclWorker {
           result(i, ncclRecv(out, received, t, static_cast<int>(j), comm, stream), "ncclRecv");
           in += sent * w;
           out += received * w;
+        }
+        result(i, ncclGroupEnd(), "ncclGroupEnd");
+        break;
+      }
+      case PlanKind::ALLGATHER_V: {
+        // As PyTorch's all_gather of unequal tensors: a broadcast from each member into its
+        // place, grouped.
+        auto* out = static_cast<unsigned char*>(s.out);
+        ncclGroupStart();
+        for (int64_t j = 0; j < n; ++j) {
+          const auto part = static_cast<size_t>(op.recv_splits[static_cast<size_t>(j)] / w);
+          result(i, ncclBroadcast(j == me ? s.in : out, out, part, t, static_cast<int>(j), comm, stream), "ncclBroadcast");
+          out += part * w;
         }
         result(i, ncclGroupEnd(), "ncclGroupEnd");
         break;

@@ -11,10 +11,10 @@ namespace lockstep::gpu {
 
 namespace {
 
-constexpr std::array<std::string_view, 16> KIND_NAMES = {
+constexpr std::array<std::string_view, 17> KIND_NAMES = {
     "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "all_to_all_single",
-    "gather",    "scatter",   "barrier",        "send",      "recv",   "new_group",  "local",
-    "exit",      "crash"};
+    "allgather_v", "gather",  "scatter",        "barrier",   "send",   "recv",       "new_group",
+    "local",     "exit",      "crash"};
 
 constexpr std::array<std::string_view, 6> STATUS_NAMES = {"running", "completed", "stuck", "exited", "crashed", "failed"};
 

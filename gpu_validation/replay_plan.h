@@ -17,7 +17,7 @@ namespace lockstep::gpu {
 
 // Op kinds by their lockstep names ("allreduce", "send", "compute", ...).
 enum class PlanKind : uint8_t {
-  ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALL_TO_ALL, ALL_TO_ALL_SINGLE, GATHER, SCATTER,
+  ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALL_TO_ALL, ALL_TO_ALL_SINGLE, ALLGATHER_V, GATHER, SCATTER,
   BARRIER, SEND, RECV,
   NEW_GROUP,  // a host rendezvous of every world rank (MPI: an all-gather of the group's id)
   LOCAL,      // compute, sleep, wait, sync: completes when its dependencies have
@@ -63,7 +63,7 @@ struct PlanOp {
   // its thread): the op is issued only once they completed. The others only hold back its posting
   // (the kernel's start), not its issue.
   std::vector<uint32_t> gates;
-  // ALL_TO_ALL_SINGLE: bytes to and from each member of its group, in member order
+  // ALL_TO_ALL_SINGLE, ALLGATHER_V: bytes to and from each member of its group, in member order
   std::vector<int64_t> send_splits;
   std::vector<int64_t> recv_splits;
 };

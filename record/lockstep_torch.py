@@ -179,7 +179,7 @@ class _Described:
     def __init__(self, op, group, size=0, dtype=None, root=None, peer=None, async_op=False, ops=None, splits=None):
         self.op, self.group, self.size, self.dtype = op, group, size, dtype
         self.root, self.peer, self.async_op, self.ops = root, peer, async_op, ops
-        self.splits = splits  # all_to_all_single: (bytes to each member, bytes from each)
+        self.splits = splits  # all_to_all_single, allgather_v: (bytes to each member or None, bytes from each)
 
     def fields(self, c10d):
         out = {"op": self.op}
@@ -195,7 +195,8 @@ class _Described:
         if self.peer is not None:
             out["peer"] = self.peer if self.peer == "any" else int(self.peer)
         if self.splits is not None:
-            out["send_splits"] = [int(s) for s in self.splits[0]]
+            if self.splits[0] is not None:
+                out["send_splits"] = [int(s) for s in self.splits[0]]
             out["recv_splits"] = [int(s) for s in self.splits[1]]
         return out
 
@@ -270,7 +271,13 @@ def _sum_bytes(tensors):
 
 
 def _all_gather(c10d, a):
-    tensor = a["tensor"]
+    tensor, outputs = a["tensor"], a.get("tensor_list") or []
+    parts = [_bytes(t) for t in outputs]
+    if len(set(parts)) > 1:
+        # Parts of different sizes: PyTorch gathers them with a broadcast from each member
+        # (NCCL), which lockstep models as allgather_v with what comes from each.
+        return _Described("allgather_v", a.get("group"), sum(parts), _dtype(tensor), async_op=bool(a.get("async_op")),
+                          splits=(None, parts))
     return _Described("allgather", a.get("group"), _bytes(tensor) * _group_size(c10d, a.get("group")), _dtype(tensor),
                       async_op=bool(a.get("async_op")))
 

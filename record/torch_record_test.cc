@@ -173,6 +173,20 @@ TEST_CASE("record --torch: usage errors and a script that cannot run say why, wi
   CHECK(has(missing.output, "lockstep record: no trace written (0 recordings in " + (dir.path / "rec" / "raw").string() + ")\n"));
 }
 
+TEST_CASE("record --torch --fake: an all_gather of unequal parts is an allgather_v, a stale count a mismatch") {
+  // Gloo refuses unequal parts (NCCL gathers them by broadcasts): --fake only.
+  TempDir dir;
+  record_and_check(dir, {"tests/torch/uneven_all_gather.py", 3, 60, 0, {"trace.jsonl: ok"}}, true);
+  CHECK(has(read_file(dir.path / "rec" / "trace.jsonl"),
+            R"({"rank": 2, "op": "allgather_v", "dtype": "fp32", "recv_splits": [128, 192, 256]})"));
+  TempDir stale;
+  record_and_check(stale,
+                   {"tests/torch/uneven_all_gather.py", 3, 60, 1,
+                    {"trace.jsonl: mismatch", "differs in split sizes", "rank 0 sends 128B to rank 2, which expects 192B from it"},
+                    "--stale"},
+                   true);
+}
+
 TEST_CASE("record --torch --fake: DistributedDataParallel's gradient all-reduces are recorded where backward() runs") {
   TempDir dir;
   record_and_check(dir, {"tests/torch/ddp_uneven_batches.py", 2, 60, 1,

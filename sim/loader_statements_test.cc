@@ -141,7 +141,7 @@ TEST_CASE("loader: statements report unknown and unsupported operations and argu
 )y")) ==
       std::vector<std::string>{
           "4:5: error: unknown operation 'allreduc' (did you mean 'allreduce'?); valid operations: "
-          "all_to_all, all_to_all_single, allgather, allreduce, barrier, broadcast, call, choose, compute, crash, "
+          "all_to_all, all_to_all_single, allgather, allgather_v, allreduce, barrier, broadcast, call, choose, compute, crash, "
           "exit, gather, group, if, new_group, recv, reduce, reduce_scatter, repeat, scatter, "
           "send, sleep, sync, wait",
           "7:17: error: unknown argument 'sise' for 'allreduce' (did you mean 'size'?); valid "

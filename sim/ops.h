@@ -15,8 +15,8 @@ namespace lockstep::sim {
 
 enum class OpKind : uint8_t {
   // collectives (on a communicator; the k-th of each member match)
-  ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALL_TO_ALL, ALL_TO_ALL_SINGLE, GATHER,
-  SCATTER, BARRIER,
+  ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALL_TO_ALL, ALL_TO_ALL_SINGLE, ALLGATHER_V,
+  GATHER, SCATTER, BARRIER,
   // point to point
   SEND, RECV,
   // host and device
@@ -33,7 +33,7 @@ enum class OpClass : uint8_t { COLLECTIVE, P2P, HOST };
 enum class Field : uint8_t {
   GROUP, DTYPE, SIZE, ROOT, TO, FROM, TAG, STREAM, ASYNC, DURATION, HANDLE, NAME, RANKS,
   SEND_SPLITS,  // all_to_all_single: bytes to each member of the group, in member order
-  RECV_SPLITS,  // all_to_all_single: bytes from each member of the group, in member order
+  RECV_SPLITS,  // all_to_all_single, allgather_v: bytes from each member of the group, in member order
 };
 inline constexpr size_t FIELD_COUNT = static_cast<size_t>(Field::RECV_SPLITS) + 1;
 using FieldSet = uint32_t;
@@ -138,6 +138,13 @@ inline constexpr std::array<OpInfo, OP_KIND_COUNT> OPS = {{
     {OpKind::ALL_TO_ALL_SINGLE, "all_to_all_single", OpClass::COLLECTIVE, YamlForm::ARGS,
      op_table::COMM | op_table::SPLITS, op_table::SPLITS, Agreement::SPLITS, CostShape::SHARDED,
      {"", ""}, false, {"all_to_all_single"}, false},
+    // An all-gather of parts of different sizes (PyTorch's all_gather of unequal tensors, vLLM's
+    // all_gatherv; on NCCL a group of broadcasts, one from each member): each member lists what
+    // it receives from each, its own entry being what it sends, so member a's recv_splits[a] must
+    // equal every member b's recv_splits[a].
+    {OpKind::ALLGATHER_V, "allgather_v", OpClass::COLLECTIVE, YamlForm::ARGS,
+     op_table::COMM | field_bit(Field::RECV_SPLITS), field_bit(Field::RECV_SPLITS), Agreement::SPLITS,
+     CostShape::SHARDED, {"", ""}, false, {}, false},
     {OpKind::GATHER, "gather", OpClass::COLLECTIVE, YamlForm::ARGS, op_table::ROOTED,
      op_table::SIZE_ROOT, Agreement::SAME, CostShape::SHARDED, {"Gather", ""}, true,
      {"gather"}, true},

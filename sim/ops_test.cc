@@ -1,4 +1,4 @@
-// The op table, and all_to_all_single (the op added through it) from YAML and traces to the
+// The op table, and its ops with split sizes (all_to_all_single, allgather_v) from YAML and traces to the
 // engine's verdict.
 #include "sim/ops.h"
 
@@ -127,6 +127,43 @@ TEST_CASE("all_to_all_single: its YAML errors") {
             .starts_with("4:25: error: 'all_to_all_single' takes no argument 'size'"));
 }
 
+TEST_CASE("allgather_v: every member's part is what each expects from it, its size the gathered whole") {
+  // Rank r holds 2 + r % 3 tokens of 1 KiB.
+  const auto gather = [](const std::string& part) {
+    std::string list;
+    for (int e = 0; e < 4; ++e) {
+      std::string p = part;
+      if (const size_t at = p.find('E'); at != std::string::npos) p.replace(at, 1, std::to_string(e));
+      list += (e > 0 ? ", " : "") + ("\"" + p + "\"");
+    }
+    return "scenario: sp\nworld: 4\nprogram:\n  - allgather_v: {recv_splits: [" + list + "]}\n";
+  };
+  const checker::CheckResult good = check(scenario_from(gather("1KiB * (2 + E % 3)")));
+  CHECK(good.verdict == Verdict::OK);
+
+  // Each rank sizes every part from its own count.
+  const checker::CheckResult bad = check(scenario_from(gather("1KiB * (2 + rank % 3)")));
+  REQUIRE(bad.verdict == Verdict::MISMATCH);
+  const MismatchInfo& m = *bad.bugs[0].mismatch;
+  CHECK(m.field == "split sizes");
+  CHECK(m.split_from == 0);
+  CHECK(m.split_to == 1);
+  CHECK(m.split_sent == 2048);      // rank 0's own part: 2 tokens
+  CHECK(m.split_expected == 3072);  // rank 1 expects its own count, 3
+  REQUIRE(m.op_a.splits.get() != nullptr);
+  CHECK(m.op_a.splits.get()->send == std::vector<int64_t>{2048, 2048, 2048, 2048});  // its part to each
+  CHECK(m.op_a.op.size_bytes == 4 * 2048);                                          // what it gathers
+  CHECK(bad.bugs[0].summary.find("rank 0 sends 2KiB to rank 1, which expects 3KiB from it") != std::string::npos);
+
+  CHECK(problems("scenario: s\nworld: 2\nprogram:\n  - allgather_v: {recv_splits: [1, 2, 3]}\n") ==
+        std::vector<std::string>{"4:32: error: expected 2 sizes, one per member of group 'world', got 3"});
+  CHECK(problems("scenario: s\nworld: 2\nprogram:\n  - allgather_v: {group: world}\n") ==
+        std::vector<std::string>{"4:5: error: 'allgather_v' requires argument 'recv_splits'"});
+  CHECK(problems("scenario: s\nworld: 2\nprogram:\n  - allgather_v: {send_splits: [1, 1], recv_splits: [1, 1]}\n")
+            .front()
+            .starts_with("4:19: error: 'allgather_v' takes no argument 'send_splits'"));
+}
+
 TEST_CASE("all_to_all_single: traces read and write its split sizes") {
   const std::string text =
       "{\"lockstep_trace\": 1, \"scenario\": \"t\", \"world\": 2}\n"
@@ -148,6 +185,30 @@ TEST_CASE("all_to_all_single: traces read and write its split sizes") {
   const LoadResult loaded = load_trace_text(short_list, "t.jsonl", {});
   REQUIRE_FALSE(loaded.ok());
   CHECK(loaded.diagnostics[0].message == "expected 2 sizes in 'recv_splits', one per member of group 'world', got 1");
+}
+
+TEST_CASE("allgather_v: traces read and write its parts") {
+  const std::string text =
+      "{\"lockstep_trace\": 1, \"scenario\": \"t\", \"world\": 2}\n"
+      "{\"rank\": 0, \"op\": \"allgather_v\", \"recv_splits\": [4, 8]}\n"
+      "{\"rank\": 1, \"op\": \"allgather_v\", \"recv_splits\": [4, 8]}\n";
+  const Scenario ok = trace_from(text);
+  CHECK(check(ok).verdict == Verdict::OK);
+  CHECK(write_trace(ok) == text);
+
+  std::string bad = text;
+  bad.replace(bad.rfind("[4, 8]"), 6, "[6, 8]");
+  const checker::CheckResult r = check(trace_from(bad));
+  REQUIRE(r.verdict == Verdict::MISMATCH);
+  CHECK(r.bugs[0].mismatch->split_sent == 4);
+  CHECK(r.bugs[0].mismatch->split_expected == 6);
+
+  const LoadResult sends = load_trace_text(
+      "{\"lockstep_trace\": 1, \"scenario\": \"t\", \"world\": 1}\n"
+      "{\"rank\": 0, \"op\": \"allgather_v\", \"send_splits\": [4], \"recv_splits\": [4]}\n",
+      "t.jsonl", {});
+  REQUIRE_FALSE(sends.ok());
+  CHECK(sends.diagnostics[0].message.starts_with("'allgather_v' takes no argument 'send_splits'"));
 }
 
 }  // namespace lockstep::sim

@@ -253,7 +253,7 @@ TEST_CASE("trace: every operation error has its exact message") {
   const std::vector<ErrorCase> cases = {
       {R"({"rank": 0, "op": "allreduse", "size": 1})",
        "t.jsonl:2:19: error: unknown operation 'allreduse' (did you mean 'allreduce'?); valid "
-       "operations: all_to_all, all_to_all_single, allgather, allreduce, barrier, broadcast, compute, crash, exit, "
+       "operations: all_to_all, all_to_all_single, allgather, allgather_v, allreduce, barrier, broadcast, compute, crash, exit, "
        "gather, group_end, group_start, new_group, recv, reduce, reduce_scatter, scatter, send, "
        "sleep, sync, wait\n"},
       {R"({"rank": 0, "size": 1})", "t.jsonl:2:1: error: missing required key 'op'\n"},

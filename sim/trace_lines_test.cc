@@ -139,7 +139,7 @@ TEST_CASE("trace: NCCL group errors have their exact messages") {
        "valid arguments: none\n"},
       {R"({"rank": 0, "op": "group_stat"})",
        "t.jsonl:2:19: error: unknown operation 'group_stat' (did you mean 'group_start'?); valid "
-       "operations: all_to_all, all_to_all_single, allgather, allreduce, barrier, broadcast, compute, crash, exit, "
+       "operations: all_to_all, all_to_all_single, allgather, allgather_v, allreduce, barrier, broadcast, compute, crash, exit, "
        "gather, group_end, group_start, new_group, recv, reduce, reduce_scatter, scatter, send, "
        "sleep, sync, wait\n"},
   };

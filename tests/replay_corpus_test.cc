@@ -83,6 +83,8 @@ const std::map<std::string, std::string>& expected_outcomes() {
       {"corpus/pipeline-interleaved-pp4-v2-mb8", COMPLETED},
       {"corpus/rank-crash", CONFIRMED_HANG},
       {"corpus/rank-crash-fixed", COMPLETED},
+      {"corpus/uneven-allgather-sizes-assumed", CONFIRMED_MISMATCH},
+      {"corpus/uneven-allgather-sizes-assumed-fixed", COMPLETED},
       {"corpus/uneven-batches", CONFIRMED_HANG},
       {"corpus/uneven-batches-join", COMPLETED},
       {"corpus/zero3-3d-step", COMPLETED},
