@@ -164,49 +164,43 @@ TEST_CASE("allgather_v: every member's part is what each expects from it, its si
             .starts_with("4:19: error: 'allgather_v' takes no argument 'send_splits'"));
 }
 
-TEST_CASE("all_to_all_single: traces read and write its split sizes") {
-  const std::string text =
-      "{\"lockstep_trace\": 1, \"scenario\": \"t\", \"world\": 2}\n"
-      "{\"rank\": 0, \"op\": \"all_to_all_single\", \"send_splits\": [4, 8], \"recv_splits\": [4, 6]}\n"
-      "{\"rank\": 1, \"op\": \"all_to_all_single\", \"send_splits\": [6, 2], \"recv_splits\": [8, 2]}\n";
+namespace {
+
+// A two-rank trace of an op with split sizes that agrees reads, checks ok and writes back as it
+// was; with `from` replaced by `to` (the last occurrence) it is a mismatch of those sizes.
+void check_split_trace(const std::string& text, const std::string& from, const std::string& to, int64_t sent,
+                       int64_t expected) {
   const Scenario ok = trace_from(text);
   CHECK(check(ok).verdict == Verdict::OK);
   CHECK(write_trace(ok) == text);
-
   std::string bad = text;
-  bad.replace(bad.find("[8, 2]"), 6, "[9, 2]");
+  bad.replace(bad.rfind(from), from.size(), to);
   const checker::CheckResult r = check(trace_from(bad));
   REQUIRE(r.verdict == Verdict::MISMATCH);
-  CHECK(r.bugs[0].mismatch->split_sent == 8);
-  CHECK(r.bugs[0].mismatch->split_expected == 9);
+  CHECK(r.bugs[0].mismatch->split_sent == sent);
+  CHECK(r.bugs[0].mismatch->split_expected == expected);
+}
 
-  std::string short_list = text;
+}  // namespace
+
+TEST_CASE("split sizes in traces: all_to_all_single's and allgather_v's read, write and mismatch") {
+  const std::string header = "{\"lockstep_trace\": 1, \"scenario\": \"t\", \"world\": 2}\n";
+  const std::string exchange =
+      header + "{\"rank\": 0, \"op\": \"all_to_all_single\", \"send_splits\": [4, 8], \"recv_splits\": [4, 6]}\n"
+               "{\"rank\": 1, \"op\": \"all_to_all_single\", \"send_splits\": [6, 2], \"recv_splits\": [8, 2]}\n";
+  check_split_trace(exchange, "[8, 2]", "[9, 2]", 8, 9);
+  check_split_trace(header + "{\"rank\": 0, \"op\": \"allgather_v\", \"recv_splits\": [4, 8]}\n"
+                             "{\"rank\": 1, \"op\": \"allgather_v\", \"recv_splits\": [4, 8]}\n",
+                    "[4, 8]", "[6, 8]", 4, 6);
+
+  std::string short_list = exchange;
   short_list.replace(short_list.find("[4, 6]"), 6, "[4]");
   const LoadResult loaded = load_trace_text(short_list, "t.jsonl", {});
   REQUIRE_FALSE(loaded.ok());
   CHECK(loaded.diagnostics[0].message == "expected 2 sizes in 'recv_splits', one per member of group 'world', got 1");
-}
-
-TEST_CASE("allgather_v: traces read and write its parts") {
-  const std::string text =
-      "{\"lockstep_trace\": 1, \"scenario\": \"t\", \"world\": 2}\n"
-      "{\"rank\": 0, \"op\": \"allgather_v\", \"recv_splits\": [4, 8]}\n"
-      "{\"rank\": 1, \"op\": \"allgather_v\", \"recv_splits\": [4, 8]}\n";
-  const Scenario ok = trace_from(text);
-  CHECK(check(ok).verdict == Verdict::OK);
-  CHECK(write_trace(ok) == text);
-
-  std::string bad = text;
-  bad.replace(bad.rfind("[4, 8]"), 6, "[6, 8]");
-  const checker::CheckResult r = check(trace_from(bad));
-  REQUIRE(r.verdict == Verdict::MISMATCH);
-  CHECK(r.bugs[0].mismatch->split_sent == 4);
-  CHECK(r.bugs[0].mismatch->split_expected == 6);
 
   const LoadResult sends = load_trace_text(
-      "{\"lockstep_trace\": 1, \"scenario\": \"t\", \"world\": 1}\n"
-      "{\"rank\": 0, \"op\": \"allgather_v\", \"send_splits\": [4], \"recv_splits\": [4]}\n",
-      "t.jsonl", {});
+      header + "{\"rank\": 0, \"op\": \"allgather_v\", \"send_splits\": [4, 4], \"recv_splits\": [4, 4]}\n", "t.jsonl", {});
   REQUIRE_FALSE(sends.ok());
   CHECK(sends.diagnostics[0].message.starts_with("'allgather_v' takes no argument 'send_splits'"));
 }
