@@ -127,6 +127,11 @@ TEST_CASE("flight recorder: an uneven all_to_all whose ranks send more than they
   golden("fr-moe-totals-differ", "flight-recorder", files_in("tests/import/fr-moe-totals-differ"), 1);
 }
 
+TEST_CASE("flight recorder: an uneven all_gather (coalesced broadcasts) is ok, with one part sized apart a mismatch") {
+  golden("fr-uneven-all-gather", "flight-recorder", files_in("tests/import/fr-uneven-all-gather"), 0);
+  golden("fr-uneven-all-gather-stale", "flight-recorder", files_in("tests/import/fr-uneven-all-gather-stale"), 1);
+}
+
 TEST_CASE("nccl log: one rank calling AllGather where the others call AllReduce is a mismatch") {
   golden("nccl-mismatch", "nccl-log", {"tests/import/nccl-mismatch/job.txt"}, 1);
 }

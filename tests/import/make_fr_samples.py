@@ -143,7 +143,28 @@ def fr_moe(name, outputs):
         write_json(f"{d}/nccl_trace_rank_{rank}.json", "2.10", [("0", "default_pg", [0, 1, 2])], es)
 
 
+def fr_uneven_all_gather(name, counts_seen_by_last):
+    """3 ranks gathering 2, 3 and 4 Ki floats each with all_gather of unequal tensors, which
+    PyTorch runs as a coalesced group of broadcasts, one from each rank (an entry each since
+    2.7, then nccl:coalesced, all under one collective_seq_id), then an all_reduce. The last
+    rank sizes the parts from `counts_seen_by_last`."""
+    d = f"{OUT}/{name}"
+    os.makedirs(d, exist_ok=True)
+    world = ("0", "default_pg")
+    consistent = counts_seen_by_last == [2, 3, 4]
+    for rank in range(3):
+        counts = counts_seen_by_last if rank == 2 else [2, 3, 4]
+        state = "completed" if consistent else "started"
+        es = [entry(i, world, 1, 0, 1, "nccl:_broadcast_oop", [[n * 1024, 1]], "Float", state)
+              for i, n in enumerate(counts)]
+        es.append(entry(3, world, 1, 0, 1, "nccl:coalesced", [], "Float", state))
+        es.append(entry(4, world, 2, 0, 2, "nccl:all_reduce", [[1024]], "Float", "completed" if consistent else "scheduled"))
+        write_json(f"{d}/nccl_trace_rank_{rank}.json", "2.10", [("0", "default_pg", [0, 1, 2])], es)
+
+
 if __name__ == "__main__":
+    fr_uneven_all_gather("fr-uneven-all-gather", [2, 3, 4])
+    fr_uneven_all_gather("fr-uneven-all-gather-stale", [3, 3, 4])
     fr_moe("fr-moe-uneven", [4, 8, 6])
     fr_moe("fr-moe-totals-differ", [4, 8, 7])
     fr_hang()
