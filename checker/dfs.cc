@@ -5,8 +5,40 @@
 
 namespace lockstep::checker {
 
-DfsSearch::DfsSearch(std::vector<uint32_t> prefix) : frozen_(prefix.size()) {
+DfsSearch::DfsSearch(std::vector<uint32_t> prefix, std::vector<uint32_t> bound)
+    : frozen_(prefix.size()), bound_(std::move(bound)) {
   for (uint32_t chosen : prefix) stack_.push_back(Frame{chosen, 0});
+  assert(bound_.empty() || (bound_.size() >= frozen_ && std::equal(prefix.begin(), prefix.end(), bound_.begin())));
+}
+
+uint32_t DfsSearch::options_at(size_t d) const {
+  const uint32_t count = stack_[d].count;
+  if (d >= bound_.size()) return count;
+  for (size_t i = 0; i < d; ++i) {
+    if (stack_[i].chosen != bound_[i]) return count;  // before the bound's path: every option
+  }
+  return std::min(count, bound_[d] + 1);
+}
+
+bool DfsSearch::give_away(std::vector<std::vector<uint32_t>>& prefixes, std::vector<uint32_t>& bound) {
+  // After next(), the stack is the path to the next execution's new branch: the options left
+  // are those after `chosen` at each frame. The shallowest frame with some holds the most work.
+  if (!ran_) return false;
+  for (size_t d = frozen_; d < stack_.size(); ++d) {
+    const uint32_t end = options_at(d);
+    if (stack_[d].chosen + 1 >= end) continue;
+    std::vector<uint32_t> path;
+    for (size_t i = 0; i <= d; ++i) path.push_back(stack_[i].chosen);
+    for (uint32_t c = stack_[d].chosen + 1; c < end; ++c) {
+      path.back() = c;
+      prefixes.push_back(path);
+    }
+    path.back() = stack_[d].chosen;
+    bound_ = path;
+    bound = bound_;
+    return true;
+  }
+  return false;
 }
 
 uint64_t DfsSearch::resume_depth() const {
@@ -16,7 +48,7 @@ uint64_t DfsSearch::resume_depth() const {
 
 bool DfsSearch::revisits(uint64_t index) const {
   if (index < frozen_ || index >= stack_.size()) return false;
-  return stack_[index].chosen + 1 < stack_[index].count;
+  return stack_[index].chosen + 1 < options_at(index);
 }
 
 void DfsSearch::resumed(uint64_t index, uint64_t steps) {
@@ -59,7 +91,7 @@ bool DfsSearch::next(const sim::ExecutionResult& result) {
   depth_ = 0;
   while (stack_.size() > frozen_) {
     Frame& f = stack_.back();
-    if (f.chosen + 1 < f.count) {
+    if (f.chosen + 1 < options_at(stack_.size() - 1)) {
       ++f.chosen;
       return true;
     }

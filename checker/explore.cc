@@ -108,11 +108,12 @@ struct Exploration {
 
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - started).count(); }
 
-  SearchOptions search_options(std::vector<uint32_t> prefix = {}) const {
+  SearchOptions search_options(std::vector<uint32_t> prefix = {}, std::vector<uint32_t> bound = {}) const {
     SearchOptions out;
     out.seed = options.seed;
     out.pct_depth = options.pct_depth;
     out.prefix = std::move(prefix);
+    out.bound = std::move(bound);
     out.shared_cache = shared_cache;
     out.sleep_sets = options.sleep_sets;
     out.state_cache = options.state_cache;
@@ -139,6 +140,11 @@ struct Exploration {
       out.blocked_after.push_back(stats.sleep_blocked);
     };
     while (true) {
+      if (options.steal != nullptr && options.steal->asked()) {
+        // Before its first execution a search knows nothing to give: it answers after it.
+        StealBox::Answer given;
+        if (search.give_away(given.prefixes, given.bound) || out.executions > 0) options.steal->answer(std::move(given));
+      }
       if (out.executions >= limit) {
         if (!sampling) out.bound_hit = fmt::format("--max-executions {}", budget);
         break;
@@ -350,11 +356,11 @@ std::unique_ptr<Exploration> exploration(const sim::Scenario& scenario, const Ch
 
 }  // namespace
 
-PartResult explore_part(const sim::Scenario& scenario, const CheckOptions& options, std::vector<uint32_t> prefix,
-                        uint64_t budget) {
+PartResult explore_part(const sim::Scenario& scenario, const CheckOptions& options, Part part_of, uint64_t budget) {
   const std::unique_ptr<Exploration> search = exploration(scenario, options);
   sim::Engine engine(scenario, search->engine_options);
-  const std::unique_ptr<Search> part = search->info.make(search->search_options(std::move(prefix)));
+  const std::unique_ptr<Search> part =
+      search->info.make(search->search_options(std::move(part_of.prefix), std::move(part_of.bound)));
   return search->run(engine, *part, false, std::min(budget, search->budget));
 }
 
@@ -368,7 +374,7 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
   const bool sampling = !info->exhaustive;
 
   std::vector<Slice> slices;
-  std::vector<std::vector<uint32_t>> remote_prefixes;  // the parts given to run_parts
+  std::vector<Part> remote_parts;  // the parts given to run_parts, as they ended
   const unsigned jobs = std::max(1u, options.jobs);
   bool timing_dependent = false;  // which part finds a bug first depends on the threads' timing
   bool split = info->splits && (jobs > 1 || options.run_parts);
@@ -376,7 +382,7 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
   std::optional<PartResult> whole = options.run_whole ? options.run_whole(scenario) : std::nullopt;
   if (whole) {
     slices.push_back(std::move(*whole));
-    remote_prefixes.emplace_back();  // a cut inside it is explored again here (below)
+    remote_parts.emplace_back();  // a cut inside it is explored again here (below)
     split = false;
   } else if (info->make_branch != nullptr && jobs > 1) {
     slices.push_back(search.explore_giving(jobs, donations));
@@ -409,8 +415,9 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
     slices.resize(parts.size());
     out.parts = parts.size();
     if (options.run_parts) {
-      for (Part& part : parts) remote_prefixes.push_back(std::move(part.prefix));
-      slices = options.run_parts(remote_prefixes, search.budget);
+      remote_parts = std::move(parts);
+      slices = options.run_parts(remote_parts, search.budget);
+      out.parts = remote_parts.size();
       parts.clear();  // run elsewhere
     }
     // A part's budget: what the parts before it that are done left. Those still running only
@@ -464,11 +471,12 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
         break;
       }
     }
-    if (take < slice.executions && slice.hashes.size() != slice.executions && merged <= remote_prefixes.size()) {
+    if (take < slice.executions && slice.hashes.size() != slice.executions && merged <= remote_parts.size()) {
       // Run elsewhere without its series and cut here: its first `take` executions again.
       CheckOptions here = options;
       here.run_parts = nullptr;
-      Slice again = explore_part(scenario, here, remote_prefixes[merged - 1], take);
+      here.steal = nullptr;
+      Slice again = explore_part(scenario, here, remote_parts[merged - 1], take);
       slice.hashes = std::move(again.hashes);
       slice.events_after = std::move(again.events_after);
       slice.pruned_after = std::move(again.pruned_after);

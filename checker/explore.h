@@ -6,12 +6,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "checker/analysis.h"
+#include "checker/split.h"
 #include "sim/diagnostic.h"
 #include "sim/engine.h"
 #include "sim/scenario.h"
@@ -61,8 +63,45 @@ struct PartResult {
 
 inline constexpr uint64_t FOLD_BASE = 0x100000001b3;
 
-// The parts of a split search, by their schedule prefixes (a strategy that splits: dfs).
-using PartRunner = std::function<std::vector<PartResult>(const std::vector<std::vector<uint32_t>>& prefixes, uint64_t budget)>;
+// The parts of a split search (a strategy that splits: dfs), in depth-first order, each at most
+// `budget` executions. A runner may have a running part give the executions it has yet to run
+// to new parts (StealBox): it then leaves `parts` as they ended, with their bounds, in
+// depth-first order, and returns one result per part in that order.
+using PartRunner = std::function<std::vector<PartResult>(std::vector<Part>& parts, uint64_t budget)>;
+
+// check --mpi: a request to a running part's search to give away the executions it has yet to
+// run (Search::give_away), and its answer, between the thread that asks and the search, which
+// looks between executions (from the end of its first). A search that ends first leaves it
+// unanswered.
+class StealBox {
+ public:
+  struct Answer {
+    std::vector<std::vector<uint32_t>> prefixes;  // the parts given, in depth-first order (none: nothing)
+    std::vector<uint32_t> bound;                  // the part's new bound (Part::bound)
+  };
+  void ask() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    answer_.reset();
+    asked_.store(true, std::memory_order_release);
+  }
+  bool asked() const { return asked_.load(std::memory_order_acquire); }
+  void answer(Answer a) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    answer_ = std::move(a);
+    asked_.store(false, std::memory_order_release);
+  }
+  std::optional<Answer> take() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    std::optional<Answer> out = std::move(answer_);
+    answer_.reset();
+    return out;
+  }
+
+ private:
+  std::atomic<bool> asked_{false};
+  std::mutex mutex_;
+  std::optional<Answer> answer_;
+};
 
 struct CheckOptions {
   std::string strategy = "dpor";
@@ -101,6 +140,9 @@ struct CheckOptions {
   // check --mpi: runs the parts of a split search (dfs, once it outgrows jobs_after) elsewhere,
   // returning their results in the prefixes' order; unset: threads of this process (--jobs).
   PartRunner run_parts;
+  // check --mpi: a part run by explore_part looks here between executions for a request to
+  // give work away.
+  StealBox* steal = nullptr;
   // check --mpi over several inputs: an input's whole search, run elsewhere as one part with no
   // prefix (explore_part), or nullopt to run it here.
   std::function<std::optional<PartResult>(const sim::Scenario&)> run_whole;
@@ -134,9 +176,9 @@ struct CheckResult {
 sim::EngineOptions engine_options_for(const CheckOptions& options);
 
 // One part of `scenario`'s search under `options`: the executions whose schedule starts with
-// `prefix`, at most `budget` of them. What a PartRunner runs on another process.
-PartResult explore_part(const sim::Scenario& scenario, const CheckOptions& options, std::vector<uint32_t> prefix,
-                        uint64_t budget);
+// the part's prefix (up to its bound), at most `budget` of them. What a PartRunner runs on
+// another process.
+PartResult explore_part(const sim::Scenario& scenario, const CheckOptions& options, Part part, uint64_t budget);
 
 // Whether a strategy samples (random, pct) rather than covers the space.
 bool is_sampling(const std::string& strategy);

@@ -7,6 +7,11 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <thread>
+
 #include "tests/testing.h"
 
 namespace lockstep::checker {
@@ -327,17 +332,44 @@ threads:
   }
 }
 
-// check --mpi: parts run elsewhere come back with their totals and fold, without the series of
-// their executions; where the budget cuts into one, the merge explores it again up to the cut.
-TEST_CASE("parts run elsewhere without their series: the counts and fingerprint of one thread") {
-  const sim::Scenario scenario = testing::scenario_from(R"Y(
+namespace {
+
+// Six wildcard receives, then one from rank 1: 6! = 720 executions, deadlocks among them.
+const char* const GATHER_THEN_ONE = R"Y(
 scenario: gather
 world: 7
 program:
   - if: "rank == 0"
     then: [{repeat: 6, do: [{recv: {from: any, size: 4}}]}, {recv: {from: 1, size: 4}}]
     else: [{send: {to: 0, size: 4}}]
-)Y");
+)Y";
+
+void drop_series(PartResult& part) {
+  for (std::vector<uint64_t>* series : {&part.hashes, &part.events_after, &part.pruned_after, &part.blocked_after}) {
+    std::vector<uint64_t>().swap(*series);  // as lockstep-mpi sends it: not at all
+  }
+}
+
+void check_same_report(const CheckResult& a, const CheckResult& b) {
+  CHECK(a.executions == b.executions);
+  CHECK(a.events == b.events);
+  CHECK(a.pruned == b.pruned);
+  CHECK(a.fingerprint == b.fingerprint);
+  CHECK(a.verdict == b.verdict);
+  CHECK(a.bound_hit == b.bound_hit);
+  REQUIRE(a.bugs.size() == b.bugs.size());
+  for (size_t i = 0; i < a.bugs.size(); ++i) {
+    CHECK(a.bugs[i].execution == b.bugs[i].execution);
+    CHECK(a.bugs[i].signature == b.bugs[i].signature);
+  }
+}
+
+}  // namespace
+
+// check --mpi: parts run elsewhere come back with their totals and fold, without the series of
+// their executions; where the budget cuts into one, the merge explores it again up to the cut.
+TEST_CASE("parts run elsewhere without their series: the counts and fingerprint of one thread") {
+  const sim::Scenario scenario = testing::scenario_from(GATHER_THEN_ONE);
   // 6! = 720 executions, cut into parts of several executions each.
   for (const uint64_t budget : {uint64_t{0}, uint64_t{1}, uint64_t{5}, uint64_t{13}, uint64_t{100}, uint64_t{250}}) {
     CheckOptions one;
@@ -346,14 +378,12 @@ program:
     CheckOptions elsewhere = one;
     elsewhere.jobs_after = 0;
     uint64_t parts_run = 0;
-    elsewhere.run_parts = [&](const std::vector<std::vector<uint32_t>>& prefixes, uint64_t part_budget) {
+    elsewhere.run_parts = [&](std::vector<Part>& prefixes, uint64_t part_budget) {
       CheckOptions here = one;
       std::vector<PartResult> parts;
-      for (const std::vector<uint32_t>& prefix : prefixes) {
+      for (const Part& prefix : prefixes) {
         PartResult part = explore_part(scenario, here, prefix, part_budget);
-        for (std::vector<uint64_t>* series : {&part.hashes, &part.events_after, &part.pruned_after, &part.blocked_after}) {
-          std::vector<uint64_t>().swap(*series);  // as lockstep-mpi sends it: not at all
-        }
+        drop_series(part);
         parts.push_back(std::move(part));
         ++parts_run;
       }
@@ -372,6 +402,62 @@ program:
     CHECK(a.bound_hit == b.bound_hit);
     REQUIRE(a.bugs.size() == b.bugs.size());
     for (size_t i = 0; i < a.bugs.size(); ++i) CHECK(a.bugs[i].execution == b.bugs[i].execution);
+  }
+}
+
+// check --mpi with a part that gives away, while it runs, the executions it has yet to run
+// under its shallowest choice point with options left (Search::give_away): the part keeps
+// what comes before (its bound), new parts take the rest, and the merge in depth-first order
+// reports what one thread does, budget cuts included. Each part is asked twice at most.
+TEST_CASE("parts that give work away as they run: the report of one thread") {
+  const sim::Scenario scenario = testing::scenario_from(GATHER_THEN_ONE);
+  for (const uint64_t budget : {uint64_t{0}, uint64_t{5}, uint64_t{13}, uint64_t{100}, uint64_t{250}}) {
+    CheckOptions one;
+    one.strategy = "dfs";
+    one.max_executions = budget;
+    CheckOptions elsewhere = one;
+    elsewhere.jobs_after = 0;
+    uint64_t gifts = 0;
+    elsewhere.run_parts = [&](std::vector<Part>& parts, uint64_t part_budget) {
+      std::vector<PartResult> results;
+      for (size_t i = 0; i < parts.size(); ++i) {  // the parts given away are run in turn too
+        StealBox box;
+        box.ask();  // before it starts: answered once its first execution has run
+        CheckOptions here = one;
+        here.steal = &box;
+        std::future<PartResult> run = std::async(std::launch::async, explore_part, std::cref(scenario), std::cref(here),
+                                                 parts[i], part_budget);
+        const auto ended = [&] { return run.wait_for(std::chrono::seconds(0)) == std::future_status::ready; };
+        for (int given_away = 0; given_away < 2 && !ended();) {
+          if (given_away > 0) box.ask();
+          std::optional<StealBox::Answer> answer;
+          while (!(answer = box.take()) && !ended()) std::this_thread::yield();
+          if (!answer) answer = box.take();
+          if (!answer || answer->prefixes.empty()) break;  // its last execution: nothing to give
+          parts[i].bound = answer->bound;
+          for (std::vector<uint32_t>& prefix : answer->prefixes) parts.push_back(Part{std::move(prefix), {}});
+          ++given_away;
+          ++gifts;
+        }
+        results.resize(parts.size());
+        results[i] = run.get();
+        drop_series(results[i]);
+      }
+      std::vector<size_t> order(parts.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return parts[a].prefix < parts[b].prefix; });
+      std::vector<Part> sorted_parts;
+      std::vector<PartResult> sorted_results;
+      for (const size_t i : order) {
+        sorted_parts.push_back(parts[i]);
+        sorted_results.push_back(std::move(results[i]));
+      }
+      parts = std::move(sorted_parts);
+      return sorted_results;
+    };
+    INFO("budget " << budget);
+    check_same_report(check_scenario(scenario, one), check_scenario(scenario, elsewhere));
+    if (budget == 0 || budget >= 100) CHECK(gifts > 0);
   }
 }
 

@@ -40,6 +40,15 @@ class Search : public sim::Strategy {
   // branches it gave to be explored; called once it has ended. And how many it gave.
   virtual void finish() {}
   virtual uint64_t donations() const { return 0; }
+  // check --mpi with a search split into parts (StrategyInfo::splits): hands the executions it
+  // has yet to run under its shallowest choice point with options left to others, as one schedule
+  // prefix per option, in depth-first order, and sets `bound` to what is left its own (the
+  // schedule it explores up to, SearchOptions::bound). False where it keeps everything.
+  virtual bool give_away(std::vector<std::vector<uint32_t>>& prefixes, std::vector<uint32_t>& bound) {
+    (void)prefixes;
+    (void)bound;
+    return false;
+  }
 };
 
 // An option asleep where a branch given to another thread starts (--jobs): its future from
@@ -55,6 +64,9 @@ struct SearchOptions {
   uint64_t seed = 0;
   uint32_t pct_depth = 3;
   std::vector<uint32_t> prefix;  // dfs: explore only the executions whose schedule starts so
+  // dfs: and only those whose schedule is not after `bound` in depth-first order (a part whose
+  // later executions were given away; empty: no bound). Starts with `prefix`.
+  std::vector<uint32_t> bound;
   StateCache* shared_cache = nullptr;  // dpor: one cache for every part (--jobs; StateCache(.., true))
   WorkPool* pool = nullptr;  // dpor, --jobs: where branches are given to idle threads
   int level = 0;             // dpor, --jobs: searches the thread is inside of (WorkPool::Runner)

@@ -11,9 +11,12 @@
 
 namespace lockstep::checker {
 
-// One part: the executions whose schedule starts with `prefix`.
+// One part: the executions whose schedule starts with `prefix` and, where `bound` is not empty,
+// is not after `bound` in depth-first order (a part whose later executions were given to
+// others; SearchOptions::bound).
 struct Part {
   std::vector<uint32_t> prefix;
+  std::vector<uint32_t> bound;
 };
 
 // Cuts the tree into at least `want` parts where it has that many within its first 6 choice

@@ -21,7 +21,7 @@ const std::vector<StrategyInfo>& strategies() {
   static const std::vector<StrategyInfo> all = {
       {"dfs", "every interleaving and choice, no reduction (the oracle)", true, true, nullptr,
        [](const SearchOptions& o) -> std::unique_ptr<Search> {
-         auto dfs = std::make_unique<DfsSearch>(o.prefix);
+         auto dfs = std::make_unique<DfsSearch>(o.prefix, o.bound);
          dfs->use_state_cache(o.dfs_state_cache);
          return dfs;
        }},

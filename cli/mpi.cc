@@ -7,7 +7,10 @@
 // - sweep: a piece is a point; its result a PointSummary as JSON;
 // - check: a piece is a part of a dfs search (the parts --jobs cuts the tree into, under the
 //   same schedule prefixes); its result a PartResult as JSON, whose bugs rank 0 rebuilds by
-//   replaying their schedules. The merge is --jobs' merge.
+//   replaying their schedules. The merge is --jobs' merge. Once no part is left to hand out, a
+//   rank that asks for work makes rank 0 ask the rank whose part has run longest to give away
+//   the executions it has yet to run under its shallowest choice point with options left
+//   (Search::give_away): new parts, after its own in depth-first order.
 // A worker that says nothing for --mpi-timeout seconds (it beats every second while it works)
 // is taken as lost: its pieces go to the others or to rank 0. Rank 0 prints the report, the
 // same bytes as one process, and every rank still there exits with its code.
@@ -51,19 +54,10 @@ constexpr int TAG_WORK = 1;    // rank 0 -> worker
 constexpr int TAG_RESULT = 2;  // worker -> rank 0
 constexpr int TAG_ALIVE = 3;   // worker -> rank 0, every BEAT while it works: nothing
 constexpr int TAG_CODE = 4;    // rank 0 -> worker at the end: the exit code
+constexpr int TAG_STEAL = 5;   // rank 0 -> worker: give away part of the piece you run (nothing)
+constexpr int TAG_STOLEN = 6;  // worker -> rank 0: the piece's int64 index (-1: none), then what it gave
 constexpr uint64_t NONE = UINT64_MAX;
 constexpr auto BEAT = std::chrono::seconds(1);
-
-// Waiting without spinning: a blocking MPI call polls at full speed (OpenMPI), which takes a core
-// from rank 0's own worker thread or from a rank still working on the same machine.
-void probe_politely(int source, int tag, MPI_Status& status) {
-  int ready = 0;
-  for (;;) {
-    MPI_Iprobe(source, tag, MPI_COMM_WORLD, &ready, &status);
-    if (ready != 0) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-}
 
 void send_result(int64_t index, const std::string& text) {
   std::string message(sizeof(index), '\0');
@@ -84,25 +78,80 @@ void send_result(int64_t index, const std::string& text) {
   std::_Exit(code);
 }
 
+// What a worker gave away of a piece, as rank 0 reads it (StealBox::Answer as JSON; "" for
+// nothing).
+std::string stolen_text(const std::optional<checker::StealBox::Answer>& given) {
+  if (!given || given->prefixes.empty()) return {};
+  return nlohmann::json{{"prefixes", given->prefixes}, {"bound", given->bound}}.dump();
+}
+
+void send_stolen(int64_t index, const std::string& text) {
+  std::string message(sizeof(index), '\0');
+  std::memcpy(message.data(), &index, sizeof(index));
+  message += text;
+  MPI_Send(message.data(), static_cast<int>(message.size()), MPI_CHAR, 0, TAG_STOLEN, MPI_COMM_WORLD);
+}
+
+// A request to give work away, taken if one came: true then.
+bool steal_asked() {
+  int ready = 0;
+  MPI_Iprobe(0, TAG_STEAL, MPI_COMM_WORLD, &ready, MPI_STATUS_IGNORE);
+  if (ready == 0) return false;
+  MPI_Recv(nullptr, 0, MPI_CHAR, 0, TAG_STEAL, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  return true;
+}
+
+// A worker waiting for rank 0's message `tag`, answering requests to give work away with
+// nothing meanwhile (it runs no piece). Without spinning: a blocking MPI call polls at full
+// speed (OpenMPI), which takes a core from rank 0's own worker thread or from a rank still
+// working on the same machine.
+void wait_for_rank0(int tag, MPI_Status& status) {
+  int ready = 0;
+  for (;;) {
+    MPI_Iprobe(0, tag, MPI_COMM_WORLD, &ready, &status);
+    if (ready != 0) return;
+    if (steal_asked()) send_stolen(-1, "");
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
 // A worker rank: asks for work, runs each piece rank 0 sends (on a thread, while this one tells
-// rank 0 every BEAT that it is alive) until told that none is left; then ends with rank 0's
-// exit code.
-[[noreturn]] void work(const std::function<std::string(const std::vector<uint64_t>& piece)>& run) {
+// rank 0 every BEAT that it is alive and passes on requests to give work away through `box`,
+// which `run` hands to the search) until told that none is left; then ends with rank 0's exit
+// code.
+[[noreturn]] void work(const std::function<std::string(const std::vector<uint64_t>& piece, checker::StealBox& box)>& run) {
   send_result(-1, "");
   for (;;) {
     MPI_Status status;
-    probe_politely(0, TAG_WORK, status);
+    wait_for_rank0(TAG_WORK, status);
     int count = 0;
     MPI_Get_count(&status, MPI_UINT64_T, &count);
     std::vector<uint64_t> piece(static_cast<size_t>(std::max(count, 1)), NONE);
     MPI_Recv(piece.data(), count, MPI_UINT64_T, 0, TAG_WORK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     if (piece[0] == NONE) break;
-    std::future<std::string> result = std::async(std::launch::async, run, std::cref(piece));
-    while (result.wait_for(BEAT) != std::future_status::ready) MPI_Send(nullptr, 0, MPI_CHAR, 0, TAG_ALIVE, MPI_COMM_WORLD);
+    checker::StealBox box;
+    std::future<std::string> result = std::async(std::launch::async, run, std::cref(piece), std::ref(box));
+    const auto ready = [&] { return result.wait_for(std::chrono::microseconds(200)) == std::future_status::ready; };
+    Clock::time_point beat = Clock::now() + BEAT;
+    const auto beat_if_due = [&] {
+      if (Clock::now() < beat) return;
+      MPI_Send(nullptr, 0, MPI_CHAR, 0, TAG_ALIVE, MPI_COMM_WORLD);
+      beat = Clock::now() + BEAT;
+    };
+    while (!ready()) {
+      if (steal_asked()) {
+        box.ask();
+        std::optional<checker::StealBox::Answer> given;
+        while (!(given = box.take()) && !ready()) beat_if_due();
+        if (!given) given = box.take();  // answered just before the piece ended
+        send_stolen(static_cast<int64_t>(piece[0]), stolen_text(given));
+      }
+      beat_if_due();
+    }
     send_result(static_cast<int64_t>(piece[0]), result.get());
   }
   MPI_Status status;
-  probe_politely(0, TAG_CODE, status);
+  wait_for_rank0(TAG_CODE, status);
   int code[2] = {EXIT_BAD_INPUT, 1};  // the exit code; whether a rank was lost
   MPI_Recv(code, 2, MPI_INT, 0, TAG_CODE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   end(code[0], code[1] != 0);
@@ -121,8 +170,21 @@ class Pieces {
   // For rank 0's thread: a piece, waiting while every piece is out; nullopt once all are done.
   std::optional<size_t> take_or_wait() {
     std::unique_lock<std::mutex> lock(mutex_);
+    waiting_ = true;
     changed_.wait(lock, [&] { return !redo_.empty() || next_ < done_.size() || finished_ == done_.size(); });
+    waiting_ = false;
     return take_locked();
+  }
+  // Whether rank 0's thread waits for a piece.
+  bool waiting() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return waiting_ && finished_ < done_.size();
+  }
+  // k more pieces, numbered after the others.
+  void add(size_t k) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    done_.resize(done_.size() + k, 0);
+    changed_.notify_all();
   }
   void put_back(size_t i) {
     const std::lock_guard<std::mutex> lock(mutex_);
@@ -159,6 +221,15 @@ class Pieces {
   std::deque<size_t> redo_;
   std::vector<char> done_;
   size_t finished_ = 0;
+  bool waiting_ = false;
+};
+
+// check's dfs parts: a running piece may give away the executions it has yet to run; `apply`
+// takes in what piece i gave (the text a worker sends: stolen_text) and says how many pieces it
+// added, numbered after the others.
+struct Stealing {
+  static constexpr size_t UNUSABLE = SIZE_MAX;  // apply: the text is no answer rank 0 can use
+  std::function<size_t(size_t piece, const std::string& text)> apply;
 };
 
 // Rank 0's main thread: hands pieces to the workers, two at a time (a worker starts its next
@@ -173,33 +244,69 @@ class Coordinator {
   }
 
   // Pieces 0..n-1, each run once: by a worker (`piece` gives what its message carries after
-  // the index; `decode` reads its result, nullopt when it cannot) or by rank 0's thread (`local`).
+  // the index; `decode` reads its result, nullopt when it cannot) or by rank 0's thread (`local`,
+  // with the box its search looks at for requests to give work away). With `stealing`, pieces
+  // may be added as running ones give work away: one result per piece, added ones after.
   template <class Result>
   std::vector<Result> run(size_t n, const std::function<std::vector<uint64_t>(size_t)>& piece,
                           const std::function<std::optional<Result>(const std::string&)>& decode,
-                          const std::function<Result(size_t)>& local) {
+                          const std::function<Result(size_t, checker::StealBox&)>& local,
+                          const Stealing* stealing = nullptr) {
+    std::mutex results_mutex;  // rank 0's thread stores results while this one adds pieces
     std::vector<Result> results(n);
     Pieces pieces(n);
     pieces_ = &pieces;
     piece_ = &piece;
+    stealing_ = stealing;
+    grow_ = [&](size_t k) {
+      {
+        const std::lock_guard<std::mutex> lock(results_mutex);
+        results.resize(results.size() + k);
+      }
+      pieces.add(k);
+    };
     hear_all();  // a worker waiting for its first piece (rank 0 was busy) says nothing meanwhile
     std::thread mine([&] {
       while (const std::optional<size_t> i = pieces.take_or_wait()) {
-        Result r = local(*i);
-        if (pieces.finish(*i)) results[*i] = std::move(r);
+        checker::StealBox box;
+        {
+          const std::lock_guard<std::mutex> lock(local_.mutex);
+          local_.index = static_cast<int64_t>(*i);
+          local_.since = Clock::now();
+          local_.box = &box;
+        }
+        Result r = local(*i, box);
+        {
+          const std::lock_guard<std::mutex> lock(local_.mutex);
+          local_.ended = local_.index;
+          local_.ended_answer = box.take();  // given away before it ended, not yet read
+          local_.index = -1;
+          local_.box = nullptr;
+        }
+        if (pieces.finish(*i)) {
+          const std::lock_guard<std::mutex> lock(results_mutex);
+          results[*i] = std::move(r);
+        }
       }
     });
     while (!pieces.all_done()) {
       serve([&](int from, size_t i, const std::string& text) {
         if (!pieces.finish(i)) return;
         std::optional<Result> r = decode(text);
+        const std::lock_guard<std::mutex> lock(results_mutex);
         if (r) results[i] = std::move(*r);
         else problem_ = fmt::format("rank {} sent the result of piece {} in a form rank 0 cannot use", from, i);
       });
+      steal_for_the_hungry();
     }
     mine.join();
+    for (size_t r = 1; r < workers_.size(); ++r) {
+      if (workers_[r].hungry) give(static_cast<int>(r));  // none left: released
+    }
     pieces_ = nullptr;
     piece_ = nullptr;
+    stealing_ = nullptr;
+    victim_ = NO_VICTIM;
     return results;
   }
 
@@ -225,10 +332,84 @@ class Coordinator {
  private:
   struct Worker {
     std::vector<size_t> holding;  // pieces given and not yet answered
+    Clock::time_point since;      // when the piece it runs (the first it holds) began
     Clock::time_point heard;
     bool released = false;  // told that no piece is left
     bool lost = false;      // silent past the timeout
+    bool hungry = false;    // asked for work when none was left (stealing): waits for some
+    bool refused = false;   // gave nothing when last asked to (reset when pieces are added)
   };
+  static constexpr int NO_VICTIM = -1;
+
+  // With stealing, for a rank waiting for work (a worker, or rank 0's thread): asks the rank
+  // whose piece has run longest to give part of it away, one request at a time.
+  void steal_for_the_hungry() {
+    if (stealing_ == nullptr || pieces_ == nullptr) return;
+    if (victim_ == 0) {  // rank 0's thread: its answer, or its piece ended
+      std::optional<checker::StealBox::Answer> given;
+      int64_t index = -1;
+      {
+        const std::lock_guard<std::mutex> lock(local_.mutex);
+        if (local_.index == asked_local_ && local_.box != nullptr) {
+          given = local_.box->take();
+          if (!given) return;  // not yet
+        } else if (local_.ended == asked_local_) {
+          given = std::move(local_.ended_answer);
+        }
+        index = asked_local_;
+      }
+      victim_ = NO_VICTIM;
+      take_stolen(0, index, stolen_text(given));
+    }
+    if (victim_ != NO_VICTIM) return;
+    const bool rank0_hungry = pieces_->waiting();
+    const bool hungry = rank0_hungry || std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.hungry; });
+    if (!hungry) return;
+    int best = NO_VICTIM;
+    Clock::time_point oldest = Clock::time_point::max();
+    for (size_t r = 1; r < workers_.size(); ++r) {
+      const Worker& w = workers_[r];
+      if (w.lost || w.hungry || w.refused || w.holding.empty() || w.since >= oldest) continue;
+      best = static_cast<int>(r);
+      oldest = w.since;
+    }
+    {
+      const std::lock_guard<std::mutex> lock(local_.mutex);
+      if (!rank0_hungry && refused_local_ != local_.index && local_.box != nullptr && local_.since < oldest) {
+        local_.box->ask();
+        asked_local_ = local_.index;
+        victim_ = 0;
+        return;
+      }
+    }
+    if (best == NO_VICTIM) return;
+    MPI_Send(nullptr, 0, MPI_CHAR, best, TAG_STEAL, MPI_COMM_WORLD);
+    victim_ = best;
+  }
+
+  // What `from` gave of piece `index` ("" for nothing): new pieces for the hungry.
+  void take_stolen(int from, int64_t index, const std::string& text) {
+    size_t added = index >= 0 && !text.empty() ? stealing_->apply(static_cast<size_t>(index), text) : 0;
+    if (added == Stealing::UNUSABLE) {
+      problem_ = fmt::format("rank {} gave away part of piece {} in a form rank 0 cannot use", from, index);
+      added = 0;
+    }
+    if (added == 0) {
+      if (from == 0) refused_local_ = index;
+      else workers_[static_cast<size_t>(from)].refused = true;
+      return;
+    }
+    grow_(added);
+    feed_the_hungry();
+  }
+
+  void feed_the_hungry() {
+    for (size_t r = 1; r < workers_.size(); ++r) {
+      if (!workers_[r].hungry) continue;
+      workers_[r].hungry = false;
+      give(static_cast<int>(r));
+    }
+  }
 
   // One message handled, or the silent workers let go and a short sleep.
   void serve(const std::function<void(int, size_t, const std::string&)>& result) {
@@ -247,12 +428,19 @@ class Coordinator {
     MPI_Recv(message.data(), bytes, MPI_CHAR, from, status.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     Worker& w = workers_[static_cast<size_t>(from)];
     w.heard = Clock::now();
-    if (status.MPI_TAG != TAG_RESULT || w.lost) return;  // a beat; or a worker taken as lost: its pieces went elsewhere
     int64_t index = -1;
     if (message.size() >= sizeof(index)) std::memcpy(&index, message.data(), sizeof(index));
+    if (status.MPI_TAG == TAG_STOLEN) {
+      if (victim_ == from) victim_ = NO_VICTIM;
+      if (!w.lost && pieces_ != nullptr && stealing_ != nullptr) take_stolen(from, index, message.substr(sizeof(index)));
+      return;
+    }
+    if (status.MPI_TAG != TAG_RESULT || w.lost) return;  // a beat; or a worker taken as lost: its pieces went elsewhere
     if (index >= 0) {
       const auto i = static_cast<size_t>(index);
       std::erase(w.holding, i);
+      w.since = Clock::now();  // its next piece, if it holds one, runs from now
+      w.refused = false;
       give(from);  // the next piece first: the worker works on it while this one is read
       if (pieces_ != nullptr) result(from, i, message.substr(sizeof(index)));
     } else {
@@ -265,6 +453,14 @@ class Coordinator {
     Worker& w = workers_[static_cast<size_t>(to)];
     if (w.released) return;
     const std::optional<size_t> i = pieces_ != nullptr ? pieces_->take() : std::nullopt;
+    if (!i && stealing_ != nullptr && pieces_ != nullptr && !pieces_->all_done()) {
+      w.hungry = true;  // work comes when a running piece gives some away
+      return;
+    }
+    if (i && w.holding.empty()) {
+      w.since = Clock::now();
+      w.refused = false;
+    }
     std::vector<uint64_t> message = i ? (*piece_)(*i) : std::vector<uint64_t>{NONE};
     if (i) {
       message.insert(message.begin(), *i);
@@ -286,6 +482,7 @@ class Coordinator {
       Worker& w = workers_[r];
       if (w.lost || w.released || now - w.heard <= timeout_) continue;
       w.lost = true;
+      if (victim_ == static_cast<int>(r)) victim_ = NO_VICTIM;
       for (const size_t i : w.holding) {
         if (pieces_ != nullptr) pieces_->put_back(i);
       }
@@ -296,6 +493,7 @@ class Coordinator {
       }
       err_ << "\n";
       w.holding.clear();
+      feed_the_hungry();
     }
   }
 
@@ -305,6 +503,20 @@ class Coordinator {
   std::string problem_;       // a result rank 0 could not use
   Pieces* pieces_ = nullptr;  // the batch being run
   const std::function<std::vector<uint64_t>(size_t)>* piece_ = nullptr;
+  const Stealing* stealing_ = nullptr;
+  std::function<void(size_t)> grow_;  // k pieces added to the batch
+  int victim_ = NO_VICTIM;            // the rank asked to give work away, waited for (0: rank 0's thread)
+  // The piece rank 0's thread runs, and the box its search looks at.
+  struct {
+    std::mutex mutex;
+    int64_t index = -1;
+    Clock::time_point since;
+    checker::StealBox* box = nullptr;
+    int64_t ended = -1;  // the last piece it ran, and what it gave away that was not read
+    std::optional<checker::StealBox::Answer> ended_answer;
+  } local_;
+  int64_t asked_local_ = -1;    // the piece rank 0's thread was asked to give part of
+  int64_t refused_local_ = -1;  // the piece of rank 0's thread that gave nothing when asked
 };
 
 void init_mpi(int& rank, int& ranks) {
@@ -332,7 +544,7 @@ void init_mpi(int& rank, int& ranks) {
     if (!points) code = EXIT_BAD_INPUT;
   }
   if (rank != 0) {
-    work([&](const std::vector<uint64_t>& piece) {
+    work([&](const std::vector<uint64_t>& piece, checker::StealBox&) {
       if (!points || piece[0] >= points->size()) return std::string();
       return check_point(point_options, options.inputs.front(), (*points)[piece[0]], 1).to_json();
     });
@@ -342,7 +554,7 @@ void init_mpi(int& rank, int& ranks) {
     const std::vector<PointSummary> results = coordinator.run<PointSummary>(
         points->size(), [](size_t) { return std::vector<uint64_t>(); },
         [](const std::string& text) { return PointSummary::from_json(text); },
-        [&](size_t i) { return check_point(point_options, options.inputs.front(), (*points)[i], 1); });
+        [&](size_t i, checker::StealBox&) { return check_point(point_options, options.inputs.front(), (*points)[i], 1); });
     code = report_sweep(point_options, sweep, *points, results, my_out, my_err);
   }
   coordinator.finish(code);
@@ -454,11 +666,12 @@ std::optional<sim::Scenario> load(const std::string& input, const Options& optio
     }
     return part_json(part);
   };
-  if (rank != 0) work([&](const std::vector<uint64_t>& piece) { return search(piece[0]); });  // piece i: input i
+  if (rank != 0) work([&](const std::vector<uint64_t>& piece, checker::StealBox&) { return search(piece[0]); });  // piece i: input i
   Coordinator coordinator(ranks, line.options.mpi_timeout_s, err);
   const std::vector<std::string> parts = coordinator.run<std::string>(
       inputs.size(), [](size_t) { return std::vector<uint64_t>(); },
-      [](const std::string& text) { return std::optional<std::string>(text); }, search);
+      [](const std::string& text) { return std::optional<std::string>(text); },
+      [&](size_t i, checker::StealBox&) { return search(i); });
   CommandLine mine = line;
   mine.options.check.run_whole = [&](const sim::Scenario& scenario) -> std::optional<checker::PartResult> {
     const auto at = std::find(inputs.begin(), inputs.end(), scenario.path);
@@ -478,12 +691,16 @@ std::optional<sim::Scenario> load(const std::string& input, const Options& optio
     if (inputs.size() > 1) check_inputs_over_mpi(line, inputs, rank, ranks, out, err);
   }
   if (rank != 0) {
-    // A part: its index, the budget, then its schedule prefix.
+    // A part: its index, the budget, its prefix's length, its prefix, then its bound.
     const std::optional<sim::Scenario> scenario = load(line.options.inputs.front(), line.options);  // rank 0 says why if it does not load
-    work([&](const std::vector<uint64_t>& piece) {
+    work([&](const std::vector<uint64_t>& piece, checker::StealBox& box) {
       checker::PartResult part;
-      if (scenario && piece.size() >= 2) {
-        part = checker::explore_part(*scenario, line.options.check, std::vector<uint32_t>(piece.begin() + 2, piece.end()), piece[1]);
+      if (scenario && piece.size() >= 3 && piece[2] <= piece.size() - 3) {
+        const auto prefix_end = piece.begin() + 3 + static_cast<std::ptrdiff_t>(piece[2]);
+        checker::Part p{std::vector<uint32_t>(piece.begin() + 3, prefix_end), std::vector<uint32_t>(prefix_end, piece.end())};
+        checker::CheckOptions options = line.options.check;
+        options.steal = &box;
+        part = checker::explore_part(*scenario, options, std::move(p), piece[1]);
       }
       return part_json(part);
     });
@@ -493,17 +710,69 @@ std::optional<sim::Scenario> load(const std::string& input, const Options& optio
   const std::optional<sim::Scenario> scenario = load(mine.options.inputs.front(), mine.options);
   Coordinator coordinator(ranks, mine.options.mpi_timeout_s, err);
   checker::CheckOptions local_options = mine.options.check;
-  mine.options.check.run_parts = [&](const std::vector<std::vector<uint32_t>>& prefixes, uint64_t budget) {
-    if (!scenario) return std::vector<checker::PartResult>(prefixes.size());
-    return coordinator.run<checker::PartResult>(
-        prefixes.size(),
+  mine.options.check.run_parts = [&](std::vector<checker::Part>& parts, uint64_t budget) {
+    if (!scenario) return std::vector<checker::PartResult>(parts.size());
+    std::mutex parts_mutex;  // rank 0's thread reads parts while this one adds some
+    const auto part = [&](size_t i) {
+      const std::lock_guard<std::mutex> lock(parts_mutex);
+      return parts[i];
+    };
+    // What a running part gave away: its new bound, and new parts after it.
+    Stealing stealing;
+    stealing.apply = [&](size_t i, const std::string& text) -> size_t {
+      const Json j = Json::parse(text, nullptr, false);
+      std::vector<std::vector<uint32_t>> prefixes;
+      std::vector<uint32_t> bound;
+      try {
+        prefixes = j.at("prefixes").get<std::vector<std::vector<uint32_t>>>();
+        bound = j.at("bound").get<std::vector<uint32_t>>();
+      } catch (const Json::exception&) {
+        return Stealing::UNUSABLE;
+      }
+      const std::lock_guard<std::mutex> lock(parts_mutex);
+      if (i >= parts.size()) return Stealing::UNUSABLE;
+      const std::vector<uint32_t>& prefix = parts[i].prefix;
+      const std::vector<uint32_t>& old = parts[i].bound;
+      const auto extends = [](const std::vector<uint32_t>& v, const std::vector<uint32_t>& start) {
+        return v.size() > start.size() && std::equal(start.begin(), start.end(), v.begin());
+      };
+      // The bound narrows the part (below the old one, or before it); each new part starts after it.
+      if (!extends(bound, prefix) || (!old.empty() && !(extends(bound, old) || bound < old))) return Stealing::UNUSABLE;
+      for (const std::vector<uint32_t>& p : prefixes) {
+        if (!extends(p, prefix) || !(bound < p)) return Stealing::UNUSABLE;
+      }
+      parts[i].bound = std::move(bound);
+      for (std::vector<uint32_t>& p : prefixes) parts.push_back(checker::Part{std::move(p), {}});
+      return prefixes.size();
+    };
+    std::vector<checker::PartResult> results = coordinator.run<checker::PartResult>(
+        parts.size(),
         [&](size_t i) {
-          std::vector<uint64_t> piece = {budget};
-          piece.insert(piece.end(), prefixes[i].begin(), prefixes[i].end());
+          const checker::Part p = part(i);
+          std::vector<uint64_t> piece = {budget, p.prefix.size()};
+          piece.insert(piece.end(), p.prefix.begin(), p.prefix.end());
+          piece.insert(piece.end(), p.bound.begin(), p.bound.end());
           return piece;
         },
         [&](const std::string& text) { return part_of(text, *scenario, local_options); },
-        [&](size_t i) { return checker::explore_part(*scenario, local_options, prefixes[i], budget); });
+        [&](size_t i, checker::StealBox& box) {
+          checker::CheckOptions options = local_options;
+          options.steal = &box;
+          return checker::explore_part(*scenario, options, part(i), budget);
+        },
+        &stealing);
+    // In depth-first order: by prefix (a part's executions come before those it gave away).
+    std::vector<size_t> order(parts.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return parts[a].prefix < parts[b].prefix; });
+    std::vector<checker::Part> sorted_parts;
+    std::vector<checker::PartResult> sorted_results;
+    for (const size_t i : order) {
+      sorted_parts.push_back(std::move(parts[i]));
+      sorted_results.push_back(std::move(results[i]));
+    }
+    parts = std::move(sorted_parts);
+    return sorted_results;
   };
   if (scenario && mine.options.check.strategy != "dfs") {
     err << "lockstep: note: check --mpi spreads a dfs search (--strategy dfs); " << mine.options.check.strategy

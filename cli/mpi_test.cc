@@ -160,4 +160,34 @@ TEST_CASE("check --mpi: a dfs search of 100,000 executions over four ranks repor
   CHECK(without_timing(testing::file_bytes(dir / "lossy.json")) == mine);
 }
 
+TEST_CASE("check --mpi: a search whose work sits in one part is shared out as ranks run dry") {
+  if (!lockstep_mpi_available()) return;
+  const std::filesystem::path dir = testing::fresh_temp_dir("mpi", "skewed");
+  // Rank 0 decides six times whether to take its receives in order; only when it never does
+  // are they wildcard receives from eight senders (8! = 40,320 orders): the top of the tree
+  // cuts into 7 parts, one of which holds nearly every execution. Ranks that run out of parts
+  // take the executions that part has yet to run.
+  std::string program = "[{repeat: 8, do: [recv: {from: any, size: 1KiB}]}]";
+  for (int i = 0; i < 6; ++i) {
+    program = "[{choose: {in_order: [{repeat: 8, as: i, do: [recv: {from: \"i + 1\", size: 1KiB}]}], any_order: " + program + "}}]";
+  }
+  std::ofstream(dir / "skewed.yaml") << "scenario: skewed\nworld: 9\nprogram:\n"
+                                        "  - if: \"rank == 0\"\n"
+                                        "    then: " << program << "\n"
+                                        "    else: [send: {to: 0, size: 1KiB}]\n";
+  const std::vector<std::string> check = {"check", (dir / "skewed.yaml").string(), "--strategy", "dfs"};
+  const testing::CliRun alone = alone_with_json(check, dir);
+  REQUIRE(alone.code == EXIT_NO_BUG);
+  CHECK(alone.out.find("[40326 executions, exhaustive]") != std::string::npos);
+  const testing::CliRun spread = spread_with_json(check, dir, 3, "skewed-run");
+  INFO(spread.err);
+  CHECK(spread.code == alone.code);
+  CHECK(spread.out == alone.out);
+  const std::string json = testing::file_bytes(dir / "spread.json");
+  CHECK(without_timing(json) == without_timing(testing::file_bytes(dir / "alone.json")));
+  const size_t at = json.find("\"parts\": ");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stoul(json.substr(at + 9)) > 7);  // parts were given away
+}
+
 }  // namespace lockstep::cli
