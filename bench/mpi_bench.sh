@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # MPI benchmark: a dfs search of 3,628,800 executions (rank 0's ten wildcard receives against ten
 # senders) by `lockstep check --mpi` under mpirun -np 1 and -np 2, and by one plain process;
-# then a sweep of the interleaved pipeline's 303 correct layouts (pp 2..8, chunks 2..4,
+# then a skewed dfs search of 3,628,806 executions (rank 0 decides six times whether to take
+# its ten receives in order; only when it never does are they wildcard receives, 10! orders:
+# one of the 7 parts the tree cuts into holds nearly all, which ranks that run dry share by
+# taking what it has yet to run); then a sweep of the interleaved pipeline's 303 correct layouts (pp 2..8, chunks 2..4,
 # microbatches a multiple of pp up to 64: each point ok, as mpirun takes seconds to wind down a
 # job whose exit code is 1) the same three ways; then eight inputs of one folder, each a dpor
 # search of 50,625 executions (a checkpoint thread on the training stream, 2 steps), spread over
@@ -23,6 +26,18 @@ world: 11
 program:
   - if: "rank == 0"
     then: [{repeat: 10, do: [recv: {from: any, size: 1KiB}]}]
+    else: [send: {to: 0, size: 1KiB}]
+Y
+program='[{repeat: 10, do: [recv: {from: any, size: 1KiB}]}]'
+for _ in 1 2 3 4 5 6; do
+  program="[{choose: {in_order: [{repeat: 10, as: i, do: [recv: {from: \"i + 1\", size: 1KiB}]}], any_order: $program}}]"
+done
+cat > "$dir/skewed-11.yaml" <<Y
+scenario: skewed-11
+world: 11
+program:
+  - if: "rank == 0"
+    then: $program
     else: [send: {to: 0, size: 1KiB}]
 Y
 mkdir "$dir/inputs"
@@ -54,12 +69,14 @@ wall() {  # wall seconds of a command whose exit code 0 or 1 is a verdict
   echo "$end - $start" | bc -l
 }
 search=(check "$dir/gather-11.yaml" --strategy dfs --max-executions 4000000 --quiet)
+skewed=(check "$dir/skewed-11.yaml" --strategy dfs --max-executions 4000000 --quiet)
 sweep=(sweep scenarios/examples/pipeline-interleaved-sweep.yaml -D pp=2..8 -D chunks=2..4 -D microbatches=1..64
        --where "microbatches > pp && microbatches % pp == 0" --quiet)
 inputs=(check "$dir/inputs" --quiet)
-for what in search sweep inputs; do
+for what in search skewed sweep inputs; do
   case $what in
     search) args=("${search[@]}"); units=3628800; unit=executions ;;
+    skewed) args=("${skewed[@]}"); units=3628806; unit=executions ;;
     sweep) args=("${sweep[@]}"); units=303; unit=points ;;
     inputs) args=("${inputs[@]}"); units=405000; unit=executions ;;  # 8 x 50,625
   esac
