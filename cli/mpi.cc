@@ -454,7 +454,8 @@ class Coordinator {
     if (w.released) return;
     const std::optional<size_t> i = pieces_ != nullptr ? pieces_->take() : std::nullopt;
     if (!i && stealing_ != nullptr && pieces_ != nullptr && !pieces_->all_done()) {
-      w.hungry = true;  // work comes when a running piece gives some away
+      // Work comes when a running piece gives some away (once the one it holds is done).
+      if (w.holding.empty()) w.hungry = true;
       return;
     }
     if (i && w.holding.empty()) {
