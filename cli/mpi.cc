@@ -278,8 +278,11 @@ class Coordinator {
         Result r = local(*i, box);
         {
           const std::lock_guard<std::mutex> lock(local_.mutex);
-          local_.ended = local_.index;
-          local_.ended_answer = box.take();  // given away before it ended, not yet read
+          // Given away before it ended and not yet read (one request is out at a time).
+          if (std::optional<checker::StealBox::Answer> unread = box.take()) {
+            local_.unread_index = local_.index;
+            local_.unread = std::move(unread);
+          }
           local_.index = -1;
           local_.box = nullptr;
         }
@@ -353,8 +356,9 @@ class Coordinator {
         if (local_.index == asked_local_ && local_.box != nullptr) {
           given = local_.box->take();
           if (!given) return;  // not yet
-        } else if (local_.ended == asked_local_) {
-          given = std::move(local_.ended_answer);
+        } else if (local_.unread_index == asked_local_) {
+          given = std::move(local_.unread);
+          local_.unread_index = -1;
         }
         index = asked_local_;
       }
@@ -513,8 +517,8 @@ class Coordinator {
     int64_t index = -1;
     Clock::time_point since;
     checker::StealBox* box = nullptr;
-    int64_t ended = -1;  // the last piece it ran, and what it gave away that was not read
-    std::optional<checker::StealBox::Answer> ended_answer;
+    int64_t unread_index = -1;  // a piece that ended after it gave work away, and what it gave
+    std::optional<checker::StealBox::Answer> unread;
   } local_;
   int64_t asked_local_ = -1;    // the piece rank 0's thread was asked to give part of
   int64_t refused_local_ = -1;  // the piece of rank 0's thread that gave nothing when asked
