@@ -354,6 +354,22 @@ std::unique_ptr<Exploration> exploration(const sim::Scenario& scenario, const Ch
   return search;
 }
 
+// Parts and their results in depth-first order, by prefix: a part whose later executions were
+// given away (bounded) comes before the parts that took them, whose prefixes extend its own.
+void sort_by_prefix(std::vector<Part>& parts, std::vector<Slice>& slices) {
+  std::vector<size_t> order(parts.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return parts[a].prefix < parts[b].prefix; });
+  std::vector<Part> sorted_parts;
+  std::vector<Slice> sorted_slices;
+  for (const size_t i : order) {
+    sorted_parts.push_back(std::move(parts[i]));
+    sorted_slices.push_back(std::move(slices[i]));
+  }
+  parts = std::move(sorted_parts);
+  slices = std::move(sorted_slices);
+}
+
 }  // namespace
 
 PartResult explore_part(const sim::Scenario& scenario, const CheckOptions& options, Part part_of, uint64_t budget) {
@@ -417,6 +433,7 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
     if (options.run_parts) {
       remote_parts = std::move(parts);
       slices = options.run_parts(remote_parts, search.budget);
+      sort_by_prefix(remote_parts, slices);
       out.parts = remote_parts.size();
       parts.clear();  // run elsewhere
     }

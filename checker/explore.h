@@ -64,9 +64,10 @@ struct PartResult {
 inline constexpr uint64_t FOLD_BASE = 0x100000001b3;
 
 // The parts of a split search (a strategy that splits: dfs), in depth-first order, each at most
-// `budget` executions. A runner may have a running part give the executions it has yet to run
-// to new parts (StealBox): it then leaves `parts` as they ended, with their bounds, in
-// depth-first order, and returns one result per part in that order.
+// `budget` executions: one result per part. A runner may have a running part give the
+// executions it has yet to run to new parts (StealBox): it then leaves `parts` as they ended,
+// with their bounds and the new parts after the others, its results in that order (the merge
+// puts them in depth-first order).
 using PartRunner = std::function<std::vector<PartResult>(std::vector<Part>& parts, uint64_t budget)>;
 
 // check --mpi: a request to a running part's search to give away the executions it has yet to

@@ -59,11 +59,12 @@ constexpr int TAG_STOLEN = 6;  // worker -> rank 0: the piece's int64 index (-1:
 constexpr uint64_t NONE = UINT64_MAX;
 constexpr auto BEAT = std::chrono::seconds(1);
 
-void send_result(int64_t index, const std::string& text) {
+// A worker's message to rank 0 (TAG_RESULT, TAG_STOLEN): a piece's int64 index, then text.
+void send_to_rank0(int tag, int64_t index, const std::string& text) {
   std::string message(sizeof(index), '\0');
   std::memcpy(message.data(), &index, sizeof(index));
   message += text;
-  MPI_Send(message.data(), static_cast<int>(message.size()), MPI_CHAR, 0, TAG_RESULT, MPI_COMM_WORLD);
+  MPI_Send(message.data(), static_cast<int>(message.size()), MPI_CHAR, 0, tag, MPI_COMM_WORLD);
 }
 
 // The end of a rank: MPI_Finalize, unless a rank was lost (its fence waits for every rank,
@@ -78,18 +79,24 @@ void send_result(int64_t index, const std::string& text) {
   std::_Exit(code);
 }
 
-// What a worker gave away of a piece, as rank 0 reads it (StealBox::Answer as JSON; "" for
-// nothing).
+// What a worker gave away of a piece, on the wire: StealBox::Answer as JSON, "" for nothing.
 std::string stolen_text(const std::optional<checker::StealBox::Answer>& given) {
   if (!given || given->prefixes.empty()) return {};
   return nlohmann::json{{"prefixes", given->prefixes}, {"bound", given->bound}}.dump();
 }
 
-void send_stolen(int64_t index, const std::string& text) {
-  std::string message(sizeof(index), '\0');
-  std::memcpy(message.data(), &index, sizeof(index));
-  message += text;
-  MPI_Send(message.data(), static_cast<int>(message.size()), MPI_CHAR, 0, TAG_STOLEN, MPI_COMM_WORLD);
+// The answer back from that text: nothing for "", nullopt where the text is no answer.
+std::optional<checker::StealBox::Answer> stolen_answer(const std::string& text) {
+  checker::StealBox::Answer given;
+  if (text.empty()) return given;
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  try {
+    given.prefixes = j.at("prefixes").get<std::vector<std::vector<uint32_t>>>();
+    given.bound = j.at("bound").get<std::vector<uint32_t>>();
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+  return given;
 }
 
 // A request to give work away, taken if one came: true then.
@@ -110,7 +117,7 @@ void wait_for_rank0(int tag, MPI_Status& status) {
   for (;;) {
     MPI_Iprobe(0, tag, MPI_COMM_WORLD, &ready, &status);
     if (ready != 0) return;
-    if (steal_asked()) send_stolen(-1, "");
+    if (steal_asked()) send_to_rank0(TAG_STOLEN, -1, "");
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 }
@@ -120,7 +127,7 @@ void wait_for_rank0(int tag, MPI_Status& status) {
 // which `run` hands to the search) until told that none is left; then ends with rank 0's exit
 // code.
 [[noreturn]] void work(const std::function<std::string(const std::vector<uint64_t>& piece, checker::StealBox& box)>& run) {
-  send_result(-1, "");
+  send_to_rank0(TAG_RESULT, -1, "");
   for (;;) {
     MPI_Status status;
     wait_for_rank0(TAG_WORK, status);
@@ -144,11 +151,11 @@ void wait_for_rank0(int tag, MPI_Status& status) {
         std::optional<checker::StealBox::Answer> given;
         while (!(given = box.take()) && !ready()) beat_if_due();
         if (!given) given = box.take();  // answered just before the piece ended
-        send_stolen(static_cast<int64_t>(piece[0]), stolen_text(given));
+        send_to_rank0(TAG_STOLEN, static_cast<int64_t>(piece[0]), stolen_text(given));
       }
       beat_if_due();
     }
-    send_result(static_cast<int64_t>(piece[0]), result.get());
+    send_to_rank0(TAG_RESULT, static_cast<int64_t>(piece[0]), result.get());
   }
   MPI_Status status;
   wait_for_rank0(TAG_CODE, status);
@@ -225,11 +232,10 @@ class Pieces {
 };
 
 // check's dfs parts: a running piece may give away the executions it has yet to run; `apply`
-// takes in what piece i gave (the text a worker sends: stolen_text) and says how many pieces it
-// added, numbered after the others.
+// takes in what piece i gave and says how many pieces it added, numbered after the others.
 struct Stealing {
-  static constexpr size_t UNUSABLE = SIZE_MAX;  // apply: the text is no answer rank 0 can use
-  std::function<size_t(size_t piece, const std::string& text)> apply;
+  static constexpr size_t UNUSABLE = SIZE_MAX;  // apply: no answer rank 0 can use
+  std::function<size_t(size_t piece, checker::StealBox::Answer given)> apply;
 };
 
 // Rank 0's main thread: hands pieces to the workers, two at a time (a worker starts its next
@@ -363,7 +369,7 @@ class Coordinator {
         index = asked_local_;
       }
       victim_ = NO_VICTIM;
-      take_stolen(0, index, stolen_text(given));
+      take_stolen(0, index, given ? std::move(*given) : checker::StealBox::Answer{});
     }
     if (victim_ != NO_VICTIM) return;
     const bool rank0_hungry = pieces_->waiting();
@@ -391,9 +397,12 @@ class Coordinator {
     victim_ = best;
   }
 
-  // What `from` gave of piece `index` ("" for nothing): new pieces for the hungry.
-  void take_stolen(int from, int64_t index, const std::string& text) {
-    size_t added = index >= 0 && !text.empty() ? stealing_->apply(static_cast<size_t>(index), text) : 0;
+  // What `from` gave of piece `index` (nullopt: no answer rank 0 can use): new pieces for the
+  // hungry.
+  void take_stolen(int from, int64_t index, std::optional<checker::StealBox::Answer> given) {
+    size_t added = !given ? Stealing::UNUSABLE
+                   : index >= 0 && !given->prefixes.empty() ? stealing_->apply(static_cast<size_t>(index), std::move(*given))
+                                                            : 0;
     if (added == Stealing::UNUSABLE) {
       problem_ = fmt::format("rank {} gave away part of piece {} in a form rank 0 cannot use", from, index);
       added = 0;
@@ -436,7 +445,7 @@ class Coordinator {
     if (message.size() >= sizeof(index)) std::memcpy(&index, message.data(), sizeof(index));
     if (status.MPI_TAG == TAG_STOLEN) {
       if (victim_ == from) victim_ = NO_VICTIM;
-      if (!w.lost && pieces_ != nullptr && stealing_ != nullptr) take_stolen(from, index, message.substr(sizeof(index)));
+      if (!w.lost && pieces_ != nullptr && stealing_ != nullptr) take_stolen(from, index, stolen_answer(message.substr(sizeof(index))));
       return;
     }
     if (status.MPI_TAG != TAG_RESULT || w.lost) return;  // a beat; or a worker taken as lost: its pieces went elsewhere
@@ -724,16 +733,9 @@ std::optional<sim::Scenario> load(const std::string& input, const Options& optio
     };
     // What a running part gave away: its new bound, and new parts after it.
     Stealing stealing;
-    stealing.apply = [&](size_t i, const std::string& text) -> size_t {
-      const Json j = Json::parse(text, nullptr, false);
-      std::vector<std::vector<uint32_t>> prefixes;
-      std::vector<uint32_t> bound;
-      try {
-        prefixes = j.at("prefixes").get<std::vector<std::vector<uint32_t>>>();
-        bound = j.at("bound").get<std::vector<uint32_t>>();
-      } catch (const Json::exception&) {
-        return Stealing::UNUSABLE;
-      }
+    stealing.apply = [&](size_t i, checker::StealBox::Answer given) -> size_t {
+      std::vector<std::vector<uint32_t>>& prefixes = given.prefixes;
+      std::vector<uint32_t>& bound = given.bound;
       const std::lock_guard<std::mutex> lock(parts_mutex);
       if (i >= parts.size()) return Stealing::UNUSABLE;
       const std::vector<uint32_t>& prefix = parts[i].prefix;
@@ -750,7 +752,7 @@ std::optional<sim::Scenario> load(const std::string& input, const Options& optio
       for (std::vector<uint32_t>& p : prefixes) parts.push_back(checker::Part{std::move(p), {}});
       return prefixes.size();
     };
-    std::vector<checker::PartResult> results = coordinator.run<checker::PartResult>(
+    return coordinator.run<checker::PartResult>(
         parts.size(),
         [&](size_t i) {
           const checker::Part p = part(i);
@@ -766,18 +768,6 @@ std::optional<sim::Scenario> load(const std::string& input, const Options& optio
           return checker::explore_part(*scenario, options, part(i), budget);
         },
         &stealing);
-    // In depth-first order: by prefix (a part's executions come before those it gave away).
-    std::vector<size_t> order(parts.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return parts[a].prefix < parts[b].prefix; });
-    std::vector<checker::Part> sorted_parts;
-    std::vector<checker::PartResult> sorted_results;
-    for (const size_t i : order) {
-      sorted_parts.push_back(std::move(parts[i]));
-      sorted_results.push_back(std::move(results[i]));
-    }
-    parts = std::move(sorted_parts);
-    return sorted_results;
   };
   if (scenario && mine.options.check.strategy != "dfs") {
     err << "lockstep: note: check --mpi spreads a dfs search (--strategy dfs); " << mine.options.check.strategy
