@@ -419,16 +419,17 @@ TEST_CASE("parts that give work away as they run: the report of one thread") {
         std::future<PartResult> run = std::async(std::launch::async, explore_part, std::cref(scenario), std::cref(here),
                                                  parts[i], part_budget);
         const auto ended = [&] { return run.wait_for(std::chrono::seconds(0)) == std::future_status::ready; };
-        for (int given_away = 0; given_away < 2 && !ended();) {
-          if (given_away > 0) box.ask();
+        // Each answer is taken, even one given just before the part ended.
+        for (int given_away = 0;;) {
           std::optional<StealBox::Answer> answer;
           while (!(answer = box.take()) && !ended()) std::this_thread::yield();
           if (!answer) answer = box.take();
-          if (!answer || answer->prefixes.empty()) break;  // its last execution: nothing to give
+          if (!answer || answer->prefixes.empty()) break;  // ended unasked, or its last execution
           parts[i].bound = answer->bound;
           for (std::vector<uint32_t>& prefix : answer->prefixes) parts.push_back(Part{std::move(prefix), {}});
-          ++given_away;
           ++gifts;
+          if (++given_away == 2 || ended()) break;
+          box.ask();
         }
         results.resize(parts.size());
         results[i] = run.get();
