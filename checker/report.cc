@@ -32,7 +32,7 @@ Json op_json(const sim::Scenario& scenario, const sim::OpRecord& rec, bool detai
   if (rec.op.kind == sim::OpKind::RECV) op["from"] = rec.op.peer >= 0 ? Json(rec.op.peer) : Json("any");
   if (rec.op.root >= 0) op["root"] = rec.op.root;
   if (sim::has_splits(rec.op.kind)) {
-    if (sim::takes(sim::op_info(rec.op.kind), sim::Field::SEND_SPLITS)) op["send_splits"] = rec.splits.get()->send;
+    if (sim::lists_sends(rec.op.kind)) op["send_splits"] = rec.splits.get()->send;
     op["recv_splits"] = rec.splits.get()->receive;
   }
   if (rec.op.stmt && !rec.op.stmt->tag.empty()) op["tag"] = rec.op.stmt->tag;

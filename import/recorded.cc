@@ -42,7 +42,7 @@ sim::Stmt stmt_of(const RecordedTrace& trace, sim::NamePool& pool, const Recorde
   stmt.group = op.group;
   if (sim::has_splits(op.kind)) {
     const RecordedTrace::Splits& splits = trace.splits.at(op.splits - 1);
-    if (sim::takes(sim::op_info(op.kind), sim::Field::SEND_SPLITS)) {
+    if (sim::lists_sends(op.kind)) {
       for (const int64_t bytes : splits.send) stmt.set_extra().send_splits.push_back(sim::Expr::constant(bytes));
     }
     for (const int64_t bytes : splits.recv) stmt.set_extra().recv_splits.push_back(sim::Expr::constant(bytes));

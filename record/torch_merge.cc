@@ -188,7 +188,7 @@ void read_op(const json& j, Rec& r, Reader& in, bool in_group) {
   }
   if (sim::has_splits(*r.op)) {
     for (const auto& [key, out] : {std::pair{"send_splits", &r.send_splits}, std::pair{"recv_splits", &r.recv_splits}}) {
-      if (out == &r.send_splits && !sim::takes(sim::op_info(*r.op), sim::Field::SEND_SPLITS)) continue;
+      if (out == &r.send_splits && !sim::lists_sends(*r.op)) continue;
       auto it = j.find(key);
       if (it == j.end() || !it->is_array()) {
         in.fail(fmt::format("missing \"{}\" (a list of sizes)", key));
@@ -552,7 +552,7 @@ class Merger {
     }
     if (sim::has_splits(stmt.op)) {
       const size_t members = scenario_.groups[*group].comm_for(rank)->size();
-      const bool sends = sim::takes(sim::op_info(stmt.op), sim::Field::SEND_SPLITS);
+      const bool sends = sim::lists_sends(stmt.op);
       if ((sends && op.send_splits.size() != members) || op.recv_splits.size() != members) {
         return refuse(fmt::format("its split sizes are not one per member of {}", name));
       }

@@ -470,7 +470,7 @@ void ProgramFiber::evaluate_splits(const Stmt& stmt, const std::vector<int32_t>&
   op.duration_ns = static_cast<int64_t>(live_.splits.size());
   int64_t sent = 0;
   int64_t received = 0;
-  const bool sends_own = !takes(op_info(stmt.op), Field::SEND_SPLITS);
+  const bool sends_own = !lists_sends(stmt.op);
   if (sends_own) live_.splits.resize(live_.splits.size() + comm.size());  // filled from recv_splits below
   for (const std::vector<Expr>* list : {&stmt.extra().send_splits, &stmt.extra().recv_splits}) {
     const bool sends = list == &stmt.extra().send_splits;

@@ -202,6 +202,8 @@ constexpr bool has_root(OpKind kind) { return takes(op_info(kind), Field::ROOT);
 // the bytes it sends to and expects from each member of its group. One that takes no
 // `send_splits` sends each member its own entry of `recv_splits`.
 constexpr bool has_splits(OpKind kind) { return op_info(kind).agreement == Agreement::SPLITS; }
+// Of them, those whose members list what they send to each (all_to_all_single).
+constexpr bool lists_sends(OpKind kind) { return takes(op_info(kind), Field::SEND_SPLITS); }
 
 // The op a scenario or trace names (`init_process_group` is none), or null.
 const OpInfo* find_op_named(std::string_view name);
