@@ -145,12 +145,15 @@ TEST_CASE("launcher: workers that die without reporting leave their exit status,
 
 TEST_CASE("launcher: workers whose launcher exits first are reaped here, never left as zombies of init") {
   // An mpirun that ends before its ranks: they are re-parented (to init, in a container one that
-  // may never reap them, before this was a subreaper) and end later.
+  // may never reap them, before this was a subreaper) and end later. It ends once both have
+  // said who they are, however loaded the machine.
   const Fake fake("if [ -z \"$WORKER\" ]; then\n"
                   "  for r in 0 1; do WORKER=1 LOCKSTEP_RANK=$r \"$0\" \"$@\" & done\n"
+                  "  while [ ! -f \"$DIR/pid.0\" ] || [ ! -f \"$DIR/pid.1\" ]; do sleep 0.01; done\n"
                   "  exit 0\n"
                   "fi\n"
-                  "echo $$ > \"$DIR/pid.$RANK\"\nsleep 0.3\nfrontier completed 1 1\nexit 0");
+                  "echo $$ > \"$DIR/pid.$RANK.new\" && mv \"$DIR/pid.$RANK.new\" \"$DIR/pid.$RANK\"\n"
+                  "sleep 0.3\nfrontier completed 1 1\nexit 0");
   LaunchSpec spec = fake.spec(2);
   spec.launcher.per_rank = false;
   const LaunchResult r = launch_workers(spec);
