@@ -12,7 +12,8 @@
 #                    and sleep sets keep the ones that commute from being run again
 #   small-4x20       4 ranks x 20 ops, four rounds of three wildcard receives (executions/s)
 #   small-4x20-wide  4 ranks x 20 ops, 100,000 of its millions of executions: executions per CPU s
-#   jobs             dfs on gather-10 (362,880 executions) with --jobs 1 and --jobs 2
+#   jobs             dfs on gather-10 (362,880 executions) with --jobs 1 and --jobs 2, and on
+#                    skewed-10 (362,886), whose work sits in one of its 7 parts
 #   corpus           lockstep check scenarios/ (every bundled scenario), pinned to one core
 # Then the rows of the host-thread workloads (docs/semantics.md, "Exploration"), each beside its
 # goal: a checkpoint thread (as first written: per-op `stream:`, sharing the current stream; and
@@ -49,6 +50,21 @@ Y
 gather 8
 gather 10
 gather 12
+# Rank 0 decides six times whether to take its receives in order; only when it never does are
+# they wildcard receives from nine senders (9! orders): one of the 7 parts the tree cuts into
+# holds all but six executions, which --jobs 2 shares out as the other thread runs dry.
+program='[{repeat: 9, do: [recv: {from: any, size: 1KiB}]}]'
+for _ in 1 2 3 4 5 6; do
+  program="[{choose: {in_order: [{repeat: 9, as: i, do: [recv: {from: \"i + 1\", size: 1KiB}]}], any_order: $program}}]"
+done
+cat > "$dir/skewed-10.yaml" <<Y
+scenario: skewed-10
+world: 10
+program:
+  - if: "rank == 0"
+    then: $program
+    else: [send: {to: 0, size: 1KiB}]
+Y
 cat > "$dir/two-threads.yaml" <<'Y'
 scenario: two-threads
 world: 4
@@ -117,6 +133,8 @@ row small-4x20 "$dir/small-4x20.yaml"
 row small-4x20-dfs "$dir/small-4x20.yaml" --strategy dfs
 row jobs1-gather-10-dfs "$dir/gather-10.yaml" --strategy dfs --jobs 1
 row jobs2-gather-10-dfs "$dir/gather-10.yaml" --strategy dfs --jobs 2
+row jobs1-skewed-10-dfs "$dir/skewed-10.yaml" --strategy dfs --jobs 1
+row jobs2-skewed-10-dfs "$dir/skewed-10.yaml" --strategy dfs --jobs 2
 
 # Executions per second on small scenarios (target: 100,000 on 4 ranks x 20 ops), by CPU time:
 # small-4x20-wide (rank 0 takes 18 wildcard receives from three senders, each rank 20 ops) has

@@ -7,8 +7,11 @@
 #include <cstdio>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <tuple>
 #include <set>
@@ -123,7 +126,9 @@ struct Exploration {
 
   // Runs executions under `search` (over the whole space, or the subtree under one schedule
   // prefix for --jobs) until it is done or `limit` executions ran (`budget` in all).
-  Slice run(sim::Engine& engine, Search& search, bool report_progress, uint64_t limit) const {
+  // `steal`: where the search is asked to give work away (by default CheckOptions::steal).
+  Slice run(sim::Engine& engine, Search& search, bool report_progress, uint64_t limit, StealBox* steal = nullptr) const {
+    if (steal == nullptr) steal = options.steal;
     Slice out;
     RecordingStrategy recorder(search);
     std::set<std::string> seen;
@@ -140,10 +145,10 @@ struct Exploration {
       out.blocked_after.push_back(stats.sleep_blocked);
     };
     while (true) {
-      if (options.steal != nullptr && options.steal->asked()) {
+      if (steal != nullptr && steal->asked()) {
         // Before its first execution a search knows nothing to give: it answers after it.
         StealBox::Answer given;
-        if (search.give_away(given.prefixes, given.bound) || out.executions > 0) options.steal->answer(std::move(given));
+        if (search.give_away(given.prefixes, given.bound) || out.executions > 0) steal->answer(std::move(given));
       }
       if (out.executions >= limit) {
         if (!sampling) out.bound_hit = fmt::format("--max-executions {}", budget);
@@ -370,6 +375,98 @@ void sort_by_prefix(std::vector<Part>& parts, std::vector<Slice>& slices) {
   slices = std::move(sorted_slices);
 }
 
+// --jobs with a strategy that splits: `parts` run on `jobs` threads, each thread taking the next
+// part not started. A thread that finds none left asks the running part that started first to
+// give away what it has yet to run (Search::give_away, through the part's StealBox): the parts
+// given join the list, after the others, and the part keeps the executions up to its new
+// bound. Each part's result goes to `slices` at the part's index.
+void run_parts_here(const Exploration& search, unsigned jobs, std::vector<Part>& parts, std::vector<Slice>& slices) {
+  struct Running {
+    std::unique_ptr<StealBox> box = std::make_unique<StealBox>();
+    uint64_t executions = UINT64_MAX;  // when it ended; UINT64_MAX while not
+    uint64_t started = 0;              // its place in the order parts started (0: not yet)
+    bool asked = false;                // its box holds a question not yet answered
+    bool keeps = false;                // it said it has nothing left to give
+  };
+  std::mutex mutex;
+  std::condition_variable changed;  // a part ended, or parts were added
+  std::vector<Running> state(parts.size());
+  size_t next = 0;
+  uint64_t starts = 0;
+  slices.resize(parts.size());
+  // Under `mutex`: the answer of part i's search, the parts it gave added.
+  auto apply = [&](size_t i, StealBox::Answer given) {
+    state[i].asked = false;
+    if (given.prefixes.empty()) {
+      state[i].keeps = true;
+      return;
+    }
+    parts[i].bound = std::move(given.bound);
+    for (std::vector<uint32_t>& prefix : given.prefixes) {
+      parts.push_back(Part{std::move(prefix), {}});
+      state.emplace_back();
+      slices.emplace_back();
+    }
+    changed.notify_all();
+  };
+  auto worker = [&](bool calling_thread) {
+    sim::Engine engine(search.scenario, search.engine_options);
+    std::unique_lock<std::mutex> lock(mutex);
+    while (true) {
+      if (next < parts.size()) {
+        const size_t i = next++;
+        // Its budget: what the parts before it that are done left. Those still running only
+        // leave less, so the merge never needs more of a part than it ran.
+        uint64_t budget = search.budget;
+        for (size_t j = 0; j < parts.size(); ++j) {
+          if (state[j].executions != UINT64_MAX && parts[j].prefix < parts[i].prefix) budget -= std::min(budget, state[j].executions);
+        }
+        if (budget == 0) {  // the merge stops before this part
+          state[i].executions = 0;
+          state[i].keeps = true;
+          continue;
+        }
+        state[i].started = ++starts;
+        Part part = parts[i];
+        StealBox* box = state[i].box.get();
+        lock.unlock();
+        const std::unique_ptr<Search> made = search.info.make(search.search_options(std::move(part.prefix), std::move(part.bound)));
+        Slice slice = search.run(engine, *made, calling_thread, budget, box);
+        lock.lock();
+        slices[i] = std::move(slice);
+        state[i].executions = slices[i].executions;
+        // An answer its search gave before it ended: the parts it gave are still to run.
+        if (std::optional<StealBox::Answer> given = box->take()) apply(i, std::move(*given));
+        state[i].asked = false;
+        changed.notify_all();
+        continue;
+      }
+      // None left: take work from the part running longest, or wait for an answer.
+      bool running = false;
+      std::optional<size_t> victim;
+      for (size_t j = 0; j < parts.size(); ++j) {  // apply() adds to `state`: no references
+        if (state[j].started == 0 || state[j].executions != UINT64_MAX) continue;
+        running = true;
+        if (state[j].asked) {
+          if (std::optional<StealBox::Answer> given = state[j].box->take()) apply(j, std::move(*given));
+        }
+        if (!state[j].asked && !state[j].keeps && (!victim || state[j].started < state[*victim].started)) victim = j;
+      }
+      if (!running) return;
+      if (next < parts.size()) continue;
+      if (victim && std::none_of(state.begin(), state.end(), [](const Running& r) { return r.asked; })) {
+        state[*victim].asked = true;
+        state[*victim].box->ask();
+      }
+      changed.wait_for(lock, std::chrono::milliseconds(1));
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned j = 1; j < jobs; ++j) threads.emplace_back(worker, false);
+  worker(true);
+  for (std::thread& t : threads) t.join();
+}
+
 }  // namespace
 
 PartResult explore_part(const sim::Scenario& scenario, const CheckOptions& options, Part part_of, uint64_t budget) {
@@ -437,32 +534,11 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
       out.parts = remote_parts.size();
       parts.clear();  // run elsewhere
     }
-    // A part's budget: what the parts before it that are done left. Those still running only
-    // leave less, so the merge below never needs more of a part than it ran.
-    std::mutex done_mutex;
-    std::vector<uint64_t> done(parts.size(), UINT64_MAX);
-    std::atomic<size_t> next{0};
-    auto worker = [&](bool calling_thread) {
-      sim::Engine engine(scenario, search.engine_options);
-      for (size_t i = next++; i < parts.size(); i = next++) {
-        uint64_t budget = search.budget;
-        {
-          const std::lock_guard<std::mutex> lock(done_mutex);
-          for (size_t j = 0; j < i; ++j) {
-            if (done[j] != UINT64_MAX) budget -= std::min(budget, done[j]);
-          }
-        }
-        if (budget == 0) continue;  // the merge stops before this part
-        const std::unique_ptr<Search> part = info->make(search.search_options(std::move(parts[i].prefix)));
-        slices[i] = search.run(engine, *part, calling_thread, budget);
-        const std::lock_guard<std::mutex> lock(done_mutex);
-        done[i] = slices[i].executions;
-      }
-    };
-    std::vector<std::thread> threads;
-    for (unsigned j = 1; j < jobs && !parts.empty(); ++j) threads.emplace_back(worker, false);
-    if (!parts.empty()) worker(true);
-    for (std::thread& t : threads) t.join();
+    if (!parts.empty()) {  // not run elsewhere
+      run_parts_here(search, jobs, parts, slices);
+      sort_by_prefix(parts, slices);
+      out.parts = parts.size();
+    }
   }
 
   // Merge in DFS order, cutting at the execution budget exactly where one thread would stop.
