@@ -50,14 +50,10 @@ Y
 gather 8
 gather 10
 gather 12
-# Rank 0 decides six times whether to take its receives in order; only when it never does are
-# they wildcard receives from nine senders (9! orders): one of the 7 parts the tree cuts into
-# holds all but six executions, which --jobs 2 shares out as the other thread runs dry.
-program='[{repeat: 9, do: [recv: {from: any, size: 1KiB}]}]'
-for _ in 1 2 3 4 5 6; do
-  program="[{choose: {in_order: [{repeat: 9, as: i, do: [recv: {from: \"i + 1\", size: 1KiB}]}], any_order: $program}}]"
-done
-cat > "$dir/skewed-10.yaml" <<Y
+# skewed-10: 362,886 executions, all but six in one of the 7 parts the tree cuts into, which
+# --jobs 2 shares out as the other thread runs dry.
+. "$root/bench/skewed.sh"
+skewed 10 "$dir/skewed-10.yaml"
 scenario: skewed-10
 world: 10
 program:

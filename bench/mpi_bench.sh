@@ -19,6 +19,8 @@ command -v mpirun > /dev/null || { echo "mpi_bench: no mpirun (scripts/setup ins
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mpi_yield_when_idle=1
 dir=$(mktemp -d)
+# shellcheck source=bench/skewed.sh
+. "$root/bench/skewed.sh"
 trap 'rm -rf "$dir"' EXIT
 cat > "$dir/gather-11.yaml" <<'Y'
 scenario: gather-11
@@ -28,18 +30,7 @@ program:
     then: [{repeat: 10, do: [recv: {from: any, size: 1KiB}]}]
     else: [send: {to: 0, size: 1KiB}]
 Y
-program='[{repeat: 10, do: [recv: {from: any, size: 1KiB}]}]'
-for _ in 1 2 3 4 5 6; do
-  program="[{choose: {in_order: [{repeat: 10, as: i, do: [recv: {from: \"i + 1\", size: 1KiB}]}], any_order: $program}}]"
-done
-cat > "$dir/skewed-11.yaml" <<Y
-scenario: skewed-11
-world: 11
-program:
-  - if: "rank == 0"
-    then: $program
-    else: [send: {to: 0, size: 1KiB}]
-Y
+skewed 11 "$dir/skewed-11.yaml"
 mkdir "$dir/inputs"
 for i in 1 2 3 4 5 6 7 8; do
   cat > "$dir/inputs/ckpt-$i.yaml" <<Y
