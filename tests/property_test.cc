@@ -30,7 +30,8 @@ enum class Shape { SMALL, THREE_THREADED, THREADS };
 // for spaces too big for plain dfs; dpor's counts are then not compared with it.
 // Every `parallel_every`-th scenario compared is also checked with dpor on two threads (--jobs
 // 2: branches given to the second thread as the search finds them, one state cache between
-// them): the same outcomes.
+// them): the same outcomes; and, where the oracle is plain dfs, with dfs on two threads (parts,
+// shared out further as a thread runs dry): the oracle's report.
 void compare_dpor_with_dfs(int default_runs, uint64_t seed, Shape shape, uint64_t max_executions,
                            int percent_compared, bool stateful, int parallel_every) {
   const char* runs_env = std::getenv("LOCKSTEP_PROPERTY_RUNS");
@@ -45,6 +46,7 @@ void compare_dpor_with_dfs(int default_runs, uint64_t seed, Shape shape, uint64_
   uint64_t fixed_blocked = 0;
   uint64_t parallel_total = 0;
   uint64_t parallel_parts = 0;
+  uint64_t dfs_parts = 0;  // parts of dfs on two threads, the parts given away included
   int parallel = 0;
   for (int i = 0; i < runs; ++i) {
     const std::string text = shape == Shape::THREADS ? testing::generate_threaded_scenario(rng, true)
@@ -99,13 +101,28 @@ void compare_dpor_with_dfs(int default_runs, uint64_t seed, Shape shape, uint64_
       parallel_total += two.executions;
       parallel_parts += two.parts;
       ++parallel;
+      if (!stateful) {
+        // dfs on two threads, its parts shared out as a thread runs dry: the oracle's report.
+        options.strategy = "dfs";
+        options.jobs = 2;
+        const checker::CheckResult dfs_two = checker::check_scenario(*loaded.scenario, options);
+        options.jobs = 1;
+        options.strategy = "dpor";
+        CHECK(dfs_two.executions == dfs.executions);
+        CHECK(dfs_two.events == dfs.events);
+        CHECK(dfs_two.fingerprint == dfs.fingerprint);
+        CHECK(dfs_two.terminal_states == dfs.terminal_states);
+        REQUIRE(dfs_two.bugs.size() == dfs.bugs.size());
+        for (size_t b = 0; b < dfs.bugs.size(); ++b) CHECK(dfs_two.bugs[b].execution == dfs.bugs[b].execution);
+        dfs_parts += dfs_two.parts;
+      }
     }
     ++compared;
   }
   MESSAGE("compared ", compared, " scenarios (", skipped, " too big for dfs): dfs ", dfs_total, " executions, dpor ",
           dpor_total, " of which ", dpor_pruned, " pruned (", fixed_total, " without the state cache, ", fixed_blocked,
           " of them sleep-blocked); ", parallel, " of them on two threads too: ", parallel_total, " executions, ",
-          parallel_parts, " branches given to the second thread");
+          parallel_parts, " branches given to the second thread; dfs on two threads: ", dfs_parts, " parts");
   CHECK(compared >= runs * percent_compared / 100);
   CHECK(parallel_parts > 0);  // the second thread had work to do
   // Without the cache, every pruned execution is sleep-blocked: options explored where another
