@@ -143,13 +143,22 @@ TEST_CASE("check --mpi: a dfs search of 100,000 executions over four ranks repor
   CHECK(mine.find("\"fingerprint\"") != std::string::npos);
   CHECK(without_timing(testing::file_bytes(dir / "spread.json")) == mine);
 
-  // A rank killed a second in (mpirun --enable-recovery keeps the others running): rank 0 takes
-  // it as lost once it has said nothing for 2 s, its parts are explored again, and the report is
-  // the same. (With recovery on, OpenMPI's mpirun exits 0 whatever the ranks' codes.)
+  // A rank killed while it searches (mpirun --enable-recovery keeps the others running): rank 0
+  // takes it as lost once it has said nothing for 2 s, its parts are explored again, and the
+  // report is the same. (With recovery on, OpenMPI's mpirun exits 0 whatever the ranks' codes.)
+  // It is killed once it has used 1.5 s of CPU, past MPI_Init: that waits, without using CPU,
+  // for every rank, and a rank killed inside it leaves the others waiting there for good, which
+  // a kill at a fixed time did on a loaded machine.
   const std::filesystem::path killer = dir / "kill-rank-2.sh";
   std::ofstream(killer) << "#!/bin/sh\n"
-                           "if [ \"$OMPI_COMM_WORLD_RANK\" = 2 ]; then \"$@\" & sleep 1; kill -9 $!; wait; exit 0; fi\n"
-                           "exec \"$@\"\n";
+                           "[ \"$OMPI_COMM_WORLD_RANK\" = 2 ] || exec \"$@\"\n"
+                           "\"$@\" & pid=$!\n"
+                           "while :; do\n"
+                           "  set -- $(awk '{print $3, $14 + $15}' /proc/$pid/stat 2> /dev/null) Z 0\n"
+                           "  [ \"$1\" = Z ] || [ \"$2\" -ge 150 ] && break\n"
+                           "  sleep 0.1\n"
+                           "done\n"
+                           "kill -9 $pid 2> /dev/null; wait; exit 0\n";
   std::filesystem::permissions(killer, std::filesystem::perms::owner_all);
   std::vector<std::string> args = check;
   args.insert(args.end(), {"--json", (dir / "lossy.json").string(), "--mpi", "--mpi-timeout", "2"});
