@@ -54,13 +54,6 @@ gather 12
 # --jobs 2 shares out as the other thread runs dry.
 . "$root/bench/skewed.sh"
 skewed 10 "$dir/skewed-10.yaml"
-scenario: skewed-10
-world: 10
-program:
-  - if: "rank == 0"
-    then: $program
-    else: [send: {to: 0, size: 1KiB}]
-Y
 cat > "$dir/two-threads.yaml" <<'Y'
 scenario: two-threads
 world: 4
