@@ -383,7 +383,7 @@ void sort_by_prefix(std::vector<Part>& parts, std::vector<Slice>& slices) {
 void run_parts_here(const Exploration& search, unsigned jobs, std::vector<Part>& parts, std::vector<Slice>& slices) {
   struct Running {
     std::unique_ptr<StealBox> box = std::make_unique<StealBox>();
-    uint64_t executions = UINT64_MAX;  // when it ended; UINT64_MAX while not
+    uint64_t executions = UINT64_MAX;  // its executions once it ended (UINT64_MAX until then)
     uint64_t started = 0;              // its place in the order parts started (0: not yet)
     bool asked = false;                // its box holds a question not yet answered
     bool keeps = false;                // it said it has nothing left to give

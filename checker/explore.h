@@ -70,10 +70,10 @@ inline constexpr uint64_t FOLD_BASE = 0x100000001b3;
 // puts them in depth-first order).
 using PartRunner = std::function<std::vector<PartResult>(std::vector<Part>& parts, uint64_t budget)>;
 
-// check --mpi: a request to a running part's search to give away the executions it has yet to
-// run (Search::give_away), and its answer, between the thread that asks and the search, which
-// looks between executions (from the end of its first). A search that ends first leaves it
-// unanswered.
+// check --jobs and --mpi with dfs: a request to a running part's search to give away the
+// executions it has yet to run (Search::give_away), and its answer, between the thread that
+// asks and the search, which looks between executions (from the end of its first). A search
+// that ends first leaves it unanswered.
 class StealBox {
  public:
   struct Answer {
