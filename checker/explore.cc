@@ -397,16 +397,15 @@ void run_parts_here(const Exploration& search, unsigned jobs, std::vector<Part>&
   // Under `mutex`: the answer of part i's search, the parts it gave added.
   auto apply = [&](size_t i, StealBox::Answer given) {
     state[i].asked = false;
-    if (given.prefixes.empty()) {
+    const bool gave = !given.prefixes.empty();
+    const std::optional<size_t> added = gave ? take_given(parts, i, std::move(given)) : std::nullopt;
+    assert((added || !gave) && "a search gave away executions outside its part");
+    if (!added) {
       state[i].keeps = true;
       return;
     }
-    parts[i].bound = std::move(given.bound);
-    for (std::vector<uint32_t>& prefix : given.prefixes) {
-      parts.push_back(Part{std::move(prefix), {}});
-      state.emplace_back();
-      slices.emplace_back();
-    }
+    state.resize(parts.size());
+    slices.resize(parts.size());
     changed.notify_all();
   };
   auto worker = [&](bool calling_thread) {
@@ -423,7 +422,6 @@ void run_parts_here(const Exploration& search, unsigned jobs, std::vector<Part>&
         }
         if (budget == 0) {  // the merge stops before this part
           state[i].executions = 0;
-          state[i].keeps = true;
           continue;
         }
         state[i].started = ++starts;
@@ -468,6 +466,23 @@ void run_parts_here(const Exploration& search, unsigned jobs, std::vector<Part>&
 }
 
 }  // namespace
+
+std::optional<size_t> take_given(std::vector<Part>& parts, size_t i, StealBox::Answer given) {
+  if (i >= parts.size()) return std::nullopt;
+  const std::vector<uint32_t>& prefix = parts[i].prefix;
+  const std::vector<uint32_t>& old = parts[i].bound;
+  const auto extends = [](const std::vector<uint32_t>& v, const std::vector<uint32_t>& start) {
+    return v.size() > start.size() && std::equal(start.begin(), start.end(), v.begin());
+  };
+  // The bound narrows the part (below the old one, or before it); each new part starts after it.
+  if (!extends(given.bound, prefix) || (!old.empty() && !(extends(given.bound, old) || given.bound < old))) return std::nullopt;
+  for (const std::vector<uint32_t>& p : given.prefixes) {
+    if (!extends(p, prefix) || !(given.bound < p)) return std::nullopt;
+  }
+  parts[i].bound = std::move(given.bound);
+  for (std::vector<uint32_t>& p : given.prefixes) parts.push_back(Part{std::move(p), {}});
+  return given.prefixes.size();
+}
 
 PartResult explore_part(const sim::Scenario& scenario, const CheckOptions& options, Part part_of, uint64_t budget) {
   const std::unique_ptr<Exploration> search = exploration(scenario, options);

@@ -104,6 +104,12 @@ class StealBox {
   std::optional<Answer> answer_;
 };
 
+// What part i's search gave away (a StealBox answer), taken into `parts`: its new bound, and the
+// parts given appended after the others. Returns how many were added, or nullopt where the
+// answer does not fit the part (a bound that does not narrow it, a part not after the bound
+// or outside the part; from a process whose message rank 0 cannot trust): `parts` unchanged.
+std::optional<size_t> take_given(std::vector<Part>& parts, size_t i, StealBox::Answer given);
+
 struct CheckOptions {
   std::string strategy = "dpor";
   uint64_t max_executions = 0;  // 0: the strategy's default

@@ -425,8 +425,7 @@ TEST_CASE("parts that give work away as they run: the report of one thread") {
           while (!(answer = box.take()) && !ended()) std::this_thread::yield();
           if (!answer) answer = box.take();
           if (!answer || answer->prefixes.empty()) break;  // ended unasked, or its last execution
-          parts[i].bound = answer->bound;
-          for (std::vector<uint32_t>& prefix : answer->prefixes) parts.push_back(Part{std::move(prefix), {}});
+          REQUIRE(take_given(parts, i, std::move(*answer)));
           ++gifts;
           if (++given_away == 2 || ended()) break;
           box.ask();

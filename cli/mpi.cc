@@ -734,23 +734,8 @@ std::optional<sim::Scenario> load(const std::string& input, const Options& optio
     // What a running part gave away: its new bound, and new parts after it.
     Stealing stealing;
     stealing.apply = [&](size_t i, checker::StealBox::Answer given) -> size_t {
-      std::vector<std::vector<uint32_t>>& prefixes = given.prefixes;
-      std::vector<uint32_t>& bound = given.bound;
       const std::lock_guard<std::mutex> lock(parts_mutex);
-      if (i >= parts.size()) return Stealing::UNUSABLE;
-      const std::vector<uint32_t>& prefix = parts[i].prefix;
-      const std::vector<uint32_t>& old = parts[i].bound;
-      const auto extends = [](const std::vector<uint32_t>& v, const std::vector<uint32_t>& start) {
-        return v.size() > start.size() && std::equal(start.begin(), start.end(), v.begin());
-      };
-      // The bound narrows the part (below the old one, or before it); each new part starts after it.
-      if (!extends(bound, prefix) || (!old.empty() && !(extends(bound, old) || bound < old))) return Stealing::UNUSABLE;
-      for (const std::vector<uint32_t>& p : prefixes) {
-        if (!extends(p, prefix) || !(bound < p)) return Stealing::UNUSABLE;
-      }
-      parts[i].bound = std::move(bound);
-      for (std::vector<uint32_t>& p : prefixes) parts.push_back(checker::Part{std::move(p), {}});
-      return prefixes.size();
+      return checker::take_given(parts, i, std::move(given)).value_or(Stealing::UNUSABLE);
     };
     return coordinator.run<checker::PartResult>(
         parts.size(),
