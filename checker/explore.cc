@@ -500,6 +500,12 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
   Exploration& search = *explored;
   const StrategyInfo* info = &search.info;
   const bool sampling = !info->exhaustive;
+  if (search.engine_options.symmetry) {
+    const sim::Engine engine(scenario, search.engine_options);
+    out.symmetry = true;
+    for (const std::vector<uint32_t>& c : engine.rank_classes()) out.rank_classes.emplace_back(c.begin(), c.end());
+    out.symmetry_note = engine.symmetry_note();
+  }
 
   std::vector<Slice> slices;
   std::vector<Part> remote_parts;  // the parts given to run_parts, as they ended

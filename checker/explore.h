@@ -177,6 +177,10 @@ struct CheckResult {
   // execution shows each bug depend on the threads' timing (the verdict and the bugs do not)
   bool timing_dependent = false;
   std::set<std::string> terminal_states;  // how executions ended (collect_terminal_states)
+  // --symmetry (sim::EngineOptions::symmetry): the classes of symmetric ranks, or why none.
+  bool symmetry = false;
+  std::vector<std::vector<int32_t>> rank_classes;
+  std::string symmetry_note;
 };
 
 // The engine options a strategy explores with (replays must use the same).

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checker/bug_class.h"
+#include "checker/rank_set.h"
 #include "sim/diagnostic.h"
 #include "sim/utf8.h"
 
@@ -127,6 +128,12 @@ Json input_json(const InputReport& report) {
     stats["states"] = result.states;
     if (result.state_cache_full) stats["state_cache_full"] = true;
   }
+  if (result.symmetry) {  // --symmetry
+    Json classes = Json::array();
+    for (const std::vector<int32_t>& c : result.rank_classes) classes.push_back(format_rank_set(c));
+    stats["symmetry"] = Json{{"classes", std::move(classes)}};
+    if (!result.symmetry_note.empty()) stats["symmetry"]["none_because"] = result.symmetry_note;
+  }
   if (result.parts > 0) stats["parts"] = result.parts;  // --jobs cut the search
   if (result.timing_dependent) {
     stats["timing_dependent"] = Json::array({"executions", "events", "pruned", "sleep_blocked", "states", "fingerprint",
@@ -196,6 +203,15 @@ std::string report_text(const InputReport& report, bool quiet) {
                                                  : "bound hit: " + result.bound_hit);
   line += '\n';
   if (quiet) return line;
+  if (result.symmetry) {
+    if (result.rank_classes.empty()) {
+      line += "  symmetric ranks: none (" + result.symmetry_note + ")\n";
+    } else {
+      std::string classes;
+      for (const std::vector<int32_t>& c : result.rank_classes) classes += (classes.empty() ? "" : "; ") + format_rank_set(c);
+      line += "  symmetric ranks: " + classes + " (a bug shown on one rank of a class stands for the same on the others)\n";
+    }
+  }
   // One entry per bug class: its smallest member, with the count of the others.
   const std::vector<BugClass> classes = group_bugs(result.bugs);
   for (size_t c = 0; c < classes.size(); ++c) {

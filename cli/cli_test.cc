@@ -149,6 +149,25 @@ TEST_CASE("--max-bugs 1 stops at the first bug: exit 1, not exhaustive, the boun
   CHECK(report["bugs"].size() == 1);
 }
 
+TEST_CASE("--symmetry explores once what renaming symmetric ranks repeats, and says which") {
+  const std::string gather = "scenarios/examples/wildcard-gather.yaml";
+  const Run plain = lockstep({"check", gather, "--json", "-"});
+  const Run symmetric = lockstep({"check", gather, "--symmetry", "--json", "-"});
+  CHECK(symmetric.code == EXIT_NO_BUG);
+  const nlohmann::json a = nlohmann::json::parse(plain.out), b = nlohmann::json::parse(symmetric.out);
+  CHECK(b["verdict"] == a["verdict"]);
+  CHECK(b["exhaustive"] == true);
+  CHECK(b["stats"]["symmetry"]["classes"] == nlohmann::json::array({"1-3"}));
+  CHECK(b["stats"]["executions"] < a["stats"]["executions"]);
+  CHECK_FALSE(a["stats"].contains("symmetry"));
+  const Run text = lockstep({"check", gather, "--symmetry"});
+  CHECK(text.out.find("  symmetric ranks: 1-3 (a bug shown on one rank of a class stands for the same on the others)\n") !=
+        std::string::npos);
+  const Run none = lockstep({"check", "scenarios/examples/wildcard-race.yaml", "--symmetry", "--json", "-"});
+  CHECK(nlohmann::json::parse(none.out)["stats"]["symmetry"]["none_because"] ==
+        "no two ranks' programs are equal up to their rank numbers");
+}
+
 TEST_CASE("-D overrides a parameter") {
   const Run fewer = lockstep({"check", "scenarios/corpus/uneven-batches.yaml", "-D", "batches=1", "--quiet"});
   // With one batch rank 3 issues no all-reduce at all; the others still wait in #1.

@@ -250,6 +250,10 @@ void define_check(CLI::App& app, CommandLine& line) {
               if (mib > (uint64_t{1} << 40)) throw UsageError{"--max-memory is in MiB; at most 2^40"};
               o.check.max_memory_bytes = mib << 20;  // 0: no bound
             });
+  add_flag(app, "--symmetry", o.check.engine.symmetry, group,
+           "dpor: explore once the schedules that differ only by renaming ranks\n"
+           "whose programs are equal up to their rank numbers; a bug is shown on\n"
+           "one rank of such a class (docs/semantics.md, \"Symmetric ranks\")");
   add_flag(app, "--check-expect", o.check_expect, group, "exit 0 iff every verdict matches its scenario's expect:");
   CLI::Option* mpi = add_flag(app, "--mpi", o.mpi, group,
            "under mpirun or srun: the work spread over the MPI ranks (sweep:\n"

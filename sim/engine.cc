@@ -146,7 +146,7 @@ size_t Engine::Impl::ask(std::vector<Option>& opts, uint64_t state) {
   // One option is no choice (not counted, no schedule entry), but the strategy hears of it.
   const bool lone = opts.size() == 1;
   const size_t pick = lone ? (strategy->forced(opts[0]) ? 0 : Strategy::PRUNE)
-                           : strategy->choose(ChoicePoint{opts, result.choice_points, state});
+                           : strategy->choose(ChoicePoint{opts, result.choice_points, state, symmetry()});
   if (pick == Strategy::PRUNE) {
     result.end = ExecutionEnd::PRUNED;
     stopped = true;
@@ -258,11 +258,14 @@ void Engine::Impl::report_step() {
     }
   }
   touches.resize(out);
-  strategy->taken(Step{step_option, steps - 1, touches, vclock_pairs(step_after), vclocks});
+  strategy->taken(Step{step_option, steps - 1, touches, vclock_pairs(step_after), vclocks, symmetry()});
 }
 
 Engine::Engine(const Scenario& scenario, EngineOptions options)
     : impl_(std::make_unique<Impl>(scenario, options)) {}
+
+const std::vector<std::vector<uint32_t>>& Engine::rank_classes() const { return impl_->rank_classes; }
+const std::string& Engine::symmetry_note() const { return impl_->symmetry_note; }
 
 Engine::~Engine() = default;
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "sim/diagnostic.h"
@@ -183,11 +184,16 @@ class FootprintIds {
   // An actor that is not a thread (those are numbered by the scenario): a receive queue, a
   // kernel; `first`: the number of threads.
   uint32_t actor(uint32_t kind, uint64_t key, uint32_t first);
+  // The key an object's index (its id without the kind bits) or an actor was made from.
+  uint64_t object_key(uint32_t kind, uint32_t index);
+  std::pair<uint32_t, uint64_t> actor_key(uint32_t actor, uint32_t first);  // (kind, key)
 
  private:
   std::mutex mutex_;
   std::unordered_map<uint64_t, uint32_t> objects_[32];
+  std::vector<uint64_t> object_keys_[32];  // by index
   std::unordered_map<uint64_t, uint32_t> actors_[2];
+  std::vector<std::pair<uint32_t, uint64_t>> actor_keys_;  // by actor - first
   std::unordered_map<std::string, uint32_t> names_;
   uint32_t next_actor_ = 0;
 };
@@ -202,6 +208,10 @@ struct EngineOptions {
   // sim::Step): what the checker's dpor computes races from.
   bool footprints = false;
   FootprintIds* ids = nullptr;  // shared with other engines (null: its own)
+  // With track_state: find the ranks whose programs are equal up to their rank numbers
+  // (sim/engine_symmetry.cc) and fingerprint each state as the lowest-named of the states that
+  // rename those ranks among themselves (ChoicePoint::symmetry).
+  bool symmetry = false;
   // Save the state at choice points the strategy will come back to (Strategy::revisits) and start
   // later executions from the deepest one their schedule shares (Strategy::resume_depth) instead of
   // replaying the prefix from the initial state. The checker's dfs and dpor turn it on; results are
@@ -232,6 +242,10 @@ class Engine {
 
   // Runs one execution from the initial state. Can be called repeatedly (the checker does).
   ExecutionResult run(Strategy& strategy);
+  // EngineOptions::symmetry: the classes of symmetric ranks (two ranks or more each), or why
+  // there are none.
+  const std::vector<std::vector<uint32_t>>& rank_classes() const;
+  const std::string& symmetry_note() const;
 
  private:
   struct Impl;

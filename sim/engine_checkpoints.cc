@@ -58,18 +58,46 @@ uint64_t Engine::Impl::kernel_ref(uint32_t k) const {
   return mix(kernel_name(k));
 }
 
+uint64_t Engine::Impl::canon_kernel_name(uint32_t k) const {
+  const uint64_t name = kernel_name(k);
+  if (!renamed) return name;
+  return (static_cast<uint64_t>(canon_thread(static_cast<uint32_t>(name >> 32))) << 32) | (name & 0xffffffffULL);
+}
+
+uint64_t Engine::Impl::canon_kernel_ref(uint32_t k) const {
+  if (!renamed) return kernel_ref(k);
+  const Kernel& kernel = kernels[k];
+  if (kernel.state == KernelState::DONE) return kernel_ref(k);
+  return mix(canon_kernel_name(k));
+}
+
+// Member positions of a communicator hold the kernels of its ranks in rank order; renamed,
+// position i holds the kernel of the rank renamed to the i-th member.
+template <typename F>
+void Engine::Impl::for_canon_members(const CollSlot& slot, uint32_t group, uint32_t rank, F&& f) const {
+  if (!renamed) {
+    for (const int32_t k : slot.kernels) f(k);
+    return;
+  }
+  const std::vector<int32_t>& members = *sc.groups[group].comm_for(static_cast<int32_t>(rank));
+  for (size_t i = 0; i < slot.kernels.size() && i < members.size(); ++i) {
+    const uint32_t original = uncanon[static_cast<uint32_t>(members[i])];
+    f(slot.kernels[static_cast<size_t>(member_pos[group][original])]);
+  }
+}
+
 void Engine::Impl::hash_live_kernel(uint32_t k, Hasher& out) const {
   const Kernel& kernel = kernels[k];
-  out.add(kernel_name(k));
-  out.add(kernel.thread);
+  out.add(canon_kernel_name(k));
+  out.add(canon_thread(kernel.thread));
   out.add(ranks[kernel.rank].streams[kernel.stream == NO_STREAM ? 0 : kernel.stream].name ^ (kernel.stream == NO_STREAM ? 0xabcULL : 0));
   out.add(kernel.seq);
   out.add(static_cast<uint64_t>(kernel.state) | static_cast<uint64_t>(kernel.comm) << 8 |
           static_cast<uint64_t>(kernel.op.kind) << 16 | static_cast<uint64_t>(kernel.op.dtype) << 24);
   out.add(kernel.op.group);
   out.add_signed(kernel.op.size_bytes);
-  out.add_signed(kernel.op.peer);
-  out.add_signed(kernel.op.root);
+  out.add_signed(canon_peer(kernel.op.peer));
+  out.add_signed(canon_peer(kernel.op.root));
   if (has_splits(kernel.op.kind)) {
     for (int64_t bytes : send_splits(kernel.op)) out.add_signed(bytes);
     for (int64_t bytes : recv_splits(kernel.op)) out.add_signed(bytes);
@@ -77,10 +105,10 @@ void Engine::Impl::hash_live_kernel(uint32_t k, Hasher& out) const {
     out.add_signed(kernel.op.duration_ns);
   }
   out.add(kernel.op.stmt != nullptr ? (static_cast<uint64_t>(kernel.op.stmt->loc.line) << 32 | kernel.op.stmt->loc.col) : 0);
-  out.add(kernel.match >= 0 ? kernel_ref(static_cast<uint32_t>(kernel.match)) : 0);
-  out.add(kernel.parent >= 0 ? kernel_name(static_cast<uint32_t>(kernel.parent)) : 0);
+  out.add(kernel.match >= 0 ? canon_kernel_ref(static_cast<uint32_t>(kernel.match)) : 0);
+  out.add(kernel.parent >= 0 ? canon_kernel_name(static_cast<uint32_t>(kernel.parent)) : 0);
   out.add(kernel.child_count);
-  for (uint32_t i = 0; i < kernel.dep_count; ++i) out.add(kernel_ref(dep(kernel, i)));
+  for (uint32_t i = 0; i < kernel.dep_count; ++i) out.add(canon_kernel_ref(dep(kernel, i)));
   out.add_signed(kernel.issue_ns);
   out.add_signed(kernel.start_ns);
   out.add_signed(kernel.end_ns);
@@ -92,9 +120,8 @@ uint64_t Engine::Impl::hash_kernel(uint32_t k) const {
   Hasher one;
   hash_live_kernel(k, one);
   if (kernel.state == KernelState::DONE && is_collective(kernel.op.kind)) {
-    for (int32_t other : comms[comm_id(kernel.op.group, kernel.rank)].slots[kernel.seq - 1].kernels) {
-      one.add_signed(other >= 0 ? kernels[static_cast<size_t>(other)].start_ns : -2);
-    }
+    for_canon_members(comms[comm_id(kernel.op.group, kernel.rank)].slots[kernel.seq - 1], kernel.op.group, kernel.rank,
+                      [&](int32_t other) { one.add_signed(other >= 0 ? kernels[static_cast<size_t>(other)].start_ns : -2); });
   }
   return one.h;
 }
@@ -103,6 +130,7 @@ uint64_t Engine::Impl::hash_kernel(uint32_t k) const {
 // kernel is issued except for the fields compared here, and what it reads of the kernels it
 // references (dependencies, match) changes only when one of them becomes done.
 uint64_t Engine::Impl::live_kernel_hash(uint32_t k) {
+  if (renamed) return hash_kernel(k);  // the memo holds the identity's
   const Kernel& kernel = kernels[k];
   uint32_t done_refs = 0;
   for (uint32_t i = 0; i < kernel.dep_count; ++i) {
@@ -122,21 +150,27 @@ uint64_t Engine::Impl::live_kernel_hash(uint32_t k) {
 
 // Not const: it moves the communicators' complete_prefix on, which only saves later scans.
 uint64_t Engine::Impl::state_fingerprint() {
+  choose_renaming();
   Hasher h;
   h.add(ops_issued);
-  for (uint32_t t = 0; t < threads.size(); ++t) {
-    const Thread& thread = threads[t];
-    h.add(static_cast<uint64_t>(thread.state));
-    // A finished thread's clock and path are history: only reports read them.
-    if (thread.state == ThreadState::DONE) continue;
-    h.add(thread.position);
-    h.add_signed(thread.clock_ns);
-    h.add(thread.issued);
-    h.add(thread.choose_key);
-    for (uint32_t k : thread.waits) h.add(kernel_ref(k));
-    h.add(0xfeed);
+  // Ranks (and their threads, which are numbered rank by rank) in the renamed order.
+  const auto rank_at = [&](uint32_t i) { return renamed ? uncanon[i] : i; };
+  for (uint32_t i = 0; i < ranks.size(); ++i) {
+    for (const uint32_t t : ranks[rank_at(i)].threads) {
+      const Thread& thread = threads[t];
+      h.add(static_cast<uint64_t>(thread.state));
+      // A finished thread's clock and path are history: only reports read them.
+      if (thread.state == ThreadState::DONE) continue;
+      h.add(thread.position);
+      h.add_signed(thread.clock_ns);
+      h.add(thread.issued);
+      h.add(thread.choose_key);
+      for (uint32_t k : thread.waits) h.add(canon_kernel_ref(k));
+      h.add(0xfeed);
+    }
   }
-  for (uint32_t r = 0; r < ranks.size(); ++r) {
+  for (uint32_t i = 0; i < ranks.size(); ++i) {
+    const uint32_t r = rank_at(i);
     const Rank& rank = ranks[r];
     h.add(static_cast<uint64_t>(rank.status) | static_cast<uint64_t>(rank.live_threads) << 8);
     // A rank that finished, exited or crashed acts no more: what the future reads of it is
@@ -146,7 +180,7 @@ uint64_t Engine::Impl::state_fingerprint() {
     h.add(rank.new_groups);
     h.add(rank.running_comm);  // not end_ns: a report's number, never read by the future
     h.add(rank.ending ? 1 : 0);
-    for (uint32_t k : rank.end_waits) h.add(kernel_ref(k));
+    for (uint32_t k : rank.end_waits) h.add(canon_kernel_ref(k));
     // Streams, named streams and handles by name, as sums: the order in which a rank's threads
     // made them (their slots) is an artefact of the interleaving.
     uint64_t streams_sum = 0;
@@ -154,9 +188,9 @@ uint64_t Engine::Impl::state_fingerprint() {
       const Stream& stream = rank.streams[s];
       Hasher one;
       one.add(footprint_name(stream.name));  // the same on every engine of a search
-      one.add(stream.last == NO_INDEX ? 0 : kernel_ref(stream.last));
-      for (uint32_t k = rank.head(s).head; k != NO_INDEX; k = kernels[k].next) one.add(kernel_ref(k));
-      for (uint32_t k : stream.pending_waits) one.add(kernel_ref(k));
+      one.add(stream.last == NO_INDEX ? 0 : canon_kernel_ref(stream.last));
+      for (uint32_t k = rank.head(s).head; k != NO_INDEX; k = kernels[k].next) one.add(canon_kernel_ref(k));
+      for (uint32_t k : stream.pending_waits) one.add(canon_kernel_ref(k));
       streams_sum += one.h;
     }
     h.add(streams_sum);
@@ -167,9 +201,9 @@ uint64_t Engine::Impl::state_fingerprint() {
     for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].agreed_seq);
     for (size_t g = 0; g < group_count; ++g) h.add(per_group[g].created ? 1 : 2);
     uint64_t handles_sum = 0;
-    for (const auto& [name, k] : rank.handles) handles_sum += mix(mix(footprint_name(name)) + kernel_ref(k));
+    for (const auto& [name, k] : rank.handles) handles_sum += mix(mix(footprint_name(name)) + canon_kernel_ref(k));
     h.add(handles_sum);
-    for (uint32_t k : rank.launch_order) h.add(kernel_ref(k));
+    for (uint32_t k : rank.launch_order) h.add(canon_kernel_ref(k));
     h.add(0xcafe);
   }
   // Kernels not done, and done ones the watchdog will report (their record is history the
@@ -181,7 +215,7 @@ uint64_t Engine::Impl::state_fingerprint() {
   // Communicators: the collectives not complete everywhere (every member's kernel issued and
   // done, which CollSlot::done counts).
   auto slot_complete = [](const CollSlot& slot) { return slot.done == slot.kernels.size(); };
-  auto hash_slots = [&](Comm& comm, uint64_t id) {
+  auto hash_slots = [&](Comm& comm, uint64_t id, uint32_t group, uint32_t member) {
     while (comm.complete_prefix < comm.slots.size() && slot_complete(comm.slots[comm.complete_prefix])) {
       ++comm.complete_prefix;
     }
@@ -191,27 +225,41 @@ uint64_t Engine::Impl::state_fingerprint() {
       h.add(id);
       h.add(seq);
       h.add(slot.issued | static_cast<uint64_t>(slot.running) << 32);
-      h.add(slot.first >= 0 ? kernel_ref(static_cast<uint32_t>(slot.first)) : 0);
-      for (int32_t k : slot.kernels) h.add(k >= 0 ? kernel_ref(static_cast<uint32_t>(k)) : 1);
+      h.add(slot.first >= 0 ? canon_kernel_ref(static_cast<uint32_t>(slot.first)) : 0);
+      for_canon_members(slot, group, member, [&](int32_t k) { h.add(k >= 0 ? canon_kernel_ref(static_cast<uint32_t>(k)) : 1); });
     }
   };
-  for (uint32_t c = 0; c < comms.size(); ++c) hash_slots(comms[c], c);
-  hash_slots(new_group_calls, UINT32_MAX);
+  for (uint32_t g = 0; g < sc.groups.size(); ++g) {
+    const GroupDef& group = sc.groups[g];
+    for (uint32_t c = 0; c < group.comms.size(); ++c) {
+      hash_slots(comms[comm_base[g] + c], comm_base[g] + c, g, group.comms[c].empty() ? 0 : static_cast<uint32_t>(group.comms[c].front()));
+    }
+  }
+  hash_slots(new_group_calls, UINT32_MAX, 0, 0);
   // Keyed tables: a sum over entries (their iteration order is not part of the state).
   uint64_t keyed = 0;
+  // A p2p key (group, src, dst) renamed; receive queues are keyed (group, 0, dst), their 0 no
+  // rank.
+  const auto canon_key = [&](uint64_t key, bool receives) {
+    if (!renamed) return key;
+    const auto src = static_cast<uint32_t>((key >> 21) & P2P_RANK_MASK);
+    const auto dst = static_cast<uint32_t>(key & P2P_RANK_MASK);
+    return p2p_key(static_cast<uint32_t>(key >> 42), receives ? src : canon_rank(src), canon_rank(dst));
+  };
   for (const P2pQueue& queue : send_queue) {
-    keyed += mix(mix(queue.key ^ 0x5e17ULL) + queue.sent);  // every key has sent >= 1
+    const uint64_t key = canon_key(queue.key, false);
+    keyed += mix(mix(key ^ 0x5e17ULL) + queue.sent);  // every key has sent >= 1
     if (queue.empty()) continue;
     Hasher one;
-    one.add(queue.key);
-    for (uint32_t k : queue) one.add(kernel_ref(k));
+    one.add(key);
+    for (uint32_t k : queue) one.add(canon_kernel_ref(k));
     keyed += one.h;
   }
   for (const P2pQueue& queue : recv_queue) {
     if (queue.empty()) continue;
     Hasher one;
-    one.add(~queue.key);
-    for (uint32_t k : queue) one.add(kernel_ref(k));
+    one.add(~canon_key(queue.key, true));
+    for (uint32_t k : queue) one.add(canon_kernel_ref(k));
     keyed += one.h;
   }
   for (const auto& [key, branch] : agreed_branch) keyed += mix(mix(key ^ 0xa6eeULL) + branch);

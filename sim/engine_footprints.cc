@@ -11,7 +11,19 @@ namespace lockstep::sim {
 uint32_t FootprintIds::object(uint32_t kind, uint64_t key) {
   const std::lock_guard<std::mutex> lock(mutex_);
   auto& ids = objects_[kind];
-  return ids.try_emplace(key, static_cast<uint32_t>(ids.size())).first->second;
+  const auto [it, added] = ids.try_emplace(key, static_cast<uint32_t>(ids.size()));
+  if (added) object_keys_[kind].push_back(key);
+  return it->second;
+}
+
+uint64_t FootprintIds::object_key(uint32_t kind, uint32_t index) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return object_keys_[kind].at(index);
+}
+
+std::pair<uint32_t, uint64_t> FootprintIds::actor_key(uint32_t actor, uint32_t first) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return actor_keys_.at(actor - first);
 }
 
 uint32_t FootprintIds::name(std::string_view name) {
@@ -22,7 +34,10 @@ uint32_t FootprintIds::name(std::string_view name) {
 uint32_t FootprintIds::actor(uint32_t kind, uint64_t key, uint32_t first) {
   const std::lock_guard<std::mutex> lock(mutex_);
   const auto [it, added] = actors_[kind].try_emplace(key, 0);
-  if (added) it->second = first + next_actor_++;
+  if (added) {
+    it->second = first + next_actor_++;
+    actor_keys_.emplace_back(kind, key);
+  }
   return it->second;
 }
 

@@ -277,10 +277,50 @@ struct Engine::Impl : ExecState {
   };
   uint64_t kernel_name(uint32_t k) const;
   uint64_t kernel_ref(uint32_t k) const;
+  // The same under the renaming of symmetric ranks chosen for the fingerprint being taken
+  // (canon; the identity without symmetric ranks).
+  uint64_t canon_kernel_name(uint32_t k) const;
+  uint64_t canon_kernel_ref(uint32_t k) const;
   void hash_live_kernel(uint32_t k, Hasher& out) const;
   uint64_t hash_kernel(uint32_t k) const;
   uint64_t live_kernel_hash(uint32_t k);
   uint64_t state_fingerprint();
+  // A collective slot's kernels (or their start times) in the order of the renamed members.
+  template <typename F>
+  void for_canon_members(const CollSlot& slot, uint32_t group, uint32_t rank, F&& f) const;
+
+  // -------------------------------------------------------------------------------------------
+  // Symmetric ranks (EngineOptions::symmetry). Defined in sim/engine_symmetry.cc.
+  std::vector<std::vector<uint32_t>> rank_classes;  // of two ranks or more, ascending
+  std::vector<uint32_t> canon;        // per rank: its name in the renaming chosen last
+  std::vector<uint32_t> uncanon;      // per name: the rank it renames
+  bool renamed = false;               // canon is not the identity
+  std::string symmetry_note;          // why there are no classes, when asked for
+  std::unordered_map<uint32_t, uint64_t> object_keys;  // the keys of objects renamed so far
+  std::vector<uint32_t> rename_buf;   // scratch of rename_object
+  FootprintIds own_ids;               // options.ids when none is given (reverse lookups)
+  struct SymmetryView final : Symmetry {
+    Impl* impl = nullptr;
+    std::span<const uint32_t> names() override {
+      return impl->renamed ? std::span<const uint32_t>(impl->canon) : std::span<const uint32_t>();
+    }
+    uint64_t canonical_key(uint64_t key) override { return impl->canonical_key(key); }
+    uint32_t rename_object(uint32_t object, std::span<const uint32_t> renaming, bool inverse) override {
+      return impl->rename_object(object, renaming, inverse);
+    }
+  } symmetry_view;
+  Symmetry* symmetry() { return rank_classes.empty() ? nullptr : &symmetry_view; }
+  void find_rank_classes();
+  void choose_renaming();  // canon for the state now
+  uint32_t canon_rank(uint32_t r) const { return renamed ? canon[r] : r; }
+  int64_t canon_peer(int32_t r) const { return r >= 0 && renamed ? canon[static_cast<uint32_t>(r)] : r; }
+  uint32_t canon_thread(uint32_t t) const {
+    if (!renamed) return t;
+    const Thread& thread = threads[t];
+    return ranks[canon[thread.rank]].threads.first + thread.local;
+  }
+  uint64_t canonical_key(uint64_t key);
+  uint32_t rename_object(uint32_t object, std::span<const uint32_t> renaming, bool inverse);
 
   // -------------------------------------------------------------------------------------------
   // Host threads.

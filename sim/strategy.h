@@ -98,6 +98,25 @@ struct Touch {
   uint32_t cause = 0;
 };
 
+// Ranks whose programs are equal up to their rank numbers (EngineOptions::symmetry): a state
+// and the states that rename such ranks among themselves have the same futures, renamed. The
+// engine fingerprints a state as one canonical renaming of it (ChoicePoint::state) and renames
+// what the checker compares across states: option keys and footprint objects.
+class Symmetry {
+ public:
+  // The renaming of the state at the current choice point: per rank, its name (a rank of its
+  // class); empty when it is the identity.
+  virtual std::span<const uint32_t> names() = 0;
+  // An option key (Option::key) as the current renaming names it.
+  virtual uint64_t canonical_key(uint64_t key) = 0;
+  // An object with each rank r in it replaced by names[r]; `inverse`: by the rank that
+  // names[] gives the name r (names empty: the object itself).
+  virtual uint32_t rename_object(uint32_t object, std::span<const uint32_t> names, bool inverse) = 0;
+
+ protected:
+  ~Symmetry() = default;
+};
+
 // A step the engine took, reported once it and everything it set off (the rank progress, the
 // eager steps of single-threaded ranks) are done, before the next choice point.
 struct Step {
@@ -114,6 +133,7 @@ struct Step {
   std::span<const uint32_t> after;
   // The clocks Touch::cause points into: at an offset, n, then n (actor, step) pairs by actor.
   std::span<const uint32_t> clocks;
+  Symmetry* symmetry = nullptr;  // set when some ranks are symmetric
 };
 
 struct ChoicePoint {
@@ -121,7 +141,9 @@ struct ChoicePoint {
   uint64_t index = 0;               // how many choice points came before this one
   // A fingerprint of the global state here (EngineOptions::track_state; 0 when off): equal
   // fingerprints mean equal states, so the same futures (docs/semantics.md, "State cache").
+  // With symmetric ranks, equal up to a renaming of those ranks.
   uint64_t state = 0;
+  Symmetry* symmetry = nullptr;  // set when some ranks are symmetric
 };
 
 // Strategies (dfs, dpor, random, pct, replay, timed) implement this. The engine asks at every

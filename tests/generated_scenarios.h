@@ -127,4 +127,66 @@ inline std::string generate_threaded_scenario(checker::Rng& rng, bool small = fa
   return text;
 }
 
+// Ranks that run one program, for symmetry (check --symmetry): rank 0 a hub, ranks 1..world-1
+// workers with one text between them (so symmetric), sometimes made unequal: worker 1 with an
+// op of its own, the hub naming one worker, workers that send around a ring (symmetric under
+// rotation only, which the classes of swaps must not take for more). 3-5 ranks, one or two
+// threads; collectives on world and on the workers' group, p2p with the hub (named and
+// wildcard), async ops with `wait`, host-blocking ops, exits, a short watchdog.
+inline std::string generate_symmetric_scenario(checker::Rng& rng) {
+  const int world = 3 + static_cast<int>(rng.below(3));
+  const int threads = 1 + static_cast<int>(rng.below(2));
+  const bool eager = rng.below(3) == 0;
+  std::string workers;
+  for (int r = 1; r < world; ++r) workers += fmt::format("{}{}", r > 1 ? ", " : "", r);
+  std::string text = fmt::format("scenario: symmetric\nworld: {}\ngroups: {{w: [{}]}}\n", world, workers);
+  text += fmt::format("semantics: {{p2p: {}, eager_limit: 4{}}}\n", eager ? "eager" : "rendezvous",
+                      rng.below(4) == 0 ? ", timeout: 12us" : "");
+  int handles = 0;
+  auto worker_op = [&](int thread) -> std::string {
+    switch (rng.below(14)) {
+      case 0:
+      case 1: return "{allreduce: {size: 4}}";
+      case 2:
+      case 3: return "{allreduce: {group: w, size: 4}}";
+      case 4:
+      case 5: return "{send: {to: 0, size: 4}}";
+      case 6: return "{recv: {from: 0, size: 4}}";
+      case 7: return rng.below(3) == 0 ? "exit" : "{compute: 20us}";
+      case 8: {
+        const std::string handle = fmt::format("h{}_{}", thread, handles++);
+        return fmt::format("{{allgather: {{group: w, size: 4, async: {}}}}}, {{wait: {}}}", handle, handle);
+      }
+      case 9: return "barrier";
+      case 10: return "sync";
+      case 11: return rng.below(2) ? "{send: {to: \"rank % (world - 1) + 1\", size: 4}}" : "{sleep: 2us}";
+      default: return "{compute: 1us}";
+    }
+  };
+  auto hub_op = [&]() -> std::string {
+    switch (rng.below(8)) {
+      case 0:
+      case 1:
+      case 2: return "{recv: {from: any, size: 4}}";
+      case 3: return "{allreduce: {size: 4}}";
+      case 4: return fmt::format("{{send: {{to: {}, size: 4}}}}", 1 + rng.below(static_cast<uint64_t>(world - 1)));
+      case 5: return "{compute: 5us}";
+      default: return "{recv: {from: any, size: 4}}";
+    }
+  };
+  text += "threads:\n";
+  const char* names[] = {"main", "bg"};
+  for (int thread = 0; thread < threads; ++thread) {
+    text += fmt::format("  {}:\n", names[thread]);
+    std::string hub, worker;
+    const int hub_ops = 1 + static_cast<int>(rng.below(3));
+    for (int i = 0; i < hub_ops; ++i) hub += (i ? ", " : "") + hub_op();
+    const int worker_ops = 1 + static_cast<int>(rng.below(threads == 1 ? 3 : 2));
+    for (int i = 0; i < worker_ops; ++i) worker += (i ? ", " : "") + worker_op(thread);
+    text += fmt::format("    - if: \"rank == 0\"\n      then: [{}]\n      else: [{}]\n", hub, worker);
+    if (rng.below(6) == 0) text += fmt::format("    - if: \"rank == 1\"\n      then: [{}]\n", worker_op(thread));
+  }
+  return text;
+}
+
 }  // namespace lockstep::testing

@@ -32,6 +32,7 @@ bool OdporSearch::in_tree(const Node& node, uint64_t key) const {
 }
 
 size_t OdporSearch::choose(const sim::ChoicePoint& point) {
+  symmetry_ = point.symmetry;
   return arrive(point.options, true, point.index, point.state);
 }
 
@@ -96,7 +97,9 @@ size_t OdporSearch::arrive(std::span<const sim::Option> options, bool choice, ui
   if (state != 0 && cache_.useful()) {
     std::vector<uint64_t> keys;
     keys.reserve(n.sleep.size());
-    for (const Sleeper& q : n.sleep) keys.push_back(q.option.key());
+    for (const Sleeper& q : n.sleep) {
+      keys.push_back(symmetry_ != nullptr ? symmetry_->canonical_key(q.option.key()) : q.option.key());
+    }
     std::sort(keys.begin(), keys.end());
     if (!cache_.visit(state, keys)) {
       // Explored from here before: that future is this path's too. A step before it that may
@@ -104,15 +107,32 @@ size_t OdporSearch::arrive(std::span<const sim::Option> options, bool choice, ui
       // every option at its point explored, which the execution can stop here for only when
       // they all are already (asleep, or in the wakeup tree): a wildcard's senders. Otherwise
       // the state is explored again, which the races below then steer.
-      const Summary future = cache_.future(state);
-      if (!needs_more(future, d)) {
-        n.future = future;
+      bool covered = false;
+      if (symmetry_ != nullptr) {  // kept in the canonical names: read in this state's
+        FutureSet future = renamed(cache_.future_set(state), symmetry_->names(), true);
+        if (!needs_more(future, d)) {
+          n.future_set = std::move(future);
+          covered = true;
+        }
+      } else {
+        const Summary future = cache_.future(state);
+        if (!needs_more(future, d)) {
+          n.future = future;
+          covered = true;
+        }
+      }
+      if (covered) {
         trees_.release(n.wut);
         ++pruned_;
+        cut_short_ = true;
         return sim::Strategy::PRUNE;
       }
     }
     n.cached = true;
+    if (symmetry_ != nullptr) {
+      const std::span<const uint32_t> names = symmetry_->names();
+      n.names.assign(names.begin(), names.end());
+    }
   }
   return pick(d);
 }
@@ -190,7 +210,9 @@ void OdporSearch::taken(const sim::Step& step) {
   if (d < target_ || n.frozen) return;  // the last execution's path: known
   n.taken_footprint.assign(step.footprint.begin(), step.footprint.end());
   n.taken_universal = aborts_pending(step.footprint);
-  n.future.add_footprint(step.footprint, n.taken_universal);
+  symmetry_ = step.symmetry;
+  if (symmetry_ != nullptr) n.future_set.add(step.footprint, n.taken_universal);
+  else n.future.add_footprint(step.footprint, n.taken_universal);
   // A rank that exits or crashes disables its other steps here: they are explored here too.
   // (When another rank's step set the exit off, the rank was single-threaded: a branch it was
   // waiting at is one this step took for it, an agreed choice, not a step it lost.)
@@ -244,7 +266,7 @@ void OdporSearch::reverse(size_t e, size_t j) {
   v.push_back(step_of(j));
   if (!owns(e)) {
     // Above the branch: the search that gave it inserts it.
-    Mail mail{Mail::Kind::RACE, e, {}, {}};
+    Mail mail{Mail::Kind::RACE, e, {}, {}, cut_short_};
     for (const SequenceStep& s : v) {
       mail.sequence.push_back(Mail::Step{s.step.option, {s.step.footprint.begin(), s.step.footprint.end()}, s.step.universal,
                                          s.index, {s.after.begin(), s.after.end()}});
@@ -252,10 +274,10 @@ void OdporSearch::reverse(size_t e, size_t j) {
     owner_->post(std::move(mail));
     return;
   }
-  insert_race(e, std::move(v));
+  insert_race(e, std::move(v), cut_short_);
 }
 
-void OdporSearch::insert_race(size_t e, std::vector<SequenceStep> v) {
+void OdporSearch::insert_race(size_t e, std::vector<SequenceStep> v, bool cut_short) {
   Node& n = nodes_[e];
   // A step asleep here that commutes with all of v (a weak initial of it) has a subtree holding
   // an execution that extends v: the reversal is covered there. Not when e is a wildcard
@@ -264,7 +286,12 @@ void OdporSearch::insert_race(size_t e, std::vector<SequenceStep> v) {
   // v makes available meet the receive along with the others the execution needs (an asleep
   // barrier ahead of a rank's send on its stream keeps that send from starting there; see
   // checker/explore_test.cc, "a wildcard gather whose sends can queue behind a barrier").
-  if (execution_[e].option.kind != sim::ChoiceKind::MATCH) {
+  // Nor when the execution was cut short at a state whose future was explored from another
+  // path: v then lacks the steps that would follow (notdep of e would hold them), and the asleep
+  // step's subtree extends the short v but not the v of the execution this one stands for (with
+  // symmetric ranks: a rank's other order, explored from the renamed state, never meets this
+  // rank's reversed one; see tests/property_test.cc's symmetric scenarios).
+  if (execution_[e].option.kind != sim::ChoiceKind::MATCH && !cut_short) {
     for (const Sleeper& q : n.sleep) {
       if (weak_initial(q.ref(), v)) return;  // explored from here already, up to equivalence
     }
@@ -272,7 +299,15 @@ void OdporSearch::insert_race(size_t e, std::vector<SequenceStep> v) {
   trees_.insert(n.wut, std::move(v));
 }
 
-bool OdporSearch::needs_more(const Summary& future, size_t d) {
+FutureSet OdporSearch::renamed(FutureSet future, std::span<const uint32_t> names, bool inverse) {
+  for (sim::Touch& t : future.touches) t.object = symmetry_->rename_object(t.object, names, inverse);
+  std::sort(future.touches.begin(), future.touches.end(),
+            [](const sim::Touch& a, const sim::Touch& b) { return a.object < b.object; });
+  return future;
+}
+
+template <typename Future>
+bool OdporSearch::needs_more(const Future& future, size_t d) {
   for (size_t e = 0; e < d && e < execution_.size(); ++e) {
     Node& n = nodes_[e];
     if (!future.conflicts(execution_.footprint(e), execution_[e].aborts_pending)) continue;
@@ -300,6 +335,7 @@ bool OdporSearch::next(const sim::ExecutionResult& result) {
   for (size_t j = races_done_; j < execution_.size(); ++j) {
     for (const uint32_t e : execution_.races(j)) reverse(e, j);
   }
+  cut_short_ = false;
   races_done_ = execution_.size();
   read_mail();
   // Back up to the deepest node with something left to explore.
@@ -337,8 +373,13 @@ bool OdporSearch::next(const sim::ExecutionResult& result) {
       if (pool_ != nullptr && pool_->wants_work()) give_branch();
       return true;
     }
-    if (n.cached) cache_.add_future(n.state, n.future);
-    if (d > 0) nodes_[d - 1].future.merge(n.future);
+    if (symmetry_ != nullptr) {
+      if (n.cached) cache_.add_future(n.state, renamed(n.future_set, n.names, false));
+      if (d > 0) nodes_[d - 1].future_set.merge(n.future_set);
+    } else {
+      if (n.cached) cache_.add_future(n.state, n.future);
+      if (d > 0) nodes_[d - 1].future.merge(n.future);
+    }
     nodes_.pop_back();
   }
   nodes_.clear();
@@ -421,7 +462,7 @@ void OdporSearch::read_mail() {
     }
     std::vector<SequenceStep> v;
     for (const Mail::Step& step : m.sequence) v.push_back(SequenceStep{StepRef{step.option, step.footprint, step.universal}, step.index, step.after});
-    insert_race(m.node, std::move(v));
+    insert_race(m.node, std::move(v), m.cut_short);
   }
 }
 

@@ -103,6 +103,8 @@ class OdporSearch final : public Search {
     std::vector<sim::Touch> taken_footprint;
     bool taken_universal = false;
     Summary future;             // what the steps from here on touched, in every execution so far
+    FutureSet future_set;       // the same exactly, with symmetric ranks
+    std::vector<uint32_t> names;  // with symmetric ranks: the renaming of a cached state
     uint32_t given = 0;         // branches given to other threads and not yet explored
     bool expansion_posted = false;  // a node of the search above: its every option was asked for
   };
@@ -122,12 +124,13 @@ class OdporSearch final : public Search {
       std::vector<uint32_t> after;
     };
     std::vector<Step> sequence;
+    bool cut_short = false;  // RACE: found in an execution pruned at a cached state
   };
   // Whether node d is this search's to explore (not above the branch it was given).
   bool owns(size_t d) const { return boundary_ == SIZE_MAX || d > boundary_; }
   void post(Mail mail);
   void read_mail();
-  void insert_race(size_t e, std::vector<SequenceStep> v);
+  void insert_race(size_t e, std::vector<SequenceStep> v, bool cut_short);
   void give_branch();
   void wait_for_given(const std::function<bool()>& done);
 
@@ -142,7 +145,13 @@ class OdporSearch final : public Search {
   // Whether a step before node d may race with `future` (a summary of what the steps of a
   // state's explored future touched) at a point where some option is neither asleep nor in the
   // wakeup tree: what pruning at the state would leave unexplored.
-  bool needs_more(const Summary& future, size_t d);
+  template <typename Future>
+  bool needs_more(const Future& future, size_t d);
+  // Symmetric ranks (check --symmetry): futures are kept exactly (future_set), and the cache
+  // holds them in the names of each state's canonical renaming. A future under the renaming
+  // `names` (inverse: the other way), sorted again.
+  FutureSet renamed(FutureSet future, std::span<const uint32_t> names, bool inverse);
+  sim::Symmetry* symmetry_ = nullptr;
 
   SearchOptions options_;
   std::vector<Node> nodes_;
@@ -158,6 +167,7 @@ class OdporSearch final : public Search {
   size_t races_done_ = 0;  // events of the execution whose races were reversed already
   size_t prefix_used_ = 0;
   uint64_t pruned_ = 0;
+  bool cut_short_ = false;  // the execution under way was pruned at a cached state
   uint64_t sleep_blocked_ = 0;
   uint64_t misses_ = 0;
 

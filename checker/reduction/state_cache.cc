@@ -40,6 +40,50 @@ bool Summary::conflicts(std::span<const sim::Touch> footprint, bool universal) c
   return false;
 }
 
+void FutureSet::add(std::span<const sim::Touch> footprint, bool all) {
+  if (universal) return;
+  if (all || footprint.size() + touches.size() > MAX_TOUCHES) {
+    universal = true;
+    touches.clear();
+    return;
+  }
+  std::vector<sim::Touch> merged;
+  merged.reserve(touches.size() + footprint.size());
+  size_t i = 0, j = 0;
+  while (i < touches.size() || j < footprint.size()) {
+    if (j == footprint.size() || (i < touches.size() && touches[i].object < footprint[j].object)) {
+      merged.push_back(touches[i++]);
+    } else if (i == touches.size() || footprint[j].object < touches[i].object) {
+      merged.push_back(sim::Touch{footprint[j].object, footprint[j].access});
+      ++j;
+    } else {
+      const sim::Access a = touches[i].access, b = footprint[j].access;
+      merged.push_back(sim::Touch{touches[i].object, a == b ? a : sim::Access::WRITE});
+      ++i;
+      ++j;
+    }
+  }
+  touches = std::move(merged);
+}
+
+bool FutureSet::conflicts(std::span<const sim::Touch> footprint, bool all) const {
+  if (all) return !empty();
+  if (universal) return !footprint.empty();
+  size_t i = 0, j = 0;
+  while (i < touches.size() && j < footprint.size()) {
+    if (touches[i].object < footprint[j].object) {
+      ++i;
+    } else if (footprint[j].object < touches[i].object) {
+      ++j;
+    } else {
+      if (sim::conflicts(touches[i].access, footprint[j].access)) return true;
+      ++i;
+      ++j;
+    }
+  }
+  return false;
+}
+
 StateCache::StateCache(size_t max_states, bool shared)
     : shared_(shared),
       max_states_per_shard_(shared ? (max_states >> SHARD_BITS) + 1 : max_states),
@@ -144,6 +188,31 @@ Summary StateCache::future(uint64_t state) const {
   if (shard.futures.empty()) return {};
   const size_t i = shard.find(state);
   return i == shard.slots.size() ? Summary{} : shard.futures[i];
+}
+
+void StateCache::add_future(uint64_t state, const FutureSet& future) {
+  Shard& shard = shard_of(state);
+  const auto lock = lock_if(shared_, shard.lock);
+  const size_t i = shard.find(state);
+  if (i == shard.slots.size()) return;  // not kept
+  if (shared_) shard.done[i] = true;
+  if (future.empty()) return;
+  FutureSet& kept = shard.future_sets[state];
+  const size_t before = kept.touches.size();
+  if (set_touches_.load(std::memory_order_relaxed) + future.touches.size() > MAX_SET_TOUCHES) {
+    kept.add({}, true);  // every object: sound, prunes less
+  } else {
+    kept.merge(future);
+  }
+  set_touches_.fetch_add(kept.touches.size(), std::memory_order_relaxed);
+  set_touches_.fetch_sub(before, std::memory_order_relaxed);
+}
+
+FutureSet StateCache::future_set(uint64_t state) const {
+  const Shard& shard = shard_of(state);
+  const auto lock = lock_if(shared_, shard.lock);
+  const auto it = shard.future_sets.find(state);
+  return it == shard.future_sets.end() ? FutureSet{} : it->second;
 }
 
 void StateCache::Shard::grow() {

@@ -33,6 +33,22 @@ struct Summary {
   bool empty() const { return against_read == 0 && against_add == 0; }
 };
 
+// The same exactly, for --symmetry: a state's future is stored in the names of the state's
+// canonical renaming and read back in those of a state that renames it, which a Bloom filter
+// cannot be. (object, strongest access) sorted by object; past MAX_TOUCHES objects, every
+// object.
+struct FutureSet {
+  std::vector<sim::Touch> touches;
+  bool universal = false;
+
+  void add(std::span<const sim::Touch> footprint, bool universal);
+  void merge(const FutureSet& other) { add(other.touches, other.universal); }
+  bool conflicts(std::span<const sim::Touch> footprint, bool universal) const;
+  bool empty() const { return touches.empty() && !universal; }
+
+  static constexpr size_t MAX_TOUCHES = 4096;
+};
+
 class StateCache {
  public:
   // `shared`: searches on several threads use it at once (check --jobs); a state then covers a
@@ -50,6 +66,11 @@ class StateCache {
   // it (nothing when the state is not kept); and what a covered visit takes as its own future.
   void add_future(uint64_t state, const Summary& future);
   Summary future(uint64_t state) const;
+  // The same with exact futures (--symmetry). Past MAX_SET_TOUCHES objects kept over all
+  // states, a state's future is kept as every object.
+  void add_future(uint64_t state, const FutureSet& future);
+  FutureSet future_set(uint64_t state) const;
+  static constexpr size_t MAX_SET_TOUCHES = size_t{1} << 23;  // 96 MiB
 
   size_t size() const;
   bool full() const;
@@ -100,6 +121,7 @@ class StateCache {
     bool full = false;
     std::unordered_map<uint64_t, std::vector<uint64_t>> sleep;  // states explored under a non-empty sleep set
     std::vector<Summary> futures;  // empty, or one per slot (16 more bytes a slot, from the first)
+    std::unordered_map<uint64_t, FutureSet> future_sets;  // --symmetry
 
     bool insert(uint64_t state, size_t max_states);
     size_t find(uint64_t state) const;  // its slot, or slots.size()
@@ -117,6 +139,7 @@ class StateCache {
   std::atomic<bool> full_{false};
   std::atomic<uint64_t> covered_{0};  // visits a visit before covered
   std::atomic<bool> retired_{false};  // see useful()
+  std::atomic<size_t> set_touches_{0};  // in every shard's future_sets
   mutable std::vector<Shard> shards_;
 };
 
