@@ -184,7 +184,7 @@ TEST_CASE("trace: strings decode JSON escapes, surrogate pairs included") {
 }
 
 TEST_CASE("trace: a header group no op uses is a warning") {
-  const LoadResult result = load(
+  const LoadResult result = trace_testing::load(
       R"({"lockstep_trace": 1, "scenario": "t", "world": 2, "groups": {"idle": [0]}})");
   CHECK(result.ok());
   CHECK(messages(result) == "t.jsonl:1:63: warning: group 'idle' is never used\n");
@@ -493,7 +493,7 @@ TEST_CASE("trace: every error of the file is reported, each line on its own") {
 }
 
 TEST_CASE("trace: diagnostics show the line and a caret under the column") {
-  const LoadResult result = load(trace4(R"({"rank": 0, "op": "allreduce", "size": -1})"));
+  const LoadResult result = trace_testing::load(trace4(R"({"rank": 0, "op": "allreduce", "size": -1})"));
   REQUIRE(result.diagnostics.size() == 1);
   CHECK(format_diagnostic(result.diagnostics[0], result.text) ==
         "t.jsonl:2:40: error: size must not be negative, got -1\n"
@@ -547,7 +547,7 @@ TEST_CASE("trace: the file size, world, operation and thread bounds are errors n
 TEST_CASE("trace: loading stops after the error bound") {
   std::string text = trace4("");
   for (size_t i = 0; i < MAX_TRACE_ERRORS + 10; ++i) text += "x\n";
-  const LoadResult result = load(text);
+  const LoadResult result = trace_testing::load(text);
   CHECK_FALSE(result.ok());
   // What is reported is bounded again (MAX_DIAGNOSTICS_SHOWN errors, then a count).
   REQUIRE(result.diagnostics.size() == MAX_DIAGNOSTICS_SHOWN + 1);
@@ -575,7 +575,7 @@ TEST_CASE("trace: arbitrary bytes never crash or throw the loader") {
       if (next() % 2 == 0 && at < text.size()) text[at] = c;
       else text.insert(at, 1, c);
     }
-    const LoadResult result = load(text);
+    const LoadResult result = trace_testing::load(text);
     CHECK(result.ok() == std::none_of(result.diagnostics.begin(), result.diagnostics.end(),
                                       [](const Diagnostic& d) { return d.severity == Severity::ERROR; }));
   }
