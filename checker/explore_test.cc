@@ -557,6 +557,37 @@ TEST_CASE("state cache: the summary of a state's future conflicts with what conf
   CHECK(cache.future(9).conflicts(write, false));
 }
 
+TEST_CASE("state cache: an exact future (--symmetry) merges accesses and conflicts as a summary does") {
+  const auto object = [](sim::ObjectKind kind, uint32_t index) {
+    return (static_cast<uint32_t>(kind) << sim::OBJECT_KIND_SHIFT) | index;
+  };
+  const uint32_t stream = object(sim::ObjectKind::STREAM, 3), streams = object(sim::ObjectKind::STREAMS, 0);
+  FutureSet future;
+  future.add(std::vector<sim::Touch>{{stream, sim::Access::READ}}, false);
+  CHECK_FALSE(future.conflicts(std::vector<sim::Touch>{{stream, sim::Access::READ}}, false));
+  future.add(std::vector<sim::Touch>{{stream, sim::Access::ADD}, {streams, sim::Access::ADD}}, false);
+  REQUIRE(future.touches.size() == 2);
+  CHECK(future.touches[0].access == sim::Access::WRITE);  // read and add: both conflict
+  CHECK_FALSE(future.conflicts(std::vector<sim::Touch>{{streams, sim::Access::ADD}}, false));
+  CHECK(future.conflicts(std::vector<sim::Touch>{{stream, sim::Access::READ}}, false));
+  CHECK(future.conflicts({}, true));
+  CHECK_FALSE(FutureSet{}.conflicts({}, true));
+  // Past MAX_TOUCHES objects: every object.
+  std::vector<sim::Touch> many;
+  for (uint32_t i = 0; i <= FutureSet::MAX_TOUCHES; ++i) many.push_back({object(sim::ObjectKind::HANDLE, i), sim::Access::READ});
+  future.add(many, false);
+  CHECK(future.universal);
+  CHECK(future.touches.empty());
+  CHECK(future.conflicts(std::vector<sim::Touch>{{object(sim::ObjectKind::SLOT, 7), sim::Access::READ}}, false));
+  StateCache cache;
+  REQUIRE(cache.visit(9, {}));
+  FutureSet kept;
+  kept.add(std::vector<sim::Touch>{{stream, sim::Access::WRITE}}, false);
+  cache.add_future(9, kept);
+  CHECK(cache.future_set(9).conflicts(std::vector<sim::Touch>{{stream, sim::Access::READ}}, false));
+  CHECK(cache.future_set(10).empty());  // not kept
+}
+
 TEST_CASE("dynamic source sets: a send that races with a wildcard match makes the others run") {
   // Rank 0 takes one message from anyone, then one from rank 1. Rank 1's send is posted at
   // once; rank 2's comes from one of its two threads. The match point's lazy rank is 0: taking

@@ -1,5 +1,7 @@
 #include "checker/reduction/state_cache.h"
 
+#include "checker/reduction/execution.h"
+
 #include <algorithm>
 #include <cassert>
 #include <iterator>
@@ -69,19 +71,7 @@ void FutureSet::add(std::span<const sim::Touch> footprint, bool all) {
 bool FutureSet::conflicts(std::span<const sim::Touch> footprint, bool all) const {
   if (all) return !empty();
   if (universal) return !footprint.empty();
-  size_t i = 0, j = 0;
-  while (i < touches.size() && j < footprint.size()) {
-    if (touches[i].object < footprint[j].object) {
-      ++i;
-    } else if (footprint[j].object < touches[i].object) {
-      ++j;
-    } else {
-      if (sim::conflicts(touches[i].access, footprint[j].access)) return true;
-      ++i;
-      ++j;
-    }
-  }
-  return false;
+  return footprints_conflict(touches, footprint);
 }
 
 StateCache::StateCache(size_t max_states, bool shared)
