@@ -44,7 +44,7 @@ void Engine::Impl::find_rank_classes() {
   for (uint32_t r = 0; r < world; ++r) canon[r] = uncanon[r] = r;
   if (setup_error) return;
   if (!options.track_state) {
-    symmetry_note = "the search keeps no state cache";
+    symmetry_note = "the strategy keeps no state cache: --symmetry applies to dpor";
     return;
   }
   if (sc.launch.given) {

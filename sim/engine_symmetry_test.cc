@@ -119,7 +119,7 @@ program:
   options.symmetry = true;  // track_state off
   const Engine engine(testing::scenario_from(choosing), options);
   CHECK(engine.rank_classes().empty());
-  CHECK(engine.symmetry_note() == "the search keeps no state cache");
+  CHECK(engine.symmetry_note() == "the strategy keeps no state cache: --symmetry applies to dpor");
 }
 
 }  // namespace lockstep::sim
