@@ -383,7 +383,7 @@ std::string class_terminal(const std::string& state, const std::vector<int32_t>&
 // dfs reaches too, and every terminal state of dfs reached up to renaming symmetric ranks.
 TEST_CASE("property: dpor with symmetric ranks finds what dfs does, up to renaming them") {
   const char* runs_env = std::getenv("LOCKSTEP_PROPERTY_RUNS");
-  const int runs = runs_env ? std::max(1, std::atoi(runs_env)) : 250;
+  const int runs = runs_env ? std::max(1, std::atoi(runs_env)) : 120;
   checker::Rng rng(20261205);
   int compared = 0, with_classes = 0;
   uint64_t dfs_total = 0, plain_total = 0, symmetric_total = 0;
