@@ -470,12 +470,19 @@ TEST_CASE("--jobs with dfs: threads that run dry share out the parts that hold t
     two.jobs = 2;
     two.jobs_after = 0;
     const CheckResult a = check_scenario(scenario, one);
-    const CheckResult b = check_scenario(scenario, two);
     INFO("budget " << budget);
     CHECK(a.executions == (budget == 0 ? 5'885 : budget));
     CHECK(a.bugs.size() > 1);
-    check_same_report(a, b);
-    CHECK(b.parts > 7);  // a part with the work gave some away
+    // Whether the thread that runs dry asks before the part with the work ends is the
+    // machine's timing (on a loaded one, it may not): every run reports what one thread does,
+    // and some run within 20 shares a part out.
+    bool shared = false;
+    for (int run = 0; run < 20 && !shared; ++run) {
+      const CheckResult b = check_scenario(scenario, two);
+      check_same_report(a, b);
+      shared = b.parts > 7;  // a part with the work gave some away
+    }
+    CHECK(shared);
   }
 }
 
