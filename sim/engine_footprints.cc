@@ -73,8 +73,9 @@ uint32_t Engine::Impl::channel_actor(uint32_t group, uint32_t src, uint32_t dst)
   return it->second;
 }
 
-uint32_t Engine::Impl::kernel_actor(uint32_t k) {
-  const uint64_t name = kernel_name(k);
+uint32_t Engine::Impl::kernel_actor(uint32_t k) { return kernel_name_actor(kernel_name(k)); }
+
+uint32_t Engine::Impl::kernel_name_actor(uint64_t name) {
   const auto [it, added] = kernel_actors.try_emplace(name, 0);
   if (added) it->second = options.ids != nullptr ? options.ids->actor(1, name, static_cast<uint32_t>(threads.size())) : next_actor++;
   return it->second;

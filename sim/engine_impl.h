@@ -297,16 +297,18 @@ struct Engine::Impl : ExecState {
   bool renamed = false;               // canon is not the identity
   std::string symmetry_note;          // why there are no classes, when asked for
   std::unordered_map<uint32_t, uint64_t> object_keys;  // the keys of objects renamed so far
-  std::vector<uint32_t> rename_buf;   // scratch of rename_object
   FootprintIds own_ids;               // options.ids when none is given (reverse lookups)
   struct SymmetryView final : Symmetry {
     Impl* impl = nullptr;
     std::span<const uint32_t> names() override {
       return impl->renamed ? std::span<const uint32_t>(impl->canon) : std::span<const uint32_t>();
     }
+    std::span<const uint32_t> inverse_names() override {
+      return impl->renamed ? std::span<const uint32_t>(impl->uncanon) : std::span<const uint32_t>();
+    }
     uint64_t canonical_key(uint64_t key) override { return impl->canonical_key(key); }
-    uint32_t rename_object(uint32_t object, std::span<const uint32_t> renaming, bool inverse) override {
-      return impl->rename_object(object, renaming, inverse);
+    uint32_t rename_object(uint32_t object, std::span<const uint32_t> renaming) override {
+      return impl->rename_object(object, renaming);
     }
   } symmetry_view;
   Symmetry* symmetry() { return rank_classes.empty() ? nullptr : &symmetry_view; }
@@ -320,7 +322,8 @@ struct Engine::Impl : ExecState {
     return ranks[canon[thread.rank]].threads.first + thread.local;
   }
   uint64_t canonical_key(uint64_t key);
-  uint32_t rename_object(uint32_t object, std::span<const uint32_t> renaming, bool inverse);
+  uint32_t rename_object(uint32_t object, std::span<const uint32_t> renaming);
+  uint32_t kernel_name_actor(uint64_t name);  // kernel_actor by the kernel's name
 
   // -------------------------------------------------------------------------------------------
   // Host threads.

@@ -272,22 +272,14 @@ uint64_t Engine::Impl::canonical_key(uint64_t key) {
   } else {  // a kernel, by its thread and index
     const uint64_t name = (static_cast<uint64_t>(canon_thread(static_cast<uint32_t>(actor_key >> 32))) << 32) |
                           (actor_key & 0xffffffffULL);
-    const auto [it, added] = kernel_actors.try_emplace(name, 0);
-    if (added) it->second = options.ids->actor(1, name, thread_count);
-    renamed_actor = it->second;
+    renamed_actor = kernel_name_actor(name);
   }
   return static_cast<uint64_t>(renamed_actor) << 32 | low;
 }
 
-uint32_t Engine::Impl::rename_object(uint32_t object, std::span<const uint32_t> renaming, bool inverse) {
+uint32_t Engine::Impl::rename_object(uint32_t object, std::span<const uint32_t> renaming) {
   if (renaming.empty()) return object;
-  std::span<const uint32_t> map = renaming;
-  if (inverse) {
-    rename_buf.resize(renaming.size());
-    for (uint32_t r = 0; r < renaming.size(); ++r) rename_buf[renaming[r]] = r;
-    map = rename_buf;
-  }
-  const auto name = [&](uint64_t r) -> uint64_t { return r < map.size() ? map[r] : r; };
+  const auto name = [&](uint64_t r) -> uint64_t { return r < renaming.size() ? renaming[r] : r; };
   const ObjectKind kind = object_kind(object);
   if (kind == ObjectKind::ALIVE || kind == ObjectKind::PENDING) {
     return (static_cast<uint32_t>(kind) << OBJECT_KIND_SHIFT) | static_cast<uint32_t>(name(static_cast<uint32_t>(object_rank(object))));

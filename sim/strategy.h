@@ -105,13 +105,13 @@ struct Touch {
 class Symmetry {
  public:
   // The renaming of the state at the current choice point: per rank, its name (a rank of its
-  // class); empty when it is the identity.
+  // class); empty when it is the identity. inverse_names: per name, the rank it renames.
   virtual std::span<const uint32_t> names() = 0;
+  virtual std::span<const uint32_t> inverse_names() = 0;
   // An option key (Option::key) as the current renaming names it.
   virtual uint64_t canonical_key(uint64_t key) = 0;
-  // An object with each rank r in it replaced by names[r]; `inverse`: by the rank that
-  // names[] gives the name r (names empty: the object itself).
-  virtual uint32_t rename_object(uint32_t object, std::span<const uint32_t> names, bool inverse) = 0;
+  // An object with each rank r in it replaced by names[r] (names empty: the object itself).
+  virtual uint32_t rename_object(uint32_t object, std::span<const uint32_t> names) = 0;
 
  protected:
   ~Symmetry() = default;

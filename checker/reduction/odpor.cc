@@ -109,7 +109,7 @@ size_t OdporSearch::arrive(std::span<const sim::Option> options, bool choice, ui
       // the state is explored again, which the races below then steer.
       bool covered = false;
       if (symmetry_ != nullptr) {  // kept in the canonical names: read in this state's
-        FutureSet future = renamed(cache_.future_set(state), symmetry_->names(), true);
+        FutureSet future = renamed(cache_.future_set(state), symmetry_->inverse_names());
         if (!needs_more(future, d)) {
           n.future_set = std::move(future);
           covered = true;
@@ -299,8 +299,8 @@ void OdporSearch::insert_race(size_t e, std::vector<SequenceStep> v, bool cut_sh
   trees_.insert(n.wut, std::move(v));
 }
 
-FutureSet OdporSearch::renamed(FutureSet future, std::span<const uint32_t> names, bool inverse) {
-  for (sim::Touch& t : future.touches) t.object = symmetry_->rename_object(t.object, names, inverse);
+FutureSet OdporSearch::renamed(FutureSet future, std::span<const uint32_t> names) {
+  for (sim::Touch& t : future.touches) t.object = symmetry_->rename_object(t.object, names);
   std::sort(future.touches.begin(), future.touches.end(),
             [](const sim::Touch& a, const sim::Touch& b) { return a.object < b.object; });
   return future;
@@ -374,7 +374,7 @@ bool OdporSearch::next(const sim::ExecutionResult& result) {
       return true;
     }
     if (symmetry_ != nullptr) {
-      if (n.cached) cache_.add_future(n.state, renamed(n.future_set, n.names, false));
+      if (n.cached) cache_.add_future(n.state, renamed(n.future_set, n.names));
       if (d > 0) nodes_[d - 1].future_set.merge(n.future_set);
     } else {
       if (n.cached) cache_.add_future(n.state, n.future);

@@ -149,8 +149,8 @@ class OdporSearch final : public Search {
   bool needs_more(const Future& future, size_t d);
   // Symmetric ranks (check --symmetry): futures are kept exactly (future_set), and the cache
   // holds them in the names of each state's canonical renaming. A future under the renaming
-  // `names` (inverse: the other way), sorted again.
-  FutureSet renamed(FutureSet future, std::span<const uint32_t> names, bool inverse);
+  // `names` (rank -> name), sorted again.
+  FutureSet renamed(FutureSet future, std::span<const uint32_t> names);
   sim::Symmetry* symmetry_ = nullptr;
 
   SearchOptions options_;
