@@ -8,7 +8,9 @@
 # microbatches a multiple of pp up to 64: each point ok, as mpirun takes seconds to wind down a
 # job whose exit code is 1) the same three ways; then eight inputs of one folder, each a dpor
 # search of 50,625 executions (a checkpoint thread on the training stream, 2 steps), spread over
-# the ranks. Executions (points) per second, and -np 2 against -np 1.
+# the ranks; then one dpor search of 614,656 executions (the same, 3 steps), whose branches
+# rank 0's search gives to the ranks that wait for work. Executions (points) per second, and
+# -np 2 against -np 1.
 #
 #   bench/mpi_bench.sh            (LOCKSTEP=path overrides build/release/bin/lockstep)
 set -euo pipefail
@@ -51,6 +53,7 @@ threads:
     - sync: ckpt_s
 Y
 done
+sed 's/steps: 2/steps: 3/' "$dir/inputs/ckpt-1.yaml" > "$dir/ckpt-3.yaml"
 cd "$root"
 wall() {  # wall seconds of a command whose exit code 0 or 1 is a verdict
   local start end
@@ -64,12 +67,14 @@ skewed=(check "$dir/skewed-11.yaml" --strategy dfs --max-executions 4000000 --qu
 sweep=(sweep scenarios/examples/pipeline-interleaved-sweep.yaml -D pp=2..8 -D chunks=2..4 -D microbatches=1..64
        --where "microbatches > pp && microbatches % pp == 0" --quiet)
 inputs=(check "$dir/inputs" --quiet)
-for what in search skewed sweep inputs; do
+dpor=(check "$dir/ckpt-3.yaml" --quiet)
+for what in search skewed sweep inputs dpor; do
   case $what in
     search) args=("${search[@]}"); units=3628800; unit=executions ;;
     skewed) args=("${skewed[@]}"); units=3628806; unit=executions ;;
     sweep) args=("${sweep[@]}"); units=303; unit=points ;;
     inputs) args=("${inputs[@]}"); units=405000; unit=executions ;;  # 8 x 50,625
+    dpor) args=("${dpor[@]}"); units=614656; unit=executions ;;  # one process's; spread, within 0.5%
   esac
   plain=$(wall "$lockstep" "${args[@]}")
   np1=$(wall mpirun -np 1 "$lockstep" "${args[@]}" --mpi)

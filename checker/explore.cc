@@ -23,6 +23,7 @@
 #include "checker/replay.h"
 #include "checker/search.h"
 #include "checker/split.h"
+#include "checker/wire.h"
 #include "checker/work_pool.h"
 #include "sim/hash.h"
 
@@ -108,6 +109,9 @@ struct Exploration {
   mutable std::set<std::string> bugs_found{};  // every search's
   mutable std::atomic<bool> enough_bugs{false};
   mutable std::atomic<bool> failed{false};  // an execution ended in an error or a limit
+  // A process exploring branches for another (BranchHost): that search has stopped early, so
+  // this one stops too (what stopped it is that search's to report).
+  std::atomic<bool> halted{false};
 
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - started).count(); }
 
@@ -171,6 +175,7 @@ struct Exploration {
         out.interrupted = true;
         break;
       }
+      if (halted.load(std::memory_order_relaxed)) break;
       if (shared_budget) {
         if (failed.load(std::memory_order_relaxed)) break;  // what stopped it is that search's to report
         if (enough_bugs.load(std::memory_order_relaxed)) {
@@ -260,89 +265,191 @@ struct Exploration {
   }
 
   // --jobs N with a strategy that gives branches away: one search on this thread, whose
-  // branches idle threads explore (and theirs, in turn), sharing one state cache. What every
-  // search found, as one slice (root first, then the branches as they ended).
-  Slice explore_giving(unsigned jobs, uint64_t& donations) {
-    // The engines number objects and actors alike, so that what one search posts to another
-    // (steps, footprints) and the state cache mean the same on every thread.
-    sim::FootprintIds ids;
-    engine_options.ids = &ids;
-    std::optional<StateCache> cache;
-    if (options.state_cache) shared_cache = &cache.emplace(StateCache::DEFAULT_MAX_STATES, true);
-    shared_budget = true;
-    const std::thread::id calling = std::this_thread::get_id();
-    std::mutex mutex;  // what follows
-    std::vector<Slice> branches;
-    std::map<std::thread::id, std::vector<std::unique_ptr<sim::Engine>>> engines;  // by level
-    auto engine_at = [&](int level) -> sim::Engine& {
-      const std::lock_guard<std::mutex> lock(mutex);
-      std::vector<std::unique_ptr<sim::Engine>>& mine = engines[std::this_thread::get_id()];
-      if (mine.size() <= static_cast<size_t>(level)) mine.resize(static_cast<size_t>(level) + 1);
-      if (!mine[static_cast<size_t>(level)]) mine[static_cast<size_t>(level)] = std::make_unique<sim::Engine>(scenario, engine_options);
-      return *mine[static_cast<size_t>(level)];
-    };
-    WorkPool* pool_of_branches = nullptr;
-    auto explore = [&](std::unique_ptr<Search> search, int level) {
-      Slice slice = run(engine_at(level), *search, std::this_thread::get_id() == calling, budget);
-      search->finish();
-      const std::lock_guard<std::mutex> lock(mutex);
-      donations += search->donations();
-      return slice;
-    };
-    WorkPool pool(
-        [&](std::unique_ptr<Donation> donation, int level) {
-          SearchOptions branch_options = search_options();
-          branch_options.pool = pool_of_branches;
-          branch_options.level = level;
-          Slice slice = explore(info.make_branch(branch_options, *donation), level);
-          const std::lock_guard<std::mutex> lock(mutex);
-          branches.push_back(std::move(slice));
-        },
-        // Not before the search has run jobs_after executions (one that ends sooner is what
-        // --jobs 1 reports), nor before the cache knows whether it is useful (unless
-        // jobs_after is 0: at once).
-        [&] {
-          return options.jobs_after == 0 || (executions_so_far.load(std::memory_order_relaxed) >= options.jobs_after &&
-                                             (!cache || cache->decided()));
-        });
-    pool_of_branches = &pool;
-    std::vector<std::thread> threads;
-    for (unsigned j = 1; j < jobs; ++j) threads.emplace_back([&] { pool.serve(); });
-    SearchOptions root_options = search_options();
-    root_options.pool = &pool;
-    Slice all = explore(info.make(root_options), 0);
-    pool.finish();
-    for (std::thread& t : threads) t.join();
-    for (Slice& b : branches) {
-      for (Bug& bug : b.bugs) {
-        bug.execution += all.executions;
-        all.bugs.push_back(std::move(bug));
-      }
-      all.fold = all.fold * fold_power(b.executions) + b.fold;
-      for (size_t i = 0; i < b.hashes.size(); ++i) {
-        all.hashes.push_back(b.hashes[i]);
-        all.events_after.push_back(all.events + b.events_after[i]);
-        all.pruned_after.push_back(all.pruned + b.pruned_after[i]);
-        all.blocked_after.push_back(all.sleep_blocked + b.blocked_after[i]);
-      }
-      all.executions += b.executions;
-      all.pruned += b.pruned;
-      all.sleep_blocked += b.sleep_blocked;
-      all.events += b.events;
-      all.cache_full = all.cache_full || b.cache_full;
-      all.terminal_states.insert(b.terminal_states.begin(), b.terminal_states.end());
-      if (b.error && !all.error) all.error = b.error;
-      if (all.bound_hit.empty()) all.bound_hit = b.bound_hit;
-      all.interrupted = all.interrupted || b.interrupted;
-      all.complete = all.complete && b.complete;
-    }
-    all.states = cache ? cache->size() : 0;
-    engines.clear();
-    engine_options.ids = nullptr;
-    shared_cache = nullptr;
-    return all;
-  }
+  // branches idle threads explore (and theirs, in turn), sharing one state cache; with
+  // run_branches (--mpi), other processes too, each with a cache of its own. What every search
+  // found, as one slice (root first, then the branches as they ended).
+  Slice explore_giving(unsigned jobs, uint64_t& donations);
 };
+
+// check --mpi: the branches given to other processes (BranchPort). Each result is merged as a
+// local branch's is, and its mail posted to the search that gave the branch.
+class RemoteBranches final : public BranchPort {
+ public:
+  RemoteBranches(Exploration& search, WorkPool& pool, sim::FootprintIds& ids, std::function<void(Slice)> done)
+      : search_(search), pool_(pool), ids_(ids), done_(std::move(done)) {}
+
+  void set_waiting(size_t n) override { pool_.set_remote_waiting(n); }
+
+  bool halted() override {
+    return search_.enough_bugs.load(std::memory_order_relaxed) || search_.failed.load(std::memory_order_relaxed) ||
+           (search_.options.stop != nullptr && search_.options.stop->load(std::memory_order_relaxed));
+  }
+
+  std::optional<std::pair<uint64_t, std::string>> take() override {
+    if (halted()) return std::nullopt;  // queued branches are left to the search's threads
+    std::unique_ptr<Donation> d = pool_.take();
+    if (!d) return std::nullopt;
+    // What is left of the budget now; a branch may spend all of it (the report then counts
+    // what every process ran).
+    const uint64_t used = search_.executions_so_far.load(std::memory_order_relaxed);
+    const bool cache = search_.shared_cache != nullptr && search_.shared_cache->useful();
+    std::string text = donation_json(*d, search_.budget - std::min(search_.budget, used), cache, ids_);
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const uint64_t id = next_++;
+    out_[id] = std::move(d);
+    return std::make_pair(id, std::move(text));
+  }
+
+  bool answer(uint64_t id, std::string_view text) override {
+    std::unique_ptr<Donation> d;
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      const auto it = out_.find(id);
+      if (it == out_.end()) return true;  // taken as lost before: explored again already
+      d = std::move(it->second);
+      out_.erase(it);
+    }
+    std::optional<BranchResult> r = branch_result_of(text, search_.scenario, search_.options, ids_);
+    // Mail only about the nodes down to the branch's, ending with the one DONE.
+    const bool fits = r && !r->mail.empty() && r->mail.back().kind == BranchMail::Kind::DONE && r->mail.back().node == d->node &&
+                      std::all_of(r->mail.begin(), r->mail.end() - 1, [&](const BranchMail& m) {
+                        return m.kind != BranchMail::Kind::DONE && m.node <= d->node;
+                      });
+    if (!fits) {
+      pool_.put_back(std::move(d));
+      return false;
+    }
+    Slice& part = r->part;
+    search_.executions_so_far.fetch_add(part.executions, std::memory_order_relaxed);
+    if (part.error) search_.failed = true;  // the others stop: that error is the report's
+    {
+      const std::lock_guard<std::mutex> lock(search_.bugs_mutex);
+      for (const Bug& bug : part.bugs) {
+        if (search_.bugs_found.insert(bug.signature).second) search_.bugs_so_far.fetch_add(1, std::memory_order_relaxed);
+      }
+      if (search_.options.max_bugs > 0 && search_.bugs_found.size() >= search_.options.max_bugs) search_.enough_bugs = true;
+    }
+    done_(std::move(part));
+    for (BranchMail& m : r->mail) d->owner->post(std::move(m));  // DONE last: the slice is in
+    return true;
+  }
+
+  void lost(uint64_t id) override {
+    std::unique_ptr<Donation> d;
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      const auto it = out_.find(id);
+      if (it == out_.end()) return;
+      d = std::move(it->second);
+      out_.erase(it);
+    }
+    pool_.put_back(std::move(d));
+  }
+
+ private:
+  Exploration& search_;
+  WorkPool& pool_;
+  sim::FootprintIds& ids_;
+  std::function<void(Slice)> done_;
+  std::mutex mutex_;
+  uint64_t next_ = 0;
+  std::map<uint64_t, std::unique_ptr<Donation>> out_;  // sent, not yet answered
+};
+
+Slice Exploration::explore_giving(unsigned jobs, uint64_t& donations) {
+  // The engines number objects and actors alike, so that what one search posts to another
+  // (steps, footprints) and the state cache mean the same on every thread.
+  sim::FootprintIds ids;
+  engine_options.ids = &ids;
+  std::optional<StateCache> cache;
+  if (options.state_cache) shared_cache = &cache.emplace(StateCache::DEFAULT_MAX_STATES, true);
+  shared_budget = true;
+  // The thread that runs the root search reports progress.
+  std::atomic<std::thread::id> calling{std::this_thread::get_id()};
+  std::mutex mutex;  // what follows
+  std::vector<Slice> branches;
+  std::map<std::thread::id, std::vector<std::unique_ptr<sim::Engine>>> engines;  // by level
+  auto engine_at = [&](int level) -> sim::Engine& {
+    const std::lock_guard<std::mutex> lock(mutex);
+    std::vector<std::unique_ptr<sim::Engine>>& mine = engines[std::this_thread::get_id()];
+    if (mine.size() <= static_cast<size_t>(level)) mine.resize(static_cast<size_t>(level) + 1);
+    if (!mine[static_cast<size_t>(level)]) mine[static_cast<size_t>(level)] = std::make_unique<sim::Engine>(scenario, engine_options);
+    return *mine[static_cast<size_t>(level)];
+  };
+  WorkPool* pool_of_branches = nullptr;
+  auto explore = [&](std::unique_ptr<Search> search, int level) {
+    Slice slice = run(engine_at(level), *search, std::this_thread::get_id() == calling, budget);
+    search->finish();
+    const std::lock_guard<std::mutex> lock(mutex);
+    donations += search->donations();
+    return slice;
+  };
+  WorkPool pool(
+      [&](std::unique_ptr<Donation> donation, int level) {
+        SearchOptions branch_options = search_options();
+        branch_options.pool = pool_of_branches;
+        branch_options.level = level;
+        Slice slice = explore(info.make_branch(branch_options, *donation), level);
+        const std::lock_guard<std::mutex> lock(mutex);
+        branches.push_back(std::move(slice));
+      },
+      // Not before the search has run jobs_after executions (one that ends sooner is what
+      // --jobs 1 reports), nor before the cache knows whether it is useful (unless
+      // jobs_after is 0: at once).
+      [&] {
+        return options.jobs_after == 0 || (executions_so_far.load(std::memory_order_relaxed) >= options.jobs_after &&
+                                           (!cache || cache->decided()));
+      });
+  pool_of_branches = &pool;
+  std::vector<std::thread> threads;
+  for (unsigned j = 1; j < jobs; ++j) threads.emplace_back([&] { pool.serve(); });
+  SearchOptions root_options = search_options();
+  root_options.pool = &pool;
+  Slice all;
+  const auto root = [&] {
+    calling = std::this_thread::get_id();
+    all = explore(info.make(root_options), 0);
+  };
+  if (options.run_branches) {
+    RemoteBranches port(*this, pool, ids, [&](Slice slice) {
+      const std::lock_guard<std::mutex> lock(mutex);
+      branches.push_back(std::move(slice));
+    });
+    options.run_branches(root, port);
+  } else {
+    root();
+  }
+  pool.finish();
+  for (std::thread& t : threads) t.join();
+  for (Slice& b : branches) {
+    for (Bug& bug : b.bugs) {
+      bug.execution += all.executions;
+      all.bugs.push_back(std::move(bug));
+    }
+    all.fold = all.fold * fold_power(b.executions) + b.fold;
+    for (size_t i = 0; i < b.hashes.size(); ++i) {
+      all.hashes.push_back(b.hashes[i]);
+      all.events_after.push_back(all.events + b.events_after[i]);
+      all.pruned_after.push_back(all.pruned + b.pruned_after[i]);
+      all.blocked_after.push_back(all.sleep_blocked + b.blocked_after[i]);
+    }
+    all.executions += b.executions;
+    all.pruned += b.pruned;
+    all.sleep_blocked += b.sleep_blocked;
+    all.events += b.events;
+    all.cache_full = all.cache_full || b.cache_full;
+    all.terminal_states.insert(b.terminal_states.begin(), b.terminal_states.end());
+    if (b.error && !all.error) all.error = b.error;
+    if (all.bound_hit.empty()) all.bound_hit = b.bound_hit;
+    all.interrupted = all.interrupted || b.interrupted;
+    all.complete = all.complete && b.complete;
+  }
+  all.states = cache ? cache->size() : 0;
+  engines.clear();
+  engine_options.ids = nullptr;
+  shared_cache = nullptr;
+  return all;
+}
 
 // The search of `scenario` under `options`, with the same bounds inside an execution, so that
 // one endless execution cannot run past them.
@@ -518,7 +625,7 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
     slices.push_back(std::move(*whole));
     remote_parts.emplace_back();  // a cut inside it is explored again here (below)
     split = false;
-  } else if (info->make_branch != nullptr && jobs > 1) {
+  } else if (info->make_branch != nullptr && (jobs > 1 || options.run_branches)) {
     slices.push_back(search.explore_giving(jobs, donations));
     out.parts = donations;
     timing_dependent = donations > 0;
@@ -596,6 +703,11 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
       slice.pruned_after = std::move(again.pruned_after);
       slice.blocked_after = std::move(again.blocked_after);
     }
+    if (take < slice.executions && slice.hashes.size() < take && merged > remote_parts.size()) {
+      // Branches explored in other processes (--mpi with dpor) sent no series: the slice is
+      // taken whole, past the budget by what they ran (its bound_hit says so).
+      take = slice.executions;
+    }
     if (take == slice.executions) {  // the whole part: its totals
       out.fingerprint = out.fingerprint * fold_power(take) + slice.fold;
       out.pruned += slice.pruned;
@@ -655,6 +767,56 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
   if (sampling) out.bound_hit.clear();
   out.seconds = search.elapsed();
   return out;
+}
+
+struct BranchHost::Impl {
+  const sim::Scenario& scenario;
+  std::unique_ptr<Exploration> search;
+  sim::FootprintIds ids;
+  std::optional<StateCache> cache;
+  std::optional<sim::Engine> engine;  // every branch's, one after the other
+};
+
+// The mail of a branch's search, kept to go back with its result.
+class KeptMail final : public MailSink {
+ public:
+  void post(BranchMail mail) override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    mail_.push_back(std::move(mail));
+  }
+  std::vector<BranchMail> take() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return std::move(mail_);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<BranchMail> mail_;
+};
+
+BranchHost::BranchHost(const sim::Scenario& scenario, const CheckOptions& options)
+    : impl_(new Impl{scenario, exploration(scenario, options), {}, {}, {}}) {
+  impl_->search->engine_options.ids = &impl_->ids;
+  if (options.state_cache) impl_->search->shared_cache = &impl_->cache.emplace(StateCache::DEFAULT_MAX_STATES, true);
+  impl_->engine.emplace(scenario, impl_->search->engine_options);  // tells the ids the threads
+}
+
+BranchHost::~BranchHost() = default;
+
+void BranchHost::halt() { impl_->search->halted = true; }
+
+std::string BranchHost::explore(std::string_view text) {
+  Exploration& search = *impl_->search;
+  std::optional<ReceivedBranch> received = donation_of(text, impl_->ids);
+  if (!received || search.info.make_branch == nullptr) return {};
+  KeptMail mail;
+  received->donation.owner = &mail;
+  SearchOptions options = search.search_options();
+  options.state_cache = options.state_cache && received->cache;  // useless where it gave up
+  const std::unique_ptr<Search> branch = search.info.make_branch(options, received->donation);
+  const Slice slice = search.run(*impl_->engine, *branch, false, std::min(received->budget, search.budget));
+  branch->finish();
+  return branch_result_json(slice, mail.take(), impl_->ids);
 }
 
 }  // namespace lockstep::checker

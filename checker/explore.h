@@ -10,6 +10,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "checker/analysis.h"
@@ -110,6 +112,31 @@ class StealBox {
 // or outside the part; from a process whose message rank 0 cannot trust): `parts` unchanged.
 std::optional<size_t> take_given(std::vector<Part>& parts, size_t i, StealBox::Answer given);
 
+// check --mpi with dpor (cli/mpi.cc): the port through which the branches a search gives
+// (checker/work_pool.h) go to other processes, and their results come back. Thread-safe.
+class BranchPort {
+ public:
+  // How many other processes wait for a branch (the search gives one when it can).
+  virtual void set_waiting(size_t n) = 0;
+  // A branch to send, as text (checker/wire.h), and its id; nullopt when none is at hand.
+  virtual std::optional<std::pair<uint64_t, std::string>> take() = 0;
+  // Branch `id`'s result as its process sent it (BranchHost::explore). False where the text is
+  // no result of that branch: the branch is then explored again (here or elsewhere). A late
+  // result of a branch taken as lost is dropped.
+  virtual bool answer(uint64_t id, std::string_view text) = 0;
+  // Branch `id`'s process was lost: the branch is explored again.
+  virtual void lost(uint64_t id) = 0;
+  // The search has stopped early (--max-bugs, an error in an execution, interrupted): the
+  // branches out are to stop too (BranchHost::halt); no more are handed out.
+  virtual bool halted() = 0;
+
+ protected:
+  ~BranchPort() = default;
+};
+// Runs `root` (the search, which returns once every branch it gave is done) on a thread of its
+// own and serves `port` on the calling thread meanwhile; returns once `root` has returned.
+using BranchRunner = std::function<void(const std::function<void()>& root, BranchPort& port)>;
+
 struct CheckOptions {
   std::string strategy = "dpor";
   uint64_t max_executions = 0;  // 0: the strategy's default
@@ -150,6 +177,9 @@ struct CheckOptions {
   // check --mpi: a part run by explore_part looks here between executions for a request to
   // give work away.
   StealBox* steal = nullptr;
+  // check --mpi with a strategy that gives branches (dpor): branches also go to other
+  // processes through the port (BranchPort); unset: to threads of this process only (--jobs).
+  BranchRunner run_branches;
   // check --mpi over several inputs: an input's whole search, run elsewhere as one part with no
   // prefix (explore_part), or nullopt to run it here.
   std::function<std::optional<PartResult>(const sim::Scenario&)> run_whole;
@@ -198,5 +228,25 @@ bool is_sampling(const std::string& strategy);
 std::vector<std::string> strategy_names();
 
 CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& options);
+
+// A process exploring the branches another process's search gives it (check --mpi with dpor):
+// one numbering of footprint objects and one state cache for every branch it explores.
+class BranchHost {
+ public:
+  BranchHost(const sim::Scenario& scenario, const CheckOptions& options);
+  ~BranchHost();
+  BranchHost(const BranchHost&) = delete;
+  BranchHost& operator=(const BranchHost&) = delete;
+  // A branch's text (BranchPort::take) explored: its result, as text for BranchPort::answer;
+  // "" where the text is no branch.
+  std::string explore(std::string_view branch);
+  // From another thread: the branch under way stops after its execution (the search that gave
+  // it stopped early, BranchPort::halted); its result says what it ran.
+  void halt();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace lockstep::checker

@@ -5,7 +5,20 @@
 namespace lockstep::checker {
 
 bool WorkPool::wants_work() const {
-  return waiting_.load(std::memory_order_relaxed) > queued_.load(std::memory_order_relaxed) && open_();
+  return waiting_.load(std::memory_order_relaxed) + remote_waiting_.load(std::memory_order_relaxed) >
+             queued_.load(std::memory_order_relaxed) &&
+         open_();
+}
+
+void WorkPool::set_remote_waiting(size_t n) { remote_waiting_.store(n, std::memory_order_relaxed); }
+
+std::unique_ptr<Donation> WorkPool::take() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (queue_.empty()) return nullptr;
+  std::unique_ptr<Donation> branch = std::move(queue_.front());
+  queue_.pop_front();
+  queued_ = queue_.size();
+  return branch;
 }
 
 void WorkPool::give(std::unique_ptr<Donation> donation) {

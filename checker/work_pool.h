@@ -39,6 +39,13 @@ class WorkPool {
   void serve();
   void finish();
 
+  // check --mpi: `n` other processes wait for a branch (they count as waiting threads), and a
+  // queued branch taken for one of them (null: none queued), or put back when its process was
+  // lost.
+  void set_remote_waiting(size_t n);
+  std::unique_ptr<Donation> take();
+  void put_back(std::unique_ptr<Donation> donation) { give(std::move(donation)); }
+
  private:
   Runner run_;
   std::function<bool()> open_;
@@ -48,6 +55,7 @@ class WorkPool {
   // Threads in wake_.wait, and branches queued: written under the lock, read without it.
   std::atomic<size_t> waiting_{0};
   std::atomic<size_t> queued_{0};
+  std::atomic<size_t> remote_waiting_{0};
   uint64_t generation_ = 0;  // notify() calls
   bool finished_ = false;
 };

@@ -214,7 +214,7 @@ bool write_counterexamples(const Options& options, checker::InputReport& report,
 }
 
 int cmd_check(const Options& options, std::ostream& out, std::ostream& err) {
-  if (options.mpi && !options.check.run_parts && !options.check.run_whole) {
+  if (options.mpi && !options.check.run_parts && !options.check.run_whole && !options.check.run_branches) {
     err << "lockstep: error: --mpi: this lockstep hands a search over MPI to lockstep-mpi beside it, which is "
            "missing (it is built where CMake finds MPI: scripts/setup installs libopenmpi-dev)\n";
     return EXIT_BAD_INPUT;

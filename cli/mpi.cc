@@ -5,18 +5,24 @@
 // fewer), and works on pieces itself on a thread of its own (the main thread alone calls MPI);
 // every piece's result comes back to rank 0 as text:
 // - sweep: a piece is a point; its result a PointSummary as JSON;
-// - check: a piece is a part of a dfs search (the parts --jobs cuts the tree into, under the
-//   same schedule prefixes); its result a PartResult as JSON, whose bugs rank 0 rebuilds by
+// - check with dfs: a piece is a part of the search (the parts --jobs cuts the tree into, under
+//   the same schedule prefixes); its result a PartResult as JSON, whose bugs rank 0 rebuilds by
 //   replaying their schedules. The merge is --jobs' merge. Once no part is left to hand out, a
 //   rank that asks for work makes rank 0 ask the rank whose part has run longest to give away
 //   the executions it has yet to run under its shallowest choice point with options left
 //   (Search::give_away): new parts, after its own in depth-first order.
-// A worker that says nothing for --mpi-timeout seconds (it beats every second while it works)
-// is taken as lost: its pieces go to the others or to rank 0. Rank 0 prints the report, the
-// same bytes as one process, and every rank still there exits with its code.
+// - check with dpor: rank 0 runs the search, which gives branches to the ranks that wait for
+//   work as --jobs gives them to threads (checker::BranchPort); a piece is a branch, its result
+//   the branch's PartResult and its mail to the search that gave it (checker/wire.h).
+// - check over several inputs: a piece is an input's whole search.
+// A worker that says nothing for --mpi-timeout seconds (it beats every second while it works or
+// waits for work) is taken as lost: its pieces go to the others or to rank 0. Rank 0 prints the
+// report (with dfs, the same bytes as one process; with dpor, what --jobs prints), and every
+// rank still there exits with its code.
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -38,6 +44,8 @@
 
 #include "checker/counterexample.h"
 #include "checker/explore.h"
+#include "checker/search.h"
+#include "checker/wire.h"
 #include "cli/cli.h"
 #include "cli/command_line.h"
 #include "cli/sweep.h"
@@ -52,12 +60,29 @@ using Clock = std::chrono::steady_clock;
 // work), then the result's text.
 constexpr int TAG_WORK = 1;    // rank 0 -> worker
 constexpr int TAG_RESULT = 2;  // worker -> rank 0
-constexpr int TAG_ALIVE = 3;   // worker -> rank 0, every BEAT while it works: nothing
+constexpr int TAG_ALIVE = 3;   // worker -> rank 0, every BEAT while it works or waits for work: nothing
 constexpr int TAG_CODE = 4;    // rank 0 -> worker at the end: the exit code
 constexpr int TAG_STEAL = 5;   // rank 0 -> worker: give away part of the piece you run (nothing)
 constexpr int TAG_STOLEN = 6;  // worker -> rank 0: the piece's int64 index (-1: none), then what it gave
+constexpr int TAG_HALT = 7;    // rank 0 -> worker: the search stopped early, stop the piece (nothing)
 constexpr uint64_t NONE = UINT64_MAX;
 constexpr auto BEAT = std::chrono::seconds(1);
+
+// Text as a piece's words: its length in bytes, then the bytes.
+std::vector<uint64_t> words_of(const std::string& text) {
+  std::vector<uint64_t> words(1 + (text.size() + 7) / 8, 0);
+  words[0] = text.size();
+  if (!text.empty()) std::memcpy(words.data() + 1, text.data(), text.size());
+  return words;
+}
+
+// The text in words[from...] (words_of); "" where they hold none.
+std::string text_of(const std::vector<uint64_t>& words, size_t from) {
+  if (from >= words.size() || words[from] > (words.size() - from - 1) * 8) return {};
+  std::string text(static_cast<size_t>(words[from]), '\0');
+  if (!text.empty()) std::memcpy(text.data(), words.data() + from + 1, text.size());
+  return text;
+}
 
 // A worker's message to rank 0 (TAG_RESULT, TAG_STOLEN): a piece's int64 index, then text.
 void send_to_rank0(int tag, int64_t index, const std::string& text) {
@@ -111,22 +136,30 @@ bool steal_asked() {
 // A worker waiting for rank 0's message `tag`, answering requests to give work away with
 // nothing meanwhile (it runs no piece). Without spinning: a blocking MPI call polls at full
 // speed (OpenMPI), which takes a core from rank 0's own worker thread or from a rank still
-// working on the same machine.
+// working on the same machine. Waiting for work, it beats as a working rank does: rank 0 may
+// have none to give for a while (a dpor search gives branches only as it finds them), and a
+// silent rank is taken as lost.
 void wait_for_rank0(int tag, MPI_Status& status) {
   int ready = 0;
+  Clock::time_point beat = Clock::now() + BEAT;
   for (;;) {
     MPI_Iprobe(0, tag, MPI_COMM_WORLD, &ready, &status);
     if (ready != 0) return;
     if (steal_asked()) send_to_rank0(TAG_STOLEN, -1, "");
+    if (tag == TAG_WORK && Clock::now() >= beat) {
+      MPI_Send(nullptr, 0, MPI_CHAR, 0, TAG_ALIVE, MPI_COMM_WORLD);
+      beat = Clock::now() + BEAT;
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 }
 
 // A worker rank: asks for work, runs each piece rank 0 sends (on a thread, while this one tells
 // rank 0 every BEAT that it is alive and passes on requests to give work away through `box`,
-// which `run` hands to the search) until told that none is left; then ends with rank 0's exit
-// code.
-[[noreturn]] void work(const std::function<std::string(const std::vector<uint64_t>& piece, checker::StealBox& box)>& run) {
+// which `run` hands to the search, and a request to stop to `halt`) until told that none is
+// left; then ends with rank 0's exit code.
+[[noreturn]] void work(const std::function<std::string(const std::vector<uint64_t>& piece, checker::StealBox& box)>& run,
+                       const std::function<void()>& halt = nullptr) {
   send_to_rank0(TAG_RESULT, -1, "");
   for (;;) {
     MPI_Status status;
@@ -146,6 +179,12 @@ void wait_for_rank0(int tag, MPI_Status& status) {
       beat = Clock::now() + BEAT;
     };
     while (!ready()) {
+      int halting = 0;
+      MPI_Iprobe(0, TAG_HALT, MPI_COMM_WORLD, &halting, MPI_STATUS_IGNORE);
+      if (halting != 0) {
+        MPI_Recv(nullptr, 0, MPI_CHAR, 0, TAG_HALT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (halt) halt();
+      }
       if (steal_asked()) {
         box.ask();
         std::optional<checker::StealBox::Answer> given;
@@ -319,6 +358,66 @@ class Coordinator {
     return results;
   }
 
+  // dpor: `root` (the search) on a thread of its own while this one hands the branches its
+  // search gives (through `port`) to workers that wait for work, one at a time, and gives each
+  // result back to the port; a lost worker's branch is explored again. Returns once root has.
+  void run_branches(const std::function<void()>& root, checker::BranchPort& port) {
+    branches_ = &port;
+    hear_all();
+    std::atomic<bool> ended{false};
+    std::thread mine([&] {
+      root();
+      ended = true;
+    });
+    bool halted = false;
+    while (!ended) {
+      if (!halted && port.halted()) {
+        halted = true;  // the branches out stop after their execution under way
+        for (size_t r = 1; r < workers_.size(); ++r) {
+          if (!workers_[r].lost && !workers_[r].holding.empty()) {
+            MPI_Send(nullptr, 0, MPI_CHAR, static_cast<int>(r), TAG_HALT, MPI_COMM_WORLD);
+          }
+        }
+      }
+      serve([&](int from, size_t id, const std::string& text) {
+        if (port.answer(id, text)) return;
+        // Explored again elsewhere; the rank, whose state cache now holds states whose futures
+        // went nowhere, gets no more.
+        problem_ = fmt::format("rank {} sent the result of branch {} in a form rank 0 cannot use", from, id);
+        Worker& w = workers_[static_cast<size_t>(from)];
+        w.hungry = false;
+        w.released = true;
+        const uint64_t none = NONE;
+        MPI_Send(&none, 1, MPI_UINT64_T, from, TAG_WORK, MPI_COMM_WORLD);
+      });
+      size_t hungry = 0;
+      for (size_t r = 1; r < workers_.size(); ++r) {
+        Worker& w = workers_[r];
+        if (!w.hungry || w.lost) continue;
+        std::optional<std::pair<uint64_t, std::string>> branch = port.take();
+        if (!branch) {
+          ++hungry;
+          continue;
+        }
+        std::vector<uint64_t> message = words_of(branch->second);
+        message.insert(message.begin(), branch->first);
+        w.hungry = false;
+        w.holding.push_back(branch->first);
+        w.since = Clock::now();
+        MPI_Send(message.data(), static_cast<int>(message.size()), MPI_UINT64_T, static_cast<int>(r), TAG_WORK, MPI_COMM_WORLD);
+      }
+      port.set_waiting(hungry);
+    }
+    mine.join();
+    port.set_waiting(0);
+    branches_ = nullptr;
+    for (size_t r = 1; r < workers_.size(); ++r) {
+      if (!workers_[r].hungry) continue;
+      workers_[r].hungry = false;
+      give(static_cast<int>(r));  // none left: released
+    }
+  }
+
   // At the end: every worker still there told that no work is left, then rank 0's exit code (2
   // where a result could not be used, said here); every rank ends.
   [[noreturn]] void finish(int code) {
@@ -455,7 +554,7 @@ class Coordinator {
       w.since = Clock::now();  // its next piece, if it holds one, runs from now
       w.refused = false;
       give(from);  // the next piece first: the worker works on it while this one is read
-      if (pieces_ != nullptr) result(from, i, message.substr(sizeof(index)));
+      if (pieces_ != nullptr || branches_ != nullptr) result(from, i, message.substr(sizeof(index)));
     } else {
       give(from);
       give(from);
@@ -465,6 +564,10 @@ class Coordinator {
   void give(int to) {
     Worker& w = workers_[static_cast<size_t>(to)];
     if (w.released) return;
+    if (branches_ != nullptr) {  // handed out as the search gives them (run_branches)
+      if (w.holding.empty()) w.hungry = true;
+      return;
+    }
     const std::optional<size_t> i = pieces_ != nullptr ? pieces_->take() : std::nullopt;
     if (!i && stealing_ != nullptr && pieces_ != nullptr && !pieces_->all_done()) {
       // Work comes when a running piece gives some away (once the one it holds is done).
@@ -499,6 +602,7 @@ class Coordinator {
       if (victim_ == static_cast<int>(r)) victim_ = NO_VICTIM;
       for (const size_t i : w.holding) {
         if (pieces_ != nullptr) pieces_->put_back(i);
+        if (branches_ != nullptr) branches_->lost(i);
       }
       err_ << fmt::format("lockstep: warning: rank {} said nothing for {:g} s and is taken as lost", r, timeout_.count());
       if (!w.holding.empty()) {
@@ -518,6 +622,7 @@ class Coordinator {
   Pieces* pieces_ = nullptr;  // the batch being run
   const std::function<std::vector<uint64_t>(size_t)>* piece_ = nullptr;
   const Stealing* stealing_ = nullptr;
+  checker::BranchPort* branches_ = nullptr;  // run_branches
   std::function<void(size_t)> grow_;  // k pieces added to the batch
   int victim_ = NO_VICTIM;            // the rank asked to give work away, waited for (0: rank 0's thread)
   // The piece rank 0's thread runs, and the box its search looks at.
@@ -576,90 +681,6 @@ void init_mpi(int& rank, int& ranks) {
 
 // ---- check --mpi --------------------------------------------------------------------------
 
-using Json = nlohmann::json;
-
-Json option_json(const sim::Option& o) {
-  return Json::array({static_cast<int>(o.kind), o.rank, o.thread, o.detail, o.time_ns, o.name, o.actor});
-}
-
-sim::Option option_of(const Json& j) {
-  sim::Option o;
-  o.kind = static_cast<sim::ChoiceKind>(j.at(0).get<int>());
-  o.rank = j.at(1).get<int32_t>();
-  o.thread = j.at(2).get<int32_t>();
-  o.detail = j.at(3).get<int32_t>();
-  o.time_ns = j.at(4).get<int64_t>();
-  o.name = j.at(5).get<uint32_t>();
-  o.actor = j.at(6).get<uint32_t>();
-  return o;
-}
-
-// A part's result as JSON: its bugs as the schedules that lead to them; its totals and the fold
-// of its hashes, not the four per-execution series (32 bytes an execution: sending them cost
-// more than a third of the search's time), which the merge explores again where it needs them.
-std::string part_json(const checker::PartResult& p) {
-  Json bugs = Json::array();
-  for (const checker::Bug& bug : p.bugs) {
-    Json choices = Json::array();
-    for (const sim::Option& o : bug.choices) choices.push_back(option_json(o));
-    bugs.push_back(Json{{"execution", bug.execution}, {"signature", bug.signature}, {"schedule", bug.schedule},
-                        {"choices", std::move(choices)}});
-  }
-  Json error = nullptr;
-  if (p.error) {
-    error = Json{{"file", p.error->file}, {"line", p.error->loc.line}, {"col", p.error->loc.col}, {"message", p.error->message}};
-  }
-  return Json{{"executions", p.executions}, {"pruned", p.pruned}, {"sleep_blocked", p.sleep_blocked},
-              {"states", p.states}, {"cache_full", p.cache_full}, {"events", p.events}, {"fold", p.fold},
-              {"bugs", std::move(bugs)}, {"terminal_states", p.terminal_states}, {"error", std::move(error)},
-              {"bound_hit", p.bound_hit}, {"interrupted", p.interrupted}, {"complete", p.complete}}
-      .dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
-// The part back from JSON, each bug rebuilt by replaying its schedule; nullopt when the text is
-// not a part or a schedule does not lead to the bug it names.
-std::optional<checker::PartResult> part_of(std::string_view text, const sim::Scenario& scenario,
-                                           const checker::CheckOptions& options) {
-  const Json j = Json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return std::nullopt;
-  try {
-    checker::PartResult p;
-    p.executions = j.at("executions").get<uint64_t>();
-    p.pruned = j.at("pruned").get<uint64_t>();
-    p.sleep_blocked = j.at("sleep_blocked").get<uint64_t>();
-    p.states = j.at("states").get<uint64_t>();
-    p.cache_full = j.at("cache_full").get<bool>();
-    p.events = j.at("events").get<uint64_t>();
-    p.fold = j.at("fold").get<uint64_t>();
-    p.terminal_states = j.at("terminal_states").get<std::set<std::string>>();
-    p.bound_hit = j.at("bound_hit").get<std::string>();
-    p.interrupted = j.at("interrupted").get<bool>();
-    p.complete = j.at("complete").get<bool>();
-    if (const Json& e = j.at("error"); !e.is_null()) {
-      p.error = sim::Diagnostic{e.at("file").get<std::string>(),
-                                {e.at("line").get<uint32_t>(), e.at("col").get<uint32_t>()},
-                                sim::Severity::ERROR,
-                                e.at("message").get<std::string>()};
-    }
-    const sim::EngineOptions engine = checker::engine_options_for(options);
-    for (const Json& b : j.at("bugs")) {
-      std::vector<sim::Option> choices;
-      for (const Json& o : b.at("choices")) choices.push_back(option_of(o));
-      bool diverged = false;
-      const sim::ExecutionResult result = checker::replay_execution(scenario, choices, engine, diverged);
-      std::optional<checker::Bug> bug = checker::analyze(scenario, result);
-      if (diverged || !bug || bug->signature != b.at("signature").get<std::string>()) return std::nullopt;
-      bug->choices = std::move(choices);
-      bug->schedule = b.at("schedule").get<std::vector<uint32_t>>();
-      bug->execution = b.at("execution").get<uint64_t>();
-      p.bugs.push_back(std::move(*bug));
-    }
-    return p;
-  } catch (const Json::exception&) {
-    return std::nullopt;
-  }
-}
-
 std::optional<sim::Scenario> load(const std::string& input, const Options& options) {
   sim::LoadResult loaded = load_input(input, options.overrides, options.load_limits);
   if (!loaded.scenario) return std::nullopt;
@@ -678,7 +699,7 @@ std::optional<sim::Scenario> load(const std::string& input, const Options& optio
     if (const std::optional<sim::Scenario> scenario = load(inputs[i], line.options)) {
       part = checker::explore_part(*scenario, check, {}, UINT64_MAX);
     }
-    return part_json(part);
+    return checker::part_json(part);
   };
   if (rank != 0) work([&](const std::vector<uint64_t>& piece, checker::StealBox&) { return search(piece[0]); });  // piece i: input i
   Coordinator coordinator(ranks, line.options.mpi_timeout_s, err);
@@ -690,7 +711,29 @@ std::optional<sim::Scenario> load(const std::string& input, const Options& optio
   mine.options.check.run_whole = [&](const sim::Scenario& scenario) -> std::optional<checker::PartResult> {
     const auto at = std::find(inputs.begin(), inputs.end(), scenario.path);
     if (at == inputs.end()) return std::nullopt;
-    return part_of(parts[static_cast<size_t>(at - inputs.begin())], scenario, check);
+    return checker::part_of(parts[static_cast<size_t>(at - inputs.begin())], scenario, check);
+  };
+  coordinator.finish(run_command(mine, out, err));
+}
+
+// One input with dpor: rank 0 runs the search; the branches it gives (as to --jobs threads) go
+// to workers as they wait for work, each explored there by a search that sends back its result
+// and its mail to the search that gave the branch.
+[[noreturn]] void dpor_over_mpi(const CommandLine& line, int rank, int ranks, std::ostream& out, std::ostream& err) {
+  if (rank != 0) {
+    // A branch: its id, then its text (words_of).
+    const std::optional<sim::Scenario> scenario = load(line.options.inputs.front(), line.options);  // rank 0 says why if it does not load
+    std::optional<checker::BranchHost> host;
+    if (scenario) host.emplace(*scenario, line.options.check);
+    work([&](const std::vector<uint64_t>& piece, checker::StealBox&) { return host ? host->explore(text_of(piece, 1)) : std::string(); },
+         [&] {
+           if (host) host->halt();
+         });
+  }
+  CommandLine mine = line;
+  Coordinator coordinator(ranks, mine.options.mpi_timeout_s, err);
+  mine.options.check.run_branches = [&](const std::function<void()>& root, checker::BranchPort& port) {
+    coordinator.run_branches(root, port);
   };
   coordinator.finish(run_command(mine, out, err));
 }
@@ -704,6 +747,8 @@ std::optional<sim::Scenario> load(const std::string& input, const Options& optio
     const std::vector<std::string> inputs = expand_inputs(line.options.inputs, unused, bad);
     if (inputs.size() > 1) check_inputs_over_mpi(line, inputs, rank, ranks, out, err);
   }
+  const checker::StrategyInfo* strategy = checker::find_strategy(line.options.check.strategy);
+  if (strategy != nullptr && strategy->make_branch != nullptr) dpor_over_mpi(line, rank, ranks, out, err);
   if (rank != 0) {
     // A part: its index, the budget, its prefix's length, its prefix, then its bound.
     const std::optional<sim::Scenario> scenario = load(line.options.inputs.front(), line.options);  // rank 0 says why if it does not load
@@ -716,7 +761,7 @@ std::optional<sim::Scenario> load(const std::string& input, const Options& optio
         options.steal = &box;
         part = checker::explore_part(*scenario, options, std::move(p), piece[1]);
       }
-      return part_json(part);
+      return checker::part_json(part);
     });
   }
   CommandLine mine = line;
@@ -746,7 +791,7 @@ std::optional<sim::Scenario> load(const std::string& input, const Options& optio
           piece.insert(piece.end(), p.bound.begin(), p.bound.end());
           return piece;
         },
-        [&](const std::string& text) { return part_of(text, *scenario, local_options); },
+        [&](const std::string& text) { return checker::part_of(text, *scenario, local_options); },
         [&](size_t i, checker::StealBox& box) {
           checker::CheckOptions options = local_options;
           options.steal = &box;
@@ -754,8 +799,8 @@ std::optional<sim::Scenario> load(const std::string& input, const Options& optio
         },
         &stealing);
   };
-  if (scenario && mine.options.check.strategy != "dfs") {
-    err << "lockstep: note: check --mpi spreads a dfs search (--strategy dfs); " << mine.options.check.strategy
+  if (scenario && checker::is_sampling(mine.options.check.strategy)) {
+    err << "lockstep: note: check --mpi spreads dfs and dpor searches; " << mine.options.check.strategy
         << " runs on rank 0 alone\n";
   }
   coordinator.finish(run_command(mine, out, err));  // it says why the input does not load, if it does not

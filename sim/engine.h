@@ -188,6 +188,21 @@ class FootprintIds {
   uint64_t object_key(uint32_t kind, uint32_t index);
   std::pair<uint32_t, uint64_t> actor_key(uint32_t actor, uint32_t first);  // (kind, key)
 
+  // check --mpi: an object or actor in terms another process's FootprintIds reads back as its own
+  // id of the same thing (a stream's or handle's name as text, not as its number here).
+  struct Portable {
+    uint32_t kind = 0;  // an object's kind; for an actor 0 or 1 as actor(), THREAD for a thread
+    uint64_t key = 0;   // without the name's number, for a stream or handle
+    std::string name;   // a stream's or handle's name
+    static constexpr uint32_t THREAD = UINT32_MAX;
+  };
+  Portable portable_object(uint32_t object);
+  uint32_t local_object(const Portable& p);
+  Portable portable_actor(uint32_t actor);
+  uint32_t local_actor(const Portable& p);
+  // The number of threads (the first actor that is not one); the engines set it.
+  void set_threads(uint32_t threads);
+
  private:
   std::mutex mutex_;
   std::unordered_map<uint64_t, uint32_t> objects_[32];
@@ -195,7 +210,9 @@ class FootprintIds {
   std::unordered_map<uint64_t, uint32_t> actors_[2];
   std::vector<std::pair<uint32_t, uint64_t>> actor_keys_;  // by actor - first
   std::unordered_map<std::string, uint32_t> names_;
+  std::vector<std::string> name_texts_;  // by id
   uint32_t next_actor_ = 0;
+  uint32_t threads_ = UINT32_MAX;  // set_threads (until then: no actor is known to be a thread)
 };
 
 struct EngineOptions {

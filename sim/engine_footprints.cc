@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <mutex>
 #include <span>
+#include <stdexcept>
 
 namespace lockstep::sim {
 
@@ -28,7 +29,68 @@ std::pair<uint32_t, uint64_t> FootprintIds::actor_key(uint32_t actor, uint32_t f
 
 uint32_t FootprintIds::name(std::string_view name) {
   const std::lock_guard<std::mutex> lock(mutex_);
-  return names_.try_emplace(std::string(name), static_cast<uint32_t>(names_.size())).first->second;
+  const auto [it, added] = names_.try_emplace(std::string(name), static_cast<uint32_t>(names_.size()));
+  if (added) name_texts_.emplace_back(name);
+  return it->second;
+}
+
+namespace {
+
+constexpr uint32_t INDEX_MASK = (uint32_t{1} << OBJECT_KIND_SHIFT) - 1;
+
+// Objects whose key holds a name's number in its low 32 bits (Engine::Impl::pack(rank, name)).
+bool named(ObjectKind kind) { return kind == ObjectKind::STREAM || kind == ObjectKind::HANDLE; }
+// Objects numbered by their rank, not through the ids (Engine::Impl::object).
+bool by_rank(ObjectKind kind) { return kind == ObjectKind::ALIVE || kind == ObjectKind::PENDING; }
+
+}  // namespace
+
+FootprintIds::Portable FootprintIds::portable_object(uint32_t object) {
+  const ObjectKind kind = object_kind(object);
+  Portable p;
+  p.kind = static_cast<uint32_t>(kind);
+  if (by_rank(kind)) {
+    p.key = object & INDEX_MASK;
+    return p;
+  }
+  const std::lock_guard<std::mutex> lock(mutex_);
+  p.key = object_keys_[p.kind].at(object & INDEX_MASK);
+  if (named(kind)) {
+    p.name = name_texts_.at(static_cast<uint32_t>(p.key));
+    p.key &= ~uint64_t{0xffffffff};
+  }
+  return p;
+}
+
+uint32_t FootprintIds::local_object(const Portable& p) {
+  const auto kind = static_cast<ObjectKind>(p.kind);
+  if (by_rank(kind)) return (p.kind << OBJECT_KIND_SHIFT) | static_cast<uint32_t>(p.key & INDEX_MASK);
+  const uint64_t key = named(kind) ? p.key | name(p.name) : p.key;
+  return (p.kind << OBJECT_KIND_SHIFT) | object(p.kind, key);
+}
+
+FootprintIds::Portable FootprintIds::portable_actor(uint32_t actor) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (actor < threads_) return Portable{Portable::THREAD, actor, {}};
+  const auto& [kind, key] = actor_keys_.at(actor - threads_);
+  return Portable{kind, key, {}};
+}
+
+uint32_t FootprintIds::local_actor(const Portable& p) {
+  if (p.kind == Portable::THREAD) return static_cast<uint32_t>(p.key);
+  uint32_t first = 0;
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    first = threads_;
+  }
+  // Before an engine has said how many threads there are, no actor can be numbered.
+  if (first == UINT32_MAX) throw std::logic_error("FootprintIds::local_actor before set_threads");
+  return actor(p.kind, p.key, first);
+}
+
+void FootprintIds::set_threads(uint32_t threads) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  threads_ = threads;
 }
 
 uint32_t FootprintIds::actor(uint32_t kind, uint64_t key, uint32_t first) {

@@ -111,6 +111,7 @@ Engine::Impl::Impl(const Scenario& scenario, EngineOptions opts)
   }
   comms.resize(comm_count);
   next_actor = static_cast<uint32_t>(threads.size());
+  if (options.ids != nullptr) options.ids->set_threads(next_actor);
   if (options.symmetry) find_rank_classes();
 }
 

@@ -266,9 +266,9 @@ void OdporSearch::reverse(size_t e, size_t j) {
   v.push_back(step_of(j));
   if (!owns(e)) {
     // Above the branch: the search that gave it inserts it.
-    Mail mail{Mail::Kind::RACE, e, {}, {}, cut_short_};
+    BranchMail mail{BranchMail::Kind::RACE, e, {}, {}, cut_short_};
     for (const SequenceStep& s : v) {
-      mail.sequence.push_back(Mail::Step{s.step.option, {s.step.footprint.begin(), s.step.footprint.end()}, s.step.universal,
+      mail.sequence.push_back(BranchMail::Step{s.step.option, {s.step.footprint.begin(), s.step.footprint.end()}, s.step.universal,
                                          s.index, {s.after.begin(), s.after.end()}});
     }
     owner_->post(std::move(mail));
@@ -315,7 +315,7 @@ bool OdporSearch::needs_more(const Future& future, size_t d) {
       // Above the branch: the search that gave it explores every option there instead (what
       // the race with this future needs is among them).
       if (n.choice && !n.expansion_posted) {
-        for (const sim::Option& o : n.options) owner_->post(Mail{Mail::Kind::OPTION, e, o, {}});
+        for (const sim::Option& o : n.options) owner_->post(BranchMail{BranchMail::Kind::OPTION, e, o, {}});
         n.expansion_posted = true;
       }
       continue;
@@ -357,7 +357,7 @@ bool OdporSearch::next(const sim::ExecutionResult& result) {
     if (d == boundary_) {
       // The other branches here are the giving search's: what this one found to explore here
       // goes to it.
-      for (const WakeupTrees::NodeId root : n.wut) owner_->post(Mail{Mail::Kind::OPTION, d, trees_.option(root), {}});
+      for (const WakeupTrees::NodeId root : n.wut) owner_->post(BranchMail{BranchMail::Kind::OPTION, d, trees_.option(root), {}});
       trees_.release(n.wut);
       break;
     }
@@ -428,25 +428,25 @@ void OdporSearch::give_branch() {
   }
 }
 
-void OdporSearch::post(Mail mail) {
+void OdporSearch::post(BranchMail mail) {
   {
     const std::lock_guard<std::mutex> lock(mail_mutex_);
     mail_.push_back(std::move(mail));
     has_mail_.store(true, std::memory_order_release);
   }
-  pool_->notify();
+  if (pool_ != nullptr) pool_->notify();
 }
 
 void OdporSearch::read_mail() {
   if (!has_mail_.load(std::memory_order_acquire)) return;
-  std::vector<Mail> mail;
+  std::vector<BranchMail> mail;
   {
     const std::lock_guard<std::mutex> lock(mail_mutex_);
     mail.swap(mail_);
     has_mail_.store(false, std::memory_order_relaxed);
   }
-  for (Mail& m : mail) {
-    if (m.kind == Mail::Kind::DONE) {
+  for (BranchMail& m : mail) {
+    if (m.kind == BranchMail::Kind::DONE) {
       --nodes_[m.node].given;
       --given_;
       continue;
@@ -456,12 +456,12 @@ void OdporSearch::read_mail() {
       continue;
     }
     if (m.node >= nodes_.size()) continue;  // the search has ended (stopped early)
-    if (m.kind == Mail::Kind::OPTION) {
+    if (m.kind == BranchMail::Kind::OPTION) {
       add_alternative(m.node, m.option);
       continue;
     }
     std::vector<SequenceStep> v;
-    for (const Mail::Step& step : m.sequence) v.push_back(SequenceStep{StepRef{step.option, step.footprint, step.universal}, step.index, step.after});
+    for (const BranchMail::Step& step : m.sequence) v.push_back(SequenceStep{StepRef{step.option, step.footprint, step.universal}, step.index, step.after});
     insert_race(m.node, std::move(v), m.cut_short);
   }
 }
@@ -475,7 +475,7 @@ void OdporSearch::finish() {
       return given_ == 0;
     });
   }
-  if (owner_ != nullptr) owner_->post(Mail{Mail::Kind::DONE, boundary_, {}, {}});
+  if (owner_ != nullptr) owner_->post(BranchMail{BranchMail::Kind::DONE, boundary_, {}, {}});
 }
 
 std::vector<uint32_t> OdporSearch::schedule() const {

@@ -29,14 +29,42 @@
 
 namespace lockstep::checker {
 
-class OdporSearch;
 class WorkPool;
 
-// A branch of one search's wakeup tree handed to another thread (check --jobs): the executions
-// below one node that start with the branch's steps. The search that explores it owns only the
-// nodes below that node; what it finds about the nodes above (races to reverse there, options
-// to explore there) it posts to the search that gave it, which waits for it before it leaves
-// the node.
+// What the search of a given branch (below) tells the search that gave it: a race to reverse at
+// a node above the branch, an option to explore there, or that the branch is done.
+struct BranchMail {
+  enum class Kind : uint8_t { RACE, OPTION, DONE };
+  Kind kind = Kind::DONE;
+  size_t node = 0;
+  sim::Option option;  // OPTION: to explore at the node
+  // RACE: the sequence to insert at the node, owned (SequenceStep's spans point into these).
+  struct Step {
+    sim::Option option;
+    std::vector<sim::Touch> footprint;
+    bool universal = false;
+    uint32_t index = 0;
+    std::vector<uint32_t> after;
+  };
+  std::vector<Step> sequence;
+  bool cut_short = false;  // RACE: found in an execution pruned at a cached state
+};
+
+// Where a branch's search posts its mail: the search that gave the branch, or (check --mpi)
+// what carries it back to that search in another process.
+class MailSink {
+ public:
+  virtual void post(BranchMail mail) = 0;
+
+ protected:
+  ~MailSink() = default;
+};
+
+// A branch of one search's wakeup tree handed to another thread (check --jobs) or process
+// (check --mpi): the executions below one node that start with the branch's steps. The search
+// that explores it owns only the nodes below that node; what it finds about the nodes above
+// (races to reverse there, options to explore there) it posts to the search that gave it, which
+// waits for it before it leaves the node.
 struct Donation {
   struct Branch {
     sim::Option option;
@@ -48,10 +76,10 @@ struct Donation {
   size_t node = 0;                     // the node's step index
   Branch branch;                       // the branch's steps (a wakeup tree with one root)
   std::vector<SleepingOption> sleep;   // asleep at the node
-  OdporSearch* owner = nullptr;
+  MailSink* owner = nullptr;
 };
 
-class OdporSearch final : public Search {
+class OdporSearch final : public Search, public MailSink {
  public:
   explicit OdporSearch(const SearchOptions& options);
   // The search of a branch another search gave (check --jobs); `pool` as that search's.
@@ -80,6 +108,8 @@ class OdporSearch final : public Search {
   // tells the search that gave it that it is done. Called once the search has ended, whether
   // it ran to its end or was stopped.
   void finish() override;
+  // Mail from the search of a branch this one gave.
+  void post(BranchMail mail) override;
 
  private:
   struct Sleeper {
@@ -109,26 +139,8 @@ class OdporSearch final : public Search {
     bool expansion_posted = false;  // a node of the search above: its every option was asked for
   };
 
-  // A message to this search from the search of a branch it gave (check --jobs).
-  struct Mail {
-    enum class Kind : uint8_t { RACE, OPTION, DONE };
-    Kind kind = Kind::DONE;
-    size_t node = 0;
-    sim::Option option;  // OPTION: to explore at the node
-    // RACE: the sequence to insert at the node, owned (SequenceStep's spans point into these).
-    struct Step {
-      sim::Option option;
-      std::vector<sim::Touch> footprint;
-      bool universal = false;
-      uint32_t index = 0;
-      std::vector<uint32_t> after;
-    };
-    std::vector<Step> sequence;
-    bool cut_short = false;  // RACE: found in an execution pruned at a cached state
-  };
   // Whether node d is this search's to explore (not above the branch it was given).
   bool owns(size_t d) const { return boundary_ == SIZE_MAX || d > boundary_; }
-  void post(Mail mail);
   void read_mail();
   void insert_race(size_t e, std::vector<SequenceStep> v, bool cut_short);
   void give_branch();
@@ -174,14 +186,14 @@ class OdporSearch final : public Search {
   // check --jobs
   WorkPool* pool_ = nullptr;
   int level_ = 0;                 // searches this thread is inside of (WorkPool::Runner)
-  OdporSearch* owner_ = nullptr;  // the search that gave this one its branch
+  MailSink* owner_ = nullptr;     // the search that gave this one its branch
   size_t boundary_ = SIZE_MAX;    // the node the branch starts at (SIZE_MAX: every node is ours)
   Donation::Branch start_branch_;
   std::vector<Sleeper> start_sleep_;
   uint64_t donations_ = 0;
   uint64_t given_ = 0;            // branches given and not yet explored, over every node
   std::mutex mail_mutex_;
-  std::vector<Mail> mail_;
+  std::vector<BranchMail> mail_;
   std::atomic<bool> has_mail_{false};
 };
 
