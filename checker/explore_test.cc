@@ -946,6 +946,34 @@ std::set<std::string> signatures(const CheckResult& r) {
   return out;
 }
 
+// Four ranks of two threads on one communicator: 81 executions, branches to give.
+sim::Scenario four_two_threaded_ranks() {
+  return scenario_from(R"Y(
+scenario: threads
+world: 4
+threads:
+  main: [{allreduce: {size: 4}}, {allreduce: {size: 4}}]
+  bg: [{allreduce: {size: 4}}]
+)Y");
+}
+
+// A runner for CheckOptions::run_branches that waits for a branch from the search's first
+// execution on, runs the search on a thread and `serve(port, ended)` on this one (`ended`: the
+// search has returned), then waits for the search.
+BranchRunner serving(std::function<void(BranchPort&, const std::atomic<bool>& ended)> serve) {
+  return [serve](const std::function<void()>& root, BranchPort& port) {
+    port.set_waiting(1);
+    std::atomic<bool> ended{false};
+    std::thread search([&] {
+      root();
+      ended = true;
+    });
+    serve(port, ended);
+    search.join();
+    port.set_waiting(0);
+  };
+}
+
 }  // namespace
 
 TEST_CASE("--mpi with dpor: branches explored by another host find what one search does") {
@@ -1011,41 +1039,25 @@ TEST_CASE("--mpi with dpor: a halted host ends its branch at once") {
   // What a rank does when the search that gave it a branch stops early (--max-bugs, an error,
   // interrupted: BranchPort::halted): the branch under way ends after its execution, its result
   // says it is not complete. Halted before it starts, it runs none.
-  const sim::Scenario scenario = scenario_from(R"Y(
-scenario: threads
-world: 4
-threads:
-  main: [{allreduce: {size: 4}}, {allreduce: {size: 4}}]
-  bg: [{allreduce: {size: 4}}]
-)Y");
+  const sim::Scenario scenario = four_two_threaded_ranks();
   CheckOptions one;
   one.collect_terminal_states = true;
   const CheckResult a = check_scenario(scenario, one);
   CheckOptions spread = one;
   spread.jobs_after = 0;
   std::optional<BranchResult> halted;
-  spread.run_branches = [&](const std::function<void()>& root, BranchPort& port) {
-    port.set_waiting(1);
-    std::atomic<bool> ended{false};
-    std::thread search([&] {
-      root();
-      ended = true;
-    });
+  spread.run_branches = serving([&](BranchPort& port, const std::atomic<bool>& ended) {
     std::optional<std::pair<uint64_t, std::string>> branch;
     while (!(branch = port.take()) && !ended) std::this_thread::yield();
     port.set_waiting(0);
-    if (!branch) {  // none given: REQUIRE(halted) below says so
-      search.join();
-      return;
-    }
+    if (!branch) return;  // none given: REQUIRE(halted) below says so
     CHECK_FALSE(port.halted());
     BranchHost host(scenario, one);
     host.halt();
     sim::FootprintIds ids;
     halted = branch_result_of(host.explore(branch->second), scenario, one, ids);
     port.lost(branch->first);  // explored again by the search
-    search.join();
-  };
+  });
   // Whether the branch reaches the host first or the search takes it back itself (it runs
   // queued branches while it waits) is the threads' timing: up to 50 searches.
   for (int run = 0; run < 50 && !halted; ++run) {
@@ -1061,13 +1073,7 @@ threads:
 }
 
 TEST_CASE("--mpi with dpor: what is not a branch or a result is refused, and the branch explored again") {
-  const sim::Scenario scenario = scenario_from(R"Y(
-scenario: threads
-world: 4
-threads:
-  main: [{allreduce: {size: 4}}, {allreduce: {size: 4}}]
-  bg: [{allreduce: {size: 4}}]
-)Y");
+  const sim::Scenario scenario = four_two_threaded_ranks();
   CheckOptions one;
   one.collect_terminal_states = true;
   const CheckResult a = check_scenario(scenario, one);
@@ -1084,13 +1090,7 @@ threads:
   CheckOptions spread = one;
   spread.jobs_after = 0;
   uint64_t refused = 0;
-  spread.run_branches = [&](const std::function<void()>& root, BranchPort& port) {
-    port.set_waiting(1);  // from the first execution on
-    std::atomic<bool> ended{false};
-    std::thread search([&] {
-      root();
-      ended = true;
-    });
+  spread.run_branches = serving([&](BranchPort& port, const std::atomic<bool>& ended) {
     while (!ended) {
       port.set_waiting(refused < 3 ? 1 : 0);
       if (refused >= 3) {
@@ -1102,9 +1102,7 @@ threads:
         if (!port.answer(branch->first, "{\"part\": 1}")) ++refused;
       }
     }
-    search.join();
-    port.set_waiting(0);
-  };
+  });
   for (int run = 0; run < 50 && refused == 0; ++run) {  // as above: until one reached the host
     const CheckResult b = check_scenario(scenario, spread);
     CHECK(b.exhaustive);
