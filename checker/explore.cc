@@ -777,6 +777,8 @@ struct BranchHost::Impl {
   std::optional<sim::Engine> engine;  // every branch's, one after the other
 };
 
+namespace {
+
 // The mail of a branch's search, kept to go back with its result.
 class KeptMail final : public MailSink {
  public:
@@ -793,6 +795,8 @@ class KeptMail final : public MailSink {
   std::mutex mutex_;
   std::vector<BranchMail> mail_;
 };
+
+}  // namespace
 
 BranchHost::BranchHost(const sim::Scenario& scenario, const CheckOptions& options)
     : impl_(new Impl{scenario, exploration(scenario, options), {}, {}, {}}) {

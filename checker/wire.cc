@@ -12,7 +12,8 @@
 
 namespace lockstep::checker {
 
-namespace {
+// Named, not anonymous: a unity build puts other files' helpers (their own `Json`) beside these.
+namespace wire_text {
 
 using Json = nlohmann::json;
 
@@ -202,45 +203,45 @@ std::optional<PartResult> part_fields_of(const Json& j, const sim::Scenario& sce
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
-}  // namespace
+}  // namespace wire_text
 
-std::string part_json(const PartResult& part) { return dump(part_fields(part)); }
+std::string part_json(const PartResult& part) { return wire_text::dump(wire_text::part_fields(part)); }
 
 std::optional<PartResult> part_of(std::string_view text, const sim::Scenario& scenario, const CheckOptions& options) {
-  const Json j = Json::parse(text, nullptr, false);
+  const wire_text::Json j = wire_text::Json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   try {
-    return part_fields_of(j, scenario, options);
-  } catch (const Json::exception&) {
+    return wire_text::part_fields_of(j, scenario, options);
+  } catch (const wire_text::Json::exception&) {
     return std::nullopt;
   }
 }
 
 std::string donation_json(const Donation& donation, uint64_t budget, bool cache, sim::FootprintIds& ids) {
-  Outgoing out(ids);
-  Json sleep = Json::array();
+  wire_text::Outgoing out(ids);
+  wire_text::Json sleep = wire_text::Json::array();
   for (const SleepingOption& q : donation.sleep) {
-    sleep.push_back(Json{{"option", out.option(q.option)}, {"footprint", out.footprint(q.footprint)}, {"universal", q.universal}});
+    sleep.push_back(wire_text::Json{{"option", out.option(q.option)}, {"footprint", out.footprint(q.footprint)}, {"universal", q.universal}});
   }
-  Json j{{"prefix", donation.prefix}, {"node", donation.node}, {"budget", budget}, {"cache", cache}};
-  j["branch"] = branch_json(donation.branch, out);
+  wire_text::Json j{{"prefix", donation.prefix}, {"node", donation.node}, {"budget", budget}, {"cache", cache}};
+  j["branch"] = wire_text::branch_json(donation.branch, out);
   j["sleep"] = std::move(sleep);
   out.tables(j);
-  return dump(j);
+  return wire_text::dump(j);
 }
 
 std::optional<ReceivedBranch> donation_of(std::string_view text, sim::FootprintIds& ids) {
-  const Json j = Json::parse(text, nullptr, false);
+  const wire_text::Json j = wire_text::Json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   try {
-    const Incoming in(j, ids);
+    const wire_text::Incoming in(j, ids);
     ReceivedBranch r;
     r.budget = j.at("budget").get<uint64_t>();
     r.cache = j.at("cache").get<bool>();
     r.donation.prefix = j.at("prefix").get<std::vector<uint32_t>>();
     r.donation.node = j.at("node").get<size_t>();
-    r.donation.branch = branch_of(j.at("branch"), in, 0);
-    for (const Json& q : j.at("sleep")) {
+    r.donation.branch = wire_text::branch_of(j.at("branch"), in, 0);
+    for (const wire_text::Json& q : j.at("sleep")) {
       r.donation.sleep.push_back(SleepingOption{in.option(q.at("option")), in.footprint(q.at("footprint")), q.at("universal").get<bool>()});
     }
     return r;
@@ -250,11 +251,11 @@ std::optional<ReceivedBranch> donation_of(std::string_view text, sim::FootprintI
 }
 
 std::string branch_result_json(const PartResult& part, const std::vector<BranchMail>& mail, sim::FootprintIds& ids) {
-  Outgoing out(ids);
+  wire_text::Outgoing out(ids);
   // A step appears in many races of one branch (each later execution reverses races with the
   // same steps): each distinct step goes once into a table, the letters refer to it.
   std::map<std::tuple<uint64_t, int32_t, uint32_t, bool, std::vector<uint32_t>, std::vector<uint32_t>>, size_t> step_at;
-  Json steps = Json::array();
+  wire_text::Json steps = wire_text::Json::array();
   const auto step = [&](const BranchMail::Step& s) {
     std::vector<uint32_t> touches;
     for (const sim::Touch& t : s.footprint) {
@@ -263,44 +264,44 @@ std::string branch_result_json(const PartResult& part, const std::vector<BranchM
       touches.push_back(t.cause);
     }
     const auto [it, added] = step_at.try_emplace({s.option.key(), s.option.detail, s.index, s.universal, std::move(touches), s.after}, steps.size());
-    if (added) steps.push_back(Json::array({out.option(s.option), out.footprint(s.footprint), s.universal, s.index, out.after(s.after)}));
+    if (added) steps.push_back(wire_text::Json::array({out.option(s.option), out.footprint(s.footprint), s.universal, s.index, out.after(s.after)}));
     return it->second;
   };
-  Json letters = Json::array();
+  wire_text::Json letters = wire_text::Json::array();
   for (const BranchMail& m : mail) {
-    Json sequence = Json::array();
+    wire_text::Json sequence = wire_text::Json::array();
     for (const BranchMail::Step& s : m.sequence) sequence.push_back(step(s));
-    letters.push_back(Json::array({static_cast<int>(m.kind), m.node, m.kind == BranchMail::Kind::OPTION ? out.option(m.option) : Json(),
+    letters.push_back(wire_text::Json::array({static_cast<int>(m.kind), m.node, m.kind == BranchMail::Kind::OPTION ? out.option(m.option) : wire_text::Json(),
                                    std::move(sequence), m.cut_short}));
   }
-  Json j{{"part", part_fields(part)}, {"steps", std::move(steps)}, {"mail", std::move(letters)}};
+  wire_text::Json j{{"part", wire_text::part_fields(part)}, {"steps", std::move(steps)}, {"mail", std::move(letters)}};
   out.tables(j);
-  return dump(j);
+  return wire_text::dump(j);
 }
 
 std::optional<BranchResult> branch_result_of(std::string_view text, const sim::Scenario& scenario,
                                              const CheckOptions& options, sim::FootprintIds& ids) {
-  const Json j = Json::parse(text, nullptr, false);
+  const wire_text::Json j = wire_text::Json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   try {
-    const Incoming in(j, ids);
+    const wire_text::Incoming in(j, ids);
     BranchResult r;
-    std::optional<PartResult> part = part_fields_of(j.at("part"), scenario, options);
+    std::optional<PartResult> part = wire_text::part_fields_of(j.at("part"), scenario, options);
     if (!part) return std::nullopt;
     r.part = std::move(*part);
     std::vector<BranchMail::Step> steps;
-    for (const Json& s : j.at("steps")) {
+    for (const wire_text::Json& s : j.at("steps")) {
       steps.push_back(BranchMail::Step{in.option(s.at(0)), in.footprint(s.at(1)), s.at(2).get<bool>(), s.at(3).get<uint32_t>(),
                                        in.after(s.at(4))});
     }
-    for (const Json& m : j.at("mail")) {
+    for (const wire_text::Json& m : j.at("mail")) {
       BranchMail mail;
       const int kind = m.at(0).get<int>();
       if (kind < 0 || kind > static_cast<int>(BranchMail::Kind::DONE)) return std::nullopt;
       mail.kind = static_cast<BranchMail::Kind>(kind);
       mail.node = m.at(1).get<size_t>();
       if (mail.kind == BranchMail::Kind::OPTION) mail.option = in.option(m.at(2));
-      for (const Json& s : m.at(3)) mail.sequence.push_back(steps.at(s.get<size_t>()));
+      for (const wire_text::Json& s : m.at(3)) mail.sequence.push_back(steps.at(s.get<size_t>()));
       mail.cut_short = m.at(4).get<bool>();
       r.mail.push_back(std::move(mail));
     }

@@ -32,6 +32,7 @@
 #include <functional>
 #include <future>
 #include <iostream>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -404,17 +405,33 @@ class Coordinator {
         w.hungry = false;
         w.holding.push_back(branch->first);
         w.since = Clock::now();
-        MPI_Send(message.data(), static_cast<int>(message.size()), MPI_UINT64_T, static_cast<int>(r), TAG_WORK, MPI_COMM_WORLD);
+        // Not a blocking send: a branch is too large to go out before the rank takes it, and a
+        // rank that died meanwhile never does (this thread must go on to find it lost).
+        auto& [request, words] = branch_sends_.emplace_back(MPI_REQUEST_NULL, std::move(message));
+        MPI_Isend(words.data(), static_cast<int>(words.size()), MPI_UINT64_T, static_cast<int>(r), TAG_WORK, MPI_COMM_WORLD,
+                  &request);
       }
       port.set_waiting(hungry);
+      sent_branches();
     }
     mine.join();
+    sent_branches();  // every branch came back, so every rank still there took its own
     port.set_waiting(0);
     branches_ = nullptr;
     for (size_t r = 1; r < workers_.size(); ++r) {
       if (!workers_[r].hungry) continue;
       workers_[r].hungry = false;
       give(static_cast<int>(r));  // none left: released
+    }
+  }
+
+  // Branch messages delivered: their buffers freed. A lost rank's stay (never delivered; the
+  // job then ends without MPI_Finalize).
+  void sent_branches() {
+    for (auto it = branch_sends_.begin(); it != branch_sends_.end();) {
+      int done = 0;
+      MPI_Test(&it->first, &done, MPI_STATUS_IGNORE);
+      it = done != 0 ? branch_sends_.erase(it) : std::next(it);
     }
   }
 
@@ -623,6 +640,7 @@ class Coordinator {
   const std::function<std::vector<uint64_t>(size_t)>* piece_ = nullptr;
   const Stealing* stealing_ = nullptr;
   checker::BranchPort* branches_ = nullptr;  // run_branches
+  std::list<std::pair<MPI_Request, std::vector<uint64_t>>> branch_sends_;  // sent, maybe not yet delivered
   std::function<void(size_t)> grow_;  // k pieces added to the batch
   int victim_ = NO_VICTIM;            // the rank asked to give work away, waited for (0: rank 0's thread)
   // The piece rank 0's thread runs, and the box its search looks at.
