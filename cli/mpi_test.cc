@@ -69,25 +69,6 @@ testing::CliRun spread_with_json(std::vector<std::string> args, const std::files
   return under_mpirun(ranks, args, name);
 }
 
-// A launcher (dir/kill-rank-2.sh) that kills MPI rank 2 once it has used `ticks` hundredths of a
-// second of CPU, past MPI_Init: that waits, without using CPU, for every rank, and a rank killed
-// inside it leaves the others waiting there for good (a kill at a fixed time did that on a
-// loaded machine). A rank that ends first is left as it ended.
-std::filesystem::path rank_2_killer(const std::filesystem::path& dir, int ticks) {
-  const std::filesystem::path killer = dir / "kill-rank-2.sh";
-  std::ofstream(killer) << "#!/bin/sh\n"
-                           "[ \"$OMPI_COMM_WORLD_RANK\" = 2 ] || exec \"$@\"\n"
-                           "\"$@\" & pid=$!\n"
-                           "while :; do\n"
-                           "  set -- $(awk '{print $3, $14 + $15}' /proc/$pid/stat 2> /dev/null) Z 0\n"
-                           "  [ \"$1\" = Z ] || [ \"$2\" -ge " << ticks << " ] && break\n"
-                           "  sleep 0.1\n"
-                           "done\n"
-                           "kill -9 $pid 2> /dev/null; wait; exit 0\n";
-  std::filesystem::permissions(killer, std::filesystem::perms::owner_all);
-  return killer;
-}
-
 }  // namespace
 
 TEST_CASE("sweep --mpi: four MPI ranks print the report of one process") {
@@ -165,8 +146,20 @@ TEST_CASE("check --mpi: a dfs search of 100,000 executions over four ranks repor
   // A rank killed while it searches (mpirun --enable-recovery keeps the others running): rank 0
   // takes it as lost once it has said nothing for 2 s, its parts are explored again, and the
   // report is the same. (With recovery on, OpenMPI's mpirun exits 0 whatever the ranks' codes.)
-  // It is killed once it has used 1.5 s of CPU.
-  const std::filesystem::path killer = rank_2_killer(dir, 150);
+  // It is killed once it has used 1.5 s of CPU, past MPI_Init: that waits, without using CPU,
+  // for every rank, and a rank killed inside it leaves the others waiting there for good, which
+  // a kill at a fixed time did on a loaded machine.
+  const std::filesystem::path killer = dir / "kill-rank-2.sh";
+  std::ofstream(killer) << "#!/bin/sh\n"
+                           "[ \"$OMPI_COMM_WORLD_RANK\" = 2 ] || exec \"$@\"\n"
+                           "\"$@\" & pid=$!\n"
+                           "while :; do\n"
+                           "  set -- $(awk '{print $3, $14 + $15}' /proc/$pid/stat 2> /dev/null) Z 0\n"
+                           "  [ \"$1\" = Z ] || [ \"$2\" -ge 150 ] && break\n"
+                           "  sleep 0.1\n"
+                           "done\n"
+                           "kill -9 $pid 2> /dev/null; wait; exit 0\n";
+  std::filesystem::permissions(killer, std::filesystem::perms::owner_all);
   std::vector<std::string> args = check;
   args.insert(args.end(), {"--json", (dir / "lossy.json").string(), "--mpi", "--mpi-timeout", "2"});
   const testing::CliRun lossy = under_mpirun(4, args, "lossy", "--enable-recovery", killer.string());
@@ -244,12 +237,24 @@ TEST_CASE("check --mpi: a dpor search gives branches to the other ranks and find
   CHECK(std::stoul(json.substr(at + 9)) > 0);  // branches were given
   CHECK(spread.err.find("runs on rank 0 alone") == std::string::npos);
 
-  // Rank 2 killed once it has used 0.3 s of CPU exploring branches (it uses none while it waits
-  // for one): rank 0 takes it as lost after 2 s of silence and its branch is explored again.
-  // The same bugs. (With recovery on, OpenMPI's mpirun exits 0 whatever the ranks' codes.)
+  // Rank 2 killed while it explores a branch (a worker runs its piece on a thread of its own:
+  // four threads, with MPI's two): rank 0 takes it as lost after 2 s of silence and its branch
+  // is explored again. The same bugs. (With recovery on, OpenMPI's mpirun exits 0 whatever the
+  // ranks' codes.)
+  const std::filesystem::path killer = dir / "kill-rank-2-in-a-piece.sh";
+  std::ofstream(killer) << "#!/bin/sh\n"
+                           "[ \"$OMPI_COMM_WORLD_RANK\" = 2 ] || exec \"$@\"\n"
+                           "\"$@\" & pid=$!\n"
+                           "while :; do\n"
+                           "  set -- $(awk '/^State:/ {s = $2} /^Threads:/ {t = $2} END {print s, t}' /proc/$pid/status 2> /dev/null) Z 0\n"
+                           "  [ \"$1\" = Z ] || [ \"$2\" -ge 4 ] && break\n"
+                           "  sleep 0.02\n"
+                           "done\n"
+                           "kill -9 $pid 2> /dev/null; wait; exit 0\n";
+  std::filesystem::permissions(killer, std::filesystem::perms::owner_all);
   std::vector<std::string> args = check;
   args.insert(args.end(), {"--mpi", "--mpi-timeout", "2"});
-  const testing::CliRun lossy = under_mpirun(3, args, "dpor-lossy", "--enable-recovery", rank_2_killer(dir, 30).string());
+  const testing::CliRun lossy = under_mpirun(3, args, "dpor-lossy", "--enable-recovery", killer.string());
   INFO(lossy.err);
   CHECK(without_counts(lossy.out) == without_counts(threads.out));
   CHECK(lossy.err.find("lockstep: warning: rank 2 said nothing for 2 s and is taken as lost") != std::string::npos);
