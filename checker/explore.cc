@@ -769,14 +769,6 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
   return out;
 }
 
-struct BranchHost::Impl {
-  const sim::Scenario& scenario;
-  std::unique_ptr<Exploration> search;
-  sim::FootprintIds ids;
-  std::optional<StateCache> cache;
-  std::optional<sim::Engine> engine;  // every branch's, one after the other
-};
-
 namespace {
 
 // The mail of a branch's search, kept to go back with its result.
@@ -796,31 +788,52 @@ class KeptMail final : public MailSink {
   std::vector<BranchMail> mail_;
 };
 
-}  // namespace
 
-BranchHost::BranchHost(const sim::Scenario& scenario, const CheckOptions& options)
-    : impl_(new Impl{scenario, exploration(scenario, options), {}, {}, {}}) {
-  impl_->search->engine_options.ids = &impl_->ids;
-  if (options.state_cache) impl_->search->shared_cache = &impl_->cache.emplace(StateCache::DEFAULT_MAX_STATES, true);
-  impl_->engine.emplace(scenario, impl_->search->engine_options);  // tells the ids the threads
-}
+// What a BranchHost holds.
+struct Host {
+  const sim::Scenario& scenario;
+  std::unique_ptr<Exploration> search;
+  sim::FootprintIds ids;
+  std::optional<StateCache> cache;
+  std::optional<sim::Engine> engine;  // every branch's, one after the other
+};
 
-BranchHost::~BranchHost() = default;
-
-void BranchHost::halt() { impl_->search->halted = true; }
-
-std::string BranchHost::explore(std::string_view text) {
-  Exploration& search = *impl_->search;
-  std::optional<ReceivedBranch> received = donation_of(text, impl_->ids);
+std::string explore_branch(Host& host, std::string_view text) {
+  Exploration& search = *host.search;
+  std::optional<ReceivedBranch> received = donation_of(text, host.ids);
   if (!received || search.info.make_branch == nullptr) return {};
   KeptMail mail;
   received->donation.owner = &mail;
   SearchOptions options = search.search_options();
   options.state_cache = options.state_cache && received->cache;  // useless where it gave up
   const std::unique_ptr<Search> branch = search.info.make_branch(options, received->donation);
-  const Slice slice = search.run(*impl_->engine, *branch, false, std::min(received->budget, search.budget));
+  const Slice slice = search.run(*host.engine, *branch, false, std::min(received->budget, search.budget));
   branch->finish();
-  return branch_result_json(slice, mail.take(), impl_->ids);
+  return branch_result_json(slice, mail.take(), host.ids);
 }
+
+}  // namespace
+
+// Held through functions: a member of this file's (anonymous namespace) type would give the
+// class a part no other file can name.
+struct BranchHost::Impl {
+  std::function<std::string(std::string_view)> explore;
+  std::function<void()> halt;
+};
+
+BranchHost::BranchHost(const sim::Scenario& scenario, const CheckOptions& options) : impl_(new Impl) {
+  const std::shared_ptr<Host> host(new Host{scenario, exploration(scenario, options), {}, {}, {}});
+  host->search->engine_options.ids = &host->ids;
+  if (options.state_cache) host->search->shared_cache = &host->cache.emplace(StateCache::DEFAULT_MAX_STATES, true);
+  host->engine.emplace(scenario, host->search->engine_options);  // tells the ids the threads
+  impl_->explore = [host](std::string_view text) { return explore_branch(*host, text); };
+  impl_->halt = [host] { host->search->halted = true; };
+}
+
+BranchHost::~BranchHost() = default;
+
+void BranchHost::halt() { impl_->halt(); }
+
+std::string BranchHost::explore(std::string_view text) { return impl_->explore(text); }
 
 }  // namespace lockstep::checker
