@@ -69,6 +69,24 @@ testing::CliRun spread_with_json(std::vector<std::string> args, const std::files
   return under_mpirun(ranks, args, name);
 }
 
+// A launcher that runs a command, and for MPI rank 2 kills it (-9) once `probe` (a shell command
+// printing the process's state letter and a number, reading $pid) prints a number of at least
+// `at`, looking every `every` seconds; a process that ends first (state Z) is left as it ended.
+std::filesystem::path rank_2_killer(const std::filesystem::path& path, const std::string& probe, int at,
+                                    const std::string& every) {
+  std::ofstream(path) << "#!/bin/sh\n"
+                         "[ \"$OMPI_COMM_WORLD_RANK\" = 2 ] || exec \"$@\"\n"
+                         "\"$@\" & pid=$!\n"
+                         "while :; do\n"
+                         "  set -- $(" << probe << " 2> /dev/null) Z 0\n"
+                         "  [ \"$1\" = Z ] || [ \"$2\" -ge " << at << " ] && break\n"
+                         "  sleep " << every << "\n"
+                         "done\n"
+                         "kill -9 $pid 2> /dev/null; wait; exit 0\n";
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  return path;
+}
+
 }  // namespace
 
 TEST_CASE("sweep --mpi: four MPI ranks print the report of one process") {
@@ -149,17 +167,8 @@ TEST_CASE("check --mpi: a dfs search of 100,000 executions over four ranks repor
   // It is killed once it has used 1.5 s of CPU, past MPI_Init: that waits, without using CPU,
   // for every rank, and a rank killed inside it leaves the others waiting there for good, which
   // a kill at a fixed time did on a loaded machine.
-  const std::filesystem::path killer = dir / "kill-rank-2.sh";
-  std::ofstream(killer) << "#!/bin/sh\n"
-                           "[ \"$OMPI_COMM_WORLD_RANK\" = 2 ] || exec \"$@\"\n"
-                           "\"$@\" & pid=$!\n"
-                           "while :; do\n"
-                           "  set -- $(awk '{print $3, $14 + $15}' /proc/$pid/stat 2> /dev/null) Z 0\n"
-                           "  [ \"$1\" = Z ] || [ \"$2\" -ge 150 ] && break\n"
-                           "  sleep 0.1\n"
-                           "done\n"
-                           "kill -9 $pid 2> /dev/null; wait; exit 0\n";
-  std::filesystem::permissions(killer, std::filesystem::perms::owner_all);
+  const std::filesystem::path killer =
+      rank_2_killer(dir / "kill-rank-2.sh", "awk '{print $3, $14 + $15}' /proc/$pid/stat", 150, "0.1");
   std::vector<std::string> args = check;
   args.insert(args.end(), {"--json", (dir / "lossy.json").string(), "--mpi", "--mpi-timeout", "2"});
   const testing::CliRun lossy = under_mpirun(4, args, "lossy", "--enable-recovery", killer.string());
@@ -241,17 +250,9 @@ TEST_CASE("check --mpi: a dpor search gives branches to the other ranks and find
   // four threads, with MPI's two): rank 0 takes it as lost after 2 s of silence and its branch
   // is explored again. The same bugs. (With recovery on, OpenMPI's mpirun exits 0 whatever the
   // ranks' codes.)
-  const std::filesystem::path killer = dir / "kill-rank-2-in-a-piece.sh";
-  std::ofstream(killer) << "#!/bin/sh\n"
-                           "[ \"$OMPI_COMM_WORLD_RANK\" = 2 ] || exec \"$@\"\n"
-                           "\"$@\" & pid=$!\n"
-                           "while :; do\n"
-                           "  set -- $(awk '/^State:/ {s = $2} /^Threads:/ {t = $2} END {print s, t}' /proc/$pid/status 2> /dev/null) Z 0\n"
-                           "  [ \"$1\" = Z ] || [ \"$2\" -ge 4 ] && break\n"
-                           "  sleep 0.02\n"
-                           "done\n"
-                           "kill -9 $pid 2> /dev/null; wait; exit 0\n";
-  std::filesystem::permissions(killer, std::filesystem::perms::owner_all);
+  const std::filesystem::path killer =
+      rank_2_killer(dir / "kill-rank-2-in-a-piece.sh",
+                    "awk '/^State:/ {s = $2} /^Threads:/ {t = $2} END {print s, t}' /proc/$pid/status", 4, "0.02");
   std::vector<std::string> args = check;
   args.insert(args.end(), {"--mpi", "--mpi-timeout", "2"});
   const testing::CliRun lossy = under_mpirun(3, args, "dpor-lossy", "--enable-recovery", killer.string());
