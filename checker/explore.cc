@@ -115,6 +115,13 @@ struct Exploration {
 
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - started).count(); }
 
+  // With a shared budget: a bug some search found, counted once over every search (--max-bugs).
+  void count_shared_bug(const std::string& signature) const {
+    const std::lock_guard<std::mutex> lock(bugs_mutex);
+    if (bugs_found.insert(signature).second) bugs_so_far.fetch_add(1, std::memory_order_relaxed);
+    if (options.max_bugs > 0 && bugs_found.size() >= options.max_bugs) enough_bugs = true;
+  }
+
   SearchOptions search_options(std::vector<uint32_t> prefix = {}, std::vector<uint32_t> bound = {}) const {
     SearchOptions out;
     out.seed = options.seed;
@@ -235,9 +242,7 @@ struct Exploration {
         if (classes.insert(bug->class_key).second) stale = 0;
         if (seen.insert(bug->signature).second) {
           if (shared_budget) {
-            const std::lock_guard<std::mutex> lock(bugs_mutex);
-            if (bugs_found.insert(bug->signature).second) bugs_so_far.fetch_add(1, std::memory_order_relaxed);
-            if (options.max_bugs > 0 && bugs_found.size() >= options.max_bugs) enough_bugs = true;
+            count_shared_bug(bug->signature);
           } else {
             bugs_so_far.fetch_add(1, std::memory_order_relaxed);
           }
@@ -301,14 +306,8 @@ class RemoteBranches final : public BranchPort {
   }
 
   bool answer(uint64_t id, std::string_view text) override {
-    std::unique_ptr<Donation> d;
-    {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      const auto it = out_.find(id);
-      if (it == out_.end()) return true;  // taken as lost before: explored again already
-      d = std::move(it->second);
-      out_.erase(it);
-    }
+    std::unique_ptr<Donation> d = claim(id);
+    if (!d) return true;  // taken as lost before: explored again already
     std::optional<BranchResult> r = branch_result_of(text, search_.scenario, search_.options, ids_);
     // Mail only about the nodes down to the branch's, ending with the one DONE.
     const bool fits = r && !r->mail.empty() && r->mail.back().kind == BranchMail::Kind::DONE && r->mail.back().node == d->node &&
@@ -322,31 +321,27 @@ class RemoteBranches final : public BranchPort {
     Slice& part = r->part;
     search_.executions_so_far.fetch_add(part.executions, std::memory_order_relaxed);
     if (part.error) search_.failed = true;  // the others stop: that error is the report's
-    {
-      const std::lock_guard<std::mutex> lock(search_.bugs_mutex);
-      for (const Bug& bug : part.bugs) {
-        if (search_.bugs_found.insert(bug.signature).second) search_.bugs_so_far.fetch_add(1, std::memory_order_relaxed);
-      }
-      if (search_.options.max_bugs > 0 && search_.bugs_found.size() >= search_.options.max_bugs) search_.enough_bugs = true;
-    }
+    for (const Bug& bug : part.bugs) search_.count_shared_bug(bug.signature);
     done_(std::move(part));
     for (BranchMail& m : r->mail) d->owner->post(std::move(m));  // DONE last: the slice is in
     return true;
   }
 
   void lost(uint64_t id) override {
-    std::unique_ptr<Donation> d;
-    {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      const auto it = out_.find(id);
-      if (it == out_.end()) return;
-      d = std::move(it->second);
-      out_.erase(it);
-    }
-    pool_.put_back(std::move(d));
+    if (std::unique_ptr<Donation> d = claim(id)) pool_.put_back(std::move(d));
   }
 
  private:
+  // Branch `id`, no longer out (null: not out, its answer or loss already taken).
+  std::unique_ptr<Donation> claim(uint64_t id) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = out_.find(id);
+    if (it == out_.end()) return nullptr;
+    std::unique_ptr<Donation> d = std::move(it->second);
+    out_.erase(it);
+    return d;
+  }
+
   Exploration& search_;
   WorkPool& pool_;
   sim::FootprintIds& ids_;

@@ -418,11 +418,7 @@ class Coordinator {
     sent_branches();  // every branch came back, so every rank still there took its own
     port.set_waiting(0);
     branches_ = nullptr;
-    for (size_t r = 1; r < workers_.size(); ++r) {
-      if (!workers_[r].hungry) continue;
-      workers_[r].hungry = false;
-      give(static_cast<int>(r));  // none left: released
-    }
+    feed_the_hungry();  // none left: released
   }
 
   // Branch messages delivered: their buffers freed. A lost rank's stay (never delivered; the
