@@ -257,8 +257,8 @@ void define_check(CLI::App& app, CommandLine& line) {
   add_flag(app, "--check-expect", o.check_expect, group, "exit 0 iff every verdict matches its scenario's expect:");
   CLI::Option* mpi = add_flag(app, "--mpi", o.mpi, group,
            "under mpirun or srun: the work spread over the MPI ranks (sweep:\n"
-           "its points; check: its inputs, or one input's dfs search in parts),\n"
-           "rank 0 printing the report (docs/sweep.md)");
+           "its points; check: its inputs, or one input's search: dfs in parts,\n"
+           "dpor in branches), rank 0 printing the report (docs/sweep.md)");
   add_seconds(app, "--mpi-timeout", group,
               "with --mpi: a rank silent for S seconds is taken as lost and its\n"
               "work done again by the others (default 30)",

@@ -134,6 +134,17 @@ bool steal_asked() {
   return true;
 }
 
+// Rank 0 told this worker the job is over though it holds work or waits for some: it took the
+// worker as lost. Ends it then, at once.
+void end_if_told() {
+  int ready = 0;
+  MPI_Iprobe(0, TAG_CODE, MPI_COMM_WORLD, &ready, MPI_STATUS_IGNORE);
+  if (ready == 0) return;
+  int code[2] = {EXIT_BAD_INPUT, 1};  // the exit code; whether a rank was lost
+  MPI_Recv(code, 2, MPI_INT, 0, TAG_CODE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  end(code[0], code[1] != 0);
+}
+
 // A worker waiting for rank 0's message `tag`, answering requests to give work away with
 // nothing meanwhile (it runs no piece). Without spinning: a blocking MPI call polls at full
 // speed (OpenMPI), which takes a core from rank 0's own worker thread or from a rank still
@@ -147,9 +158,12 @@ void wait_for_rank0(int tag, MPI_Status& status) {
     MPI_Iprobe(0, tag, MPI_COMM_WORLD, &ready, &status);
     if (ready != 0) return;
     if (steal_asked()) send_to_rank0(TAG_STOLEN, -1, "");
-    if (tag == TAG_WORK && Clock::now() >= beat) {
-      MPI_Send(nullptr, 0, MPI_CHAR, 0, TAG_ALIVE, MPI_COMM_WORLD);
-      beat = Clock::now() + BEAT;
+    if (tag == TAG_WORK) {
+      end_if_told();
+      if (Clock::now() >= beat) {
+        MPI_Send(nullptr, 0, MPI_CHAR, 0, TAG_ALIVE, MPI_COMM_WORLD);
+        beat = Clock::now() + BEAT;
+      }
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
@@ -194,6 +208,7 @@ void wait_for_rank0(int tag, MPI_Status& status) {
         send_to_rank0(TAG_STOLEN, static_cast<int64_t>(piece[0]), stolen_text(given));
       }
       beat_if_due();
+      end_if_told();
     }
     send_to_rank0(TAG_RESULT, static_cast<int64_t>(piece[0]), result.get());
   }
@@ -385,11 +400,7 @@ class Coordinator {
         // Explored again elsewhere; the rank, whose state cache now holds states whose futures
         // went nowhere, gets no more.
         problem_ = fmt::format("rank {} sent the result of branch {} in a form rank 0 cannot use", from, id);
-        Worker& w = workers_[static_cast<size_t>(from)];
-        w.hungry = false;
-        w.released = true;
-        const uint64_t none = NONE;
-        MPI_Send(&none, 1, MPI_UINT64_T, from, TAG_WORK, MPI_COMM_WORLD);
+        release(from);
       });
       size_t hungry = 0;
       for (size_t r = 1; r < workers_.size(); ++r) {
@@ -432,7 +443,9 @@ class Coordinator {
   }
 
   // At the end: every worker still there told that no work is left, then rank 0's exit code (2
-  // where a result could not be used, said here); every rank ends.
+  // where a result could not be used, said here); every rank ends. A rank taken as lost may
+  // only be slow: it is told too, without waiting for it to take the word, and errors in
+  // telling it are ignored (it may be gone).
   [[noreturn]] void finish(int code) {
     if (!problem_.empty()) {
       err_ << "lockstep: error: " << problem_ << "\n";
@@ -444,8 +457,21 @@ class Coordinator {
     }
     const bool lost = std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.lost; });
     const int message[2] = {code, lost ? 1 : 0};
+    if (lost) MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    std::vector<MPI_Request> to_lost;
     for (size_t r = 1; r < workers_.size(); ++r) {
-      if (!workers_[r].lost) MPI_Send(message, 2, MPI_INT, static_cast<int>(r), TAG_CODE, MPI_COMM_WORLD);
+      if (!workers_[r].lost) {
+        MPI_Send(message, 2, MPI_INT, static_cast<int>(r), TAG_CODE, MPI_COMM_WORLD);
+      } else if (MPI_Isend(message, 2, MPI_INT, static_cast<int>(r), TAG_CODE, MPI_COMM_WORLD,
+                           &to_lost.emplace_back(MPI_REQUEST_NULL)) != MPI_SUCCESS) {
+        to_lost.pop_back();
+      }
+    }
+    // A second at most for the word to leave.
+    const Clock::time_point give_up = Clock::now() + std::chrono::seconds(1);
+    for (int done = 0; !to_lost.empty() && done == 0 && Clock::now() < give_up;) {
+      if (MPI_Testall(static_cast<int>(to_lost.size()), to_lost.data(), &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     end(code, lost);
   }
@@ -457,6 +483,8 @@ class Coordinator {
     Clock::time_point heard;
     bool released = false;  // told that no piece is left
     bool lost = false;      // silent past the timeout
+    bool revived = false;   // heard from after it was taken as lost: what it sends is dropped
+    size_t owed = 0;        // results still to come of the pieces it held when taken as lost
     bool hungry = false;    // asked for work when none was left (stealing): waits for some
     bool refused = false;   // gave nothing when last asked to (reset when pieces are added)
   };
@@ -553,14 +581,26 @@ class Coordinator {
     MPI_Recv(message.data(), bytes, MPI_CHAR, from, status.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     Worker& w = workers_[static_cast<size_t>(from)];
     w.heard = Clock::now();
+    if (w.lost) {
+      // Slow, not gone: its work was done again elsewhere. Once its piece under way is over, it
+      // is told that no work is left and ends with the others.
+      w.lost = false;
+      if (!w.revived) err_ << fmt::format("lockstep: warning: rank {} was heard from again; it gets no more work\n", from);
+      w.revived = true;
+      if (w.owed == 0) release(from);
+    }
     int64_t index = -1;
     if (message.size() >= sizeof(index)) std::memcpy(&index, message.data(), sizeof(index));
     if (status.MPI_TAG == TAG_STOLEN) {
       if (victim_ == from) victim_ = NO_VICTIM;
-      if (!w.lost && pieces_ != nullptr && stealing_ != nullptr) take_stolen(from, index, stolen_answer(message.substr(sizeof(index))));
+      if (!w.revived && pieces_ != nullptr && stealing_ != nullptr) take_stolen(from, index, stolen_answer(message.substr(sizeof(index))));
       return;
     }
-    if (status.MPI_TAG != TAG_RESULT || w.lost) return;  // a beat; or a worker taken as lost: its pieces went elsewhere
+    if (status.MPI_TAG != TAG_RESULT) return;  // a beat
+    if (w.revived) {  // its pieces went elsewhere
+      if (w.owed > 0 && --w.owed == 0) release(from);
+      return;
+    }
     if (index >= 0) {
       const auto i = static_cast<size_t>(index);
       std::erase(w.holding, i);
@@ -591,14 +631,24 @@ class Coordinator {
       w.since = Clock::now();
       w.refused = false;
     }
-    std::vector<uint64_t> message = i ? (*piece_)(*i) : std::vector<uint64_t>{NONE};
-    if (i) {
-      message.insert(message.begin(), *i);
-      w.holding.push_back(*i);
-    } else {
-      w.released = true;
+    if (!i) {
+      release(to);
+      return;
     }
+    std::vector<uint64_t> message = (*piece_)(*i);
+    message.insert(message.begin(), *i);
+    w.holding.push_back(*i);
     MPI_Send(message.data(), static_cast<int>(message.size()), MPI_UINT64_T, to, TAG_WORK, MPI_COMM_WORLD);
+  }
+
+  // Worker `to` told that no work is left (once).
+  void release(int to) {
+    Worker& w = workers_[static_cast<size_t>(to)];
+    if (w.released) return;
+    w.released = true;
+    w.hungry = false;
+    const uint64_t none = NONE;
+    MPI_Send(&none, 1, MPI_UINT64_T, to, TAG_WORK, MPI_COMM_WORLD);
   }
 
   // Every worker's silence counts from now.
@@ -612,17 +662,21 @@ class Coordinator {
       Worker& w = workers_[r];
       if (w.lost || w.released || now - w.heard <= timeout_) continue;
       w.lost = true;
+      w.hungry = false;
+      w.owed += w.holding.size();
       if (victim_ == static_cast<int>(r)) victim_ = NO_VICTIM;
       for (const size_t i : w.holding) {
         if (pieces_ != nullptr) pieces_->put_back(i);
         if (branches_ != nullptr) branches_->lost(i);
       }
-      err_ << fmt::format("lockstep: warning: rank {} said nothing for {:g} s and is taken as lost", r, timeout_.count());
-      if (!w.holding.empty()) {
-        err_ << fmt::format("; its work ({} {}) is done again elsewhere", w.holding.size() == 1 ? "piece" : "pieces",
-                            fmt::join(w.holding, ", "));
+      if (!w.revived) {  // said once
+        err_ << fmt::format("lockstep: warning: rank {} said nothing for {:g} s and is taken as lost", r, timeout_.count());
+        if (!w.holding.empty()) {
+          err_ << fmt::format("; its work ({} {}) is done again elsewhere", w.holding.size() == 1 ? "piece" : "pieces",
+                              fmt::join(w.holding, ", "));
+        }
+        err_ << "\n";
       }
-      err_ << "\n";
       w.holding.clear();
       feed_the_hungry();
     }

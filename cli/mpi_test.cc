@@ -3,7 +3,9 @@
 #include <sys/wait.h>
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -25,13 +27,15 @@ bool lockstep_mpi_available() {
   return false;
 }
 
-// `mpirun -np N [MPIRUN_FLAGS] [LAUNCHER] lockstep ARGS`: its exit code, stdout and stderr.
+// `mpirun -np N [MPIRUN_FLAGS] [LAUNCHER] lockstep ARGS`: its exit code, stdout and stderr. A
+// job that has not ended after 7 minutes is killed (code 124): a hang fails its test with what
+// the ranks printed, not the whole run at ctest's limit.
 testing::CliRun under_mpirun(int ranks, const std::vector<std::string>& args, const std::string& name,
                              const std::string& mpirun_flags = "", const std::string& launcher = "") {
   const std::filesystem::path dir = testing::fresh_temp_dir("mpi", name);
   std::string command = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
                         "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mpi_yield_when_idle=1 "
-                        "OMPI_MCA_orte_tmpdir_base=" + dir.string() + " ASAN_OPTIONS=detect_leaks=0 mpirun -np " +
+                        "OMPI_MCA_orte_tmpdir_base=" + dir.string() + " ASAN_OPTIONS=detect_leaks=0 timeout -k 10 420 mpirun -np " +
                         std::to_string(ranks) + " " + mpirun_flags + " " + launcher + " " + LOCKSTEP_BINARY;
   for (const std::string& arg : args) command += " '" + arg + "'";
   command += " > " + (dir / "out.txt").string() + " 2> " + (dir / "err.txt").string();
@@ -69,22 +73,30 @@ testing::CliRun spread_with_json(std::vector<std::string> args, const std::files
   return under_mpirun(ranks, args, name);
 }
 
-// A launcher that runs a command, and for MPI rank 2 kills it (-9) once `probe` (a shell command
-// printing the process's state letter and a number, reading $pid) prints a number of at least
-// `at`, looking every `every` seconds; a process that ends first (state Z) is left as it ended.
-std::filesystem::path rank_2_killer(const std::filesystem::path& path, const std::string& probe, int at,
-                                    const std::string& every) {
+// A launcher that runs a command, and for MPI rank `rank` does `action` to it (a shell command
+// reading $pid) once `probe` (a shell command printing the process's state letter and a number,
+// reading $pid) prints a number of at least `at`, looking every `every` seconds; a process that
+// ends first (state Z) is left as it ended. The launcher exits as the command did.
+std::filesystem::path rank_launcher(const std::filesystem::path& path, int rank, const std::string& probe, int at,
+                                    const std::string& every, const std::string& action) {
   std::ofstream(path) << "#!/bin/sh\n"
-                         "[ \"$OMPI_COMM_WORLD_RANK\" = 2 ] || exec \"$@\"\n"
+                         "[ \"$OMPI_COMM_WORLD_RANK\" = " << rank << " ] || exec \"$@\"\n"
                          "\"$@\" & pid=$!\n"
                          "while :; do\n"
                          "  set -- $(" << probe << " 2> /dev/null) Z 0\n"
                          "  [ \"$1\" = Z ] || [ \"$2\" -ge " << at << " ] && break\n"
                          "  sleep " << every << "\n"
                          "done\n"
-                         "kill -9 $pid 2> /dev/null; wait; exit 0\n";
+                      << action << " 2> /dev/null\n"
+                         "wait $pid\n";
   std::filesystem::permissions(path, std::filesystem::perms::owner_all);
   return path;
+}
+
+// The same, killing rank 2 (-9).
+std::filesystem::path rank_2_killer(const std::filesystem::path& path, const std::string& probe, int at,
+                                    const std::string& every) {
+  return rank_launcher(path, 2, probe, at, every, "kill -9 $pid");
 }
 
 }  // namespace
@@ -178,6 +190,34 @@ TEST_CASE("check --mpi: a dfs search of 100,000 executions over four ranks repor
   CHECK(without_timing(testing::file_bytes(dir / "lossy.json")) == mine);
 }
 
+TEST_CASE("check --mpi: a rank taken as lost that is only stopped is told the job is over") {
+  if (!lockstep_mpi_available()) return;
+  const std::filesystem::path dir = testing::fresh_temp_dir("mpi", "stopped");
+  // Rank 1 stopped for 6 s once it runs a part of a dfs search of 40,320 executions: rank 0
+  // takes it as lost after 1.5 s, explores its part again and ends the job without waiting for
+  // it; rank 1, going on, finds the word that the job is over and ends too (mpirun waits for it;
+  // with recovery on, it exits 0 whatever the ranks' codes).
+  std::ofstream(dir / "gather.yaml") << "scenario: gather\nworld: 9\nprogram:\n"
+                                        "  - if: \"rank == 0\"\n"
+                                        "    then: [{repeat: 8, do: [recv: {from: any, size: 1KiB}]}]\n"
+                                        "    else: [send: {to: 0, size: 1KiB}]\n";
+  const std::vector<std::string> check = {"check", (dir / "gather.yaml").string(), "--strategy", "dfs", "--patience", "0"};
+  const testing::CliRun alone = testing::run_lockstep(check);
+  REQUIRE(alone.code == EXIT_NO_BUG);
+  const std::filesystem::path stopper =
+      rank_launcher(dir / "stop-rank-1.sh", 1,
+                    "awk '/^State:/ {s = $2} /^Threads:/ {t = $2} END {print s, t}' /proc/$pid/status", 4, "0.02",
+                    "kill -STOP $pid; sleep 6; kill -CONT $pid");
+  std::vector<std::string> args = check;
+  args.insert(args.end(), {"--mpi", "--mpi-timeout", "1.5"});
+  const testing::CliRun stopped = under_mpirun(3, args, "stopped-run", "--enable-recovery", stopper.string());
+  INFO(stopped.err);
+  CHECK(stopped.code == 0);
+  CHECK(stopped.out == alone.out);
+  CHECK(stopped.err.find("lockstep: warning: rank 1 said nothing for 1.5 s and is taken as lost; its work (piece") !=
+        std::string::npos);
+}
+
 TEST_CASE("check --mpi: a search whose work sits in one part is shared out as ranks run dry") {
   if (!lockstep_mpi_available()) return;
   const std::filesystem::path dir = testing::fresh_temp_dir("mpi", "skewed");
@@ -224,21 +264,28 @@ TEST_CASE("check --mpi: a dpor search gives branches to the other ranks and find
                                       "    - allgather: {size: 16MiB, stream: ckpt_s, async: ag}\n"
                                       "    - wait: ag\n";
   const std::vector<std::string> check = {"check", (dir / "ckpt.yaml").string(), "--patience", "0"};
+  // The verdict and every bug's kind and summary, in one order. Which bug of a class the text
+  // shows depends on the order they were found in (the list is sorted only where a branch was
+  // given), and the counts on the timing: the JSON's bugs are compared.
+  const auto bugs_of = [](const std::filesystem::path& json) {
+    const nlohmann::json report = nlohmann::json::parse(testing::file_bytes(json), nullptr, false);
+    std::vector<std::string> bugs;
+    if (report.is_discarded() || !report.contains("bugs")) return bugs;
+    for (const nlohmann::json& bug : report.at("bugs")) bugs.push_back(bug.value("kind", "") + ": " + bug.value("summary", ""));
+    std::sort(bugs.begin(), bugs.end());
+    bugs.insert(bugs.begin(), report.value("verdict", ""));
+    return bugs;
+  };
   std::vector<std::string> jobs = check;
-  jobs.insert(jobs.end(), {"--jobs", "2"});
+  jobs.insert(jobs.end(), {"--jobs", "2", "--json", (dir / "threads.json").string()});
   const testing::CliRun threads = testing::run_lockstep(jobs);
   REQUIRE(threads.code == EXIT_BUG);
+  const std::vector<std::string> found = bugs_of(dir / "threads.json");
+  REQUIRE(found.size() == 5);  // mismatch, and its 4 variants
   const testing::CliRun spread = spread_with_json(check, dir, 3, "dpor-run");
   INFO(spread.err);
   CHECK(spread.code == EXIT_BUG);
-  // The bugs, listed by kind and signature as --jobs lists them (which execution shows each
-  // one depends on the timing, and so may the counts: the line with them is left out).
-  const auto without_counts = [](const std::string& text) {
-    const size_t at = text.find(" [");
-    const size_t end = text.find("]\n", at);
-    return at == std::string::npos || end == std::string::npos ? text : text.substr(0, at) + text.substr(end + 1);
-  };
-  CHECK(without_counts(spread.out) == without_counts(threads.out));
+  CHECK(bugs_of(dir / "spread.json") == found);
   CHECK(spread.out.find("mismatch, 4 variants") != std::string::npos);
   const std::string json = testing::file_bytes(dir / "spread.json");
   const size_t at = json.find("\"parts\": ");
@@ -250,15 +297,27 @@ TEST_CASE("check --mpi: a dpor search gives branches to the other ranks and find
   // four threads, with MPI's two): rank 0 takes it as lost after 2 s of silence and its branch
   // is explored again. The same bugs. (With recovery on, OpenMPI's mpirun exits 0 whatever the
   // ranks' codes.)
-  const std::filesystem::path killer =
-      rank_2_killer(dir / "kill-rank-2-in-a-piece.sh",
-                    "awk '/^State:/ {s = $2} /^Threads:/ {t = $2} END {print s, t}' /proc/$pid/status", 4, "0.02");
+  const std::string in_a_piece = "awk '/^State:/ {s = $2} /^Threads:/ {t = $2} END {print s, t}' /proc/$pid/status";
+  const std::filesystem::path killer = rank_2_killer(dir / "kill-rank-2-in-a-piece.sh", in_a_piece, 4, "0.02");
   std::vector<std::string> args = check;
-  args.insert(args.end(), {"--mpi", "--mpi-timeout", "2"});
+  args.insert(args.end(), {"--mpi", "--mpi-timeout", "2", "--json", (dir / "lossy.json").string()});
   const testing::CliRun lossy = under_mpirun(3, args, "dpor-lossy", "--enable-recovery", killer.string());
   INFO(lossy.err);
-  CHECK(without_counts(lossy.out) == without_counts(threads.out));
+  CHECK(bugs_of(dir / "lossy.json") == found);
   CHECK(lossy.err.find("lockstep: warning: rank 2 said nothing for 2 s and is taken as lost") != std::string::npos);
+
+  // Rank 1 stopped for 3 s while it explores a branch: taken as lost after 2 s, its branch
+  // explored again; heard from again, it gets no more work and ends with the others.
+  const std::filesystem::path stopper = rank_launcher(dir / "stop-rank-1-in-a-piece.sh", 1, in_a_piece, 4, "0.02",
+                                                      "kill -STOP $pid; sleep 3; kill -CONT $pid");
+  args = check;
+  args.insert(args.end(), {"--mpi", "--mpi-timeout", "2", "--json", (dir / "slow.json").string()});
+  const testing::CliRun slow = under_mpirun(3, args, "dpor-slow", "", stopper.string());
+  INFO(slow.err);
+  CHECK(slow.code == EXIT_BUG);
+  CHECK(bugs_of(dir / "slow.json") == found);
+  CHECK(slow.err.find("lockstep: warning: rank 1 said nothing for 2 s and is taken as lost") != std::string::npos);
+  CHECK(slow.err.find("lockstep: warning: rank 1 was heard from again; it gets no more work") != std::string::npos);
 }
 
 }  // namespace lockstep::cli
