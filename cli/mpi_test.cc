@@ -99,6 +99,12 @@ std::filesystem::path rank_2_killer(const std::filesystem::path& path, const std
   return rank_launcher(path, 2, probe, at, every, "kill -9 $pid");
 }
 
+// Rank 0's `receives` wildcard receives against a send from each other rank of `world`.
+std::string gather_yaml(int world, int receives) {
+  return "scenario: gather\nworld: " + std::to_string(world) + "\nprogram:\n  - if: \"rank == 0\"\n    then: [{repeat: " +
+         std::to_string(receives) + ", do: [recv: {from: any, size: 1KiB}]}]\n    else: [send: {to: 0, size: 1KiB}]\n";
+}
+
 }  // namespace
 
 TEST_CASE("sweep --mpi: four MPI ranks print the report of one process") {
@@ -124,10 +130,7 @@ TEST_CASE("check --mpi: the inputs of a folder spread over three ranks, any stra
                            "head-to-head-sends-fixed"}) {
     std::filesystem::copy_file(std::string("scenarios/corpus/") + name + ".yaml", dir / (std::string(name) + ".yaml"));
   }
-  std::ofstream(dir / "gather.yaml") << "scenario: gather\nworld: 11\nprogram:\n"
-                                        "  - if: \"rank == 0\"\n"
-                                        "    then: [{repeat: 10, do: [recv: {from: any, size: 1KiB}]}]\n"
-                                        "    else: [send: {to: 0, size: 1KiB}]\n";
+  std::ofstream(dir / "gather.yaml") << gather_yaml(11, 10);
   std::ofstream(dir / "bad.yaml") << "scenario: bad\nworld: 2\nprogram:\n  - allreduce: {size: }\n";
   const std::vector<std::string> check = {"check", dir.string(), "--cex-dir", (dir / "cex").string(), "--force"};
   const testing::CliRun alone = alone_with_json(check, dir);
@@ -155,10 +158,7 @@ TEST_CASE("check --mpi: a dfs search of 100,000 executions over four ranks repor
   // Rank 0's ten wildcard receives against nine senders: 9! = 362,880 matchings, cut at 100,000
   // executions (--patience 0: every one of them, though no new bug class comes after the
   // first), each a hang in the tenth receive.
-  std::ofstream(dir / "gather.yaml") << "scenario: gather\nworld: 10\nprogram:\n"
-                                        "  - if: \"rank == 0\"\n"
-                                        "    then: [{repeat: 10, do: [recv: {from: any, size: 1KiB}]}]\n"
-                                        "    else: [send: {to: 0, size: 1KiB}]\n";
+  std::ofstream(dir / "gather.yaml") << gather_yaml(10, 10);
   const std::vector<std::string> check = {"check", (dir / "gather.yaml").string(), "--strategy", "dfs",
                                           "--max-executions", "100000", "--patience", "0"};
   const testing::CliRun alone = alone_with_json(check, dir);
@@ -197,10 +197,7 @@ TEST_CASE("check --mpi: a rank taken as lost that is only stopped is told the jo
   // takes it as lost after 1.5 s, explores its part again and ends the job without waiting for
   // it; rank 1, going on, finds the word that the job is over and ends too (mpirun waits for it;
   // with recovery on, it exits 0 whatever the ranks' codes).
-  std::ofstream(dir / "gather.yaml") << "scenario: gather\nworld: 9\nprogram:\n"
-                                        "  - if: \"rank == 0\"\n"
-                                        "    then: [{repeat: 8, do: [recv: {from: any, size: 1KiB}]}]\n"
-                                        "    else: [send: {to: 0, size: 1KiB}]\n";
+  std::ofstream(dir / "gather.yaml") << gather_yaml(9, 8);
   const std::vector<std::string> check = {"check", (dir / "gather.yaml").string(), "--strategy", "dfs", "--patience", "0"};
   const testing::CliRun alone = testing::run_lockstep(check);
   REQUIRE(alone.code == EXIT_NO_BUG);
@@ -307,7 +304,9 @@ TEST_CASE("check --mpi: a dpor search gives branches to the other ranks and find
   CHECK(lossy.err.find("lockstep: warning: rank 2 said nothing for 2 s and is taken as lost") != std::string::npos);
 
   // Rank 1 stopped for 3 s while it explores a branch: taken as lost after 2 s, its branch
-  // explored again; heard from again, it gets no more work and ends with the others.
+  // explored again. Heard from again while the search goes on (most runs), it gets no more work
+  // and ends with the others; where the search ends first, it is told the job is over. Either
+  // way the job ends with the same bugs.
   const std::filesystem::path stopper = rank_launcher(dir / "stop-rank-1-in-a-piece.sh", 1, in_a_piece, 4, "0.02",
                                                       "kill -STOP $pid; sleep 3; kill -CONT $pid");
   args = check;
@@ -317,7 +316,24 @@ TEST_CASE("check --mpi: a dpor search gives branches to the other ranks and find
   CHECK(slow.code == EXIT_BUG);
   CHECK(bugs_of(dir / "slow.json") == found);
   CHECK(slow.err.find("lockstep: warning: rank 1 said nothing for 2 s and is taken as lost") != std::string::npos);
-  CHECK(slow.err.find("lockstep: warning: rank 1 was heard from again; it gets no more work") != std::string::npos);
+
+  // Taken as lost after 0.3 s of silence, every worker is, between two beats a second apart,
+  // and heard from again at the next: it ends its branch, if it holds one, and gets no more
+  // work. Rank 0 explores the rest (21,952 executions, three ranks for 3 steps).
+  std::ofstream(dir / "ckpt-3.yaml") << "scenario: ckpt-same-comm\nworld: 3\nparams: {steps: 3}\nthreads:\n"
+                                        "  main: [{repeat: steps, do: [{compute: 20ms}, {allreduce: {size: 128MiB}}]}]\n"
+                                        "  ckpt: [{sleep: 25ms}, {allgather: {size: 16MiB, stream: ckpt_s, async: ag}}, {wait: ag}]\n";
+  const std::vector<std::string> check_3 = {"check", (dir / "ckpt-3.yaml").string(), "--patience", "0"};
+  const testing::CliRun alone_3 = alone_with_json(check_3, dir);
+  REQUIRE(alone_3.code == EXIT_BUG);
+  args = check_3;
+  args.insert(args.end(), {"--mpi", "--mpi-timeout", "0.3", "--json", (dir / "beats.json").string()});
+  const testing::CliRun beats = under_mpirun(3, args, "dpor-beats");
+  INFO(beats.err);
+  CHECK(beats.code == EXIT_BUG);
+  CHECK(bugs_of(dir / "beats.json") == bugs_of(dir / "alone.json"));
+  CHECK(beats.err.find("lockstep: warning: rank 1 said nothing for 0.3 s and is taken as lost") != std::string::npos);
+  CHECK(beats.err.find("lockstep: warning: rank 1 was heard from again; it gets no more work") != std::string::npos);
 }
 
 }  // namespace lockstep::cli
