@@ -134,15 +134,19 @@ bool steal_asked() {
   return true;
 }
 
+// A worker's end: rank 0's exit code (TAG_CODE, there to take), and whether a rank was lost.
+[[noreturn]] void end_as_rank0_says() {
+  int code[2] = {EXIT_BAD_INPUT, 1};
+  MPI_Recv(code, 2, MPI_INT, 0, TAG_CODE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  end(code[0], code[1] != 0);
+}
+
 // Rank 0 told this worker the job is over though it holds work or waits for some: it took the
 // worker as lost. Ends it then, at once.
 void end_if_told() {
   int ready = 0;
   MPI_Iprobe(0, TAG_CODE, MPI_COMM_WORLD, &ready, MPI_STATUS_IGNORE);
-  if (ready == 0) return;
-  int code[2] = {EXIT_BAD_INPUT, 1};  // the exit code; whether a rank was lost
-  MPI_Recv(code, 2, MPI_INT, 0, TAG_CODE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  end(code[0], code[1] != 0);
+  if (ready != 0) end_as_rank0_says();
 }
 
 // A worker waiting for rank 0's message `tag`, answering requests to give work away with
@@ -214,9 +218,7 @@ void wait_for_rank0(int tag, MPI_Status& status) {
   }
   MPI_Status status;
   wait_for_rank0(TAG_CODE, status);
-  int code[2] = {EXIT_BAD_INPUT, 1};  // the exit code; whether a rank was lost
-  MPI_Recv(code, 2, MPI_INT, 0, TAG_CODE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  end(code[0], code[1] != 0);
+  end_as_rank0_says();
 }
 
 // Pieces 0..n-1 of one batch: taken by rank 0's thread and for the workers; a piece whose worker

@@ -93,6 +93,10 @@ std::filesystem::path rank_launcher(const std::filesystem::path& path, int rank,
   return path;
 }
 
+// A probe for rank_launcher: at least 4 threads (MPI's two, the main one and the one a worker
+// runs its piece on) once the rank explores a piece.
+constexpr const char* IN_A_PIECE = "awk '/^State:/ {s = $2} /^Threads:/ {t = $2} END {print s, t}' /proc/$pid/status";
+
 // The same, killing rank 2 (-9).
 std::filesystem::path rank_2_killer(const std::filesystem::path& path, const std::string& probe, int at,
                                     const std::string& every) {
@@ -103,6 +107,14 @@ std::filesystem::path rank_2_killer(const std::filesystem::path& path, const std
 std::string gather_yaml(int world, int receives) {
   return "scenario: gather\nworld: " + std::to_string(world) + "\nprogram:\n  - if: \"rank == 0\"\n    then: [{repeat: " +
          std::to_string(receives) + ", do: [recv: {from: any, size: 1KiB}]}]\n    else: [send: {to: 0, size: 1KiB}]\n";
+}
+
+// A checkpoint thread's all-gather on the training job's communicator, `steps` training steps
+// on each of `world` ranks: some orders of the two threads' collectives mismatch across ranks.
+std::string ckpt_yaml(int world, int steps) {
+  return "scenario: ckpt-same-comm\nworld: " + std::to_string(world) + "\nparams: {steps: " + std::to_string(steps) +
+         "}\nthreads:\n  main: [{repeat: steps, do: [{compute: 20ms}, {allreduce: {size: 128MiB}}]}]\n"
+         "  ckpt: [{sleep: 25ms}, {allgather: {size: 16MiB, stream: ckpt_s, async: ag}}, {wait: ag}]\n";
 }
 
 }  // namespace
@@ -202,9 +214,7 @@ TEST_CASE("check --mpi: a rank taken as lost that is only stopped is told the jo
   const testing::CliRun alone = testing::run_lockstep(check);
   REQUIRE(alone.code == EXIT_NO_BUG);
   const std::filesystem::path stopper =
-      rank_launcher(dir / "stop-rank-1.sh", 1,
-                    "awk '/^State:/ {s = $2} /^Threads:/ {t = $2} END {print s, t}' /proc/$pid/status", 4, "0.02",
-                    "kill -STOP $pid; sleep 6; kill -CONT $pid");
+      rank_launcher(dir / "stop-rank-1.sh", 1, IN_A_PIECE, 4, "0.02", "kill -STOP $pid; sleep 6; kill -CONT $pid");
   std::vector<std::string> args = check;
   args.insert(args.end(), {"--mpi", "--mpi-timeout", "1.5"});
   const testing::CliRun stopped = under_mpirun(3, args, "stopped-run", "--enable-recovery", stopper.string());
@@ -249,17 +259,9 @@ TEST_CASE("check --mpi: a search whose work sits in one part is shared out as ra
 TEST_CASE("check --mpi: a dpor search gives branches to the other ranks and finds what one process does") {
   if (!lockstep_mpi_available()) return;
   const std::filesystem::path dir = testing::fresh_temp_dir("mpi", "dpor");
-  // A checkpoint thread's all-gather on the training job's communicator: some orders of the two
-  // threads' collectives mismatch across ranks. 50,625 executions: past the first 1,000, the
-  // search gives branches to the ranks that wait for work, as --jobs gives them to threads.
-  std::ofstream(dir / "ckpt.yaml") << "scenario: ckpt-same-comm\nworld: 4\nparams: {steps: 2}\nthreads:\n"
-                                      "  main:\n"
-                                      "    - repeat: steps\n"
-                                      "      do: [{compute: 20ms}, {allreduce: {size: 128MiB}}]\n"
-                                      "  ckpt:\n"
-                                      "    - sleep: 25ms\n"
-                                      "    - allgather: {size: 16MiB, stream: ckpt_s, async: ag}\n"
-                                      "    - wait: ag\n";
+  // 50,625 executions: past the first 1,000, the search gives branches to the ranks that wait
+  // for work, as --jobs gives them to threads.
+  std::ofstream(dir / "ckpt.yaml") << ckpt_yaml(4, 2);
   const std::vector<std::string> check = {"check", (dir / "ckpt.yaml").string(), "--patience", "0"};
   // The verdict and every bug's kind and summary, in one order. Which bug of a class the text
   // shows depends on the order they were found in (the list is sorted only where a branch was
@@ -294,8 +296,7 @@ TEST_CASE("check --mpi: a dpor search gives branches to the other ranks and find
   // four threads, with MPI's two): rank 0 takes it as lost after 2 s of silence and its branch
   // is explored again. The same bugs. (With recovery on, OpenMPI's mpirun exits 0 whatever the
   // ranks' codes.)
-  const std::string in_a_piece = "awk '/^State:/ {s = $2} /^Threads:/ {t = $2} END {print s, t}' /proc/$pid/status";
-  const std::filesystem::path killer = rank_2_killer(dir / "kill-rank-2-in-a-piece.sh", in_a_piece, 4, "0.02");
+  const std::filesystem::path killer = rank_2_killer(dir / "kill-rank-2-in-a-piece.sh", IN_A_PIECE, 4, "0.02");
   std::vector<std::string> args = check;
   args.insert(args.end(), {"--mpi", "--mpi-timeout", "2", "--json", (dir / "lossy.json").string()});
   const testing::CliRun lossy = under_mpirun(3, args, "dpor-lossy", "--enable-recovery", killer.string());
@@ -307,7 +308,7 @@ TEST_CASE("check --mpi: a dpor search gives branches to the other ranks and find
   // explored again. Heard from again while the search goes on (most runs), it gets no more work
   // and ends with the others; where the search ends first, it is told the job is over. Either
   // way the job ends with the same bugs.
-  const std::filesystem::path stopper = rank_launcher(dir / "stop-rank-1-in-a-piece.sh", 1, in_a_piece, 4, "0.02",
+  const std::filesystem::path stopper = rank_launcher(dir / "stop-rank-1-in-a-piece.sh", 1, IN_A_PIECE, 4, "0.02",
                                                       "kill -STOP $pid; sleep 3; kill -CONT $pid");
   args = check;
   args.insert(args.end(), {"--mpi", "--mpi-timeout", "2", "--json", (dir / "slow.json").string()});
@@ -320,9 +321,7 @@ TEST_CASE("check --mpi: a dpor search gives branches to the other ranks and find
   // Taken as lost after 0.3 s of silence, every worker is, between two beats a second apart,
   // and heard from again at the next: it ends its branch, if it holds one, and gets no more
   // work. Rank 0 explores the rest (21,952 executions, three ranks for 3 steps).
-  std::ofstream(dir / "ckpt-3.yaml") << "scenario: ckpt-same-comm\nworld: 3\nparams: {steps: 3}\nthreads:\n"
-                                        "  main: [{repeat: steps, do: [{compute: 20ms}, {allreduce: {size: 128MiB}}]}]\n"
-                                        "  ckpt: [{sleep: 25ms}, {allgather: {size: 16MiB, stream: ckpt_s, async: ag}}, {wait: ag}]\n";
+  std::ofstream(dir / "ckpt-3.yaml") << ckpt_yaml(3, 3);
   const std::vector<std::string> check_3 = {"check", (dir / "ckpt-3.yaml").string(), "--patience", "0"};
   const testing::CliRun alone_3 = alone_with_json(check_3, dir);
   REQUIRE(alone_3.code == EXIT_BUG);
