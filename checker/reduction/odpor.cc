@@ -429,12 +429,16 @@ void OdporSearch::give_branch() {
 }
 
 void OdporSearch::post(BranchMail mail) {
+  // Once the mail is in, this search may end and be destroyed at any moment (a DONE is what it
+  // waits for before it ends): nothing of it is read after the lock is let go. The pool
+  // outlives every search.
+  WorkPool* const pool = pool_;
   {
     const std::lock_guard<std::mutex> lock(mail_mutex_);
     mail_.push_back(std::move(mail));
     has_mail_.store(true, std::memory_order_release);
   }
-  if (pool_ != nullptr) pool_->notify();
+  if (pool != nullptr) pool->notify();
 }
 
 void OdporSearch::read_mail() {
