@@ -299,8 +299,8 @@ TEST_CASE("check --mpi: a dpor search gives branches to the other ranks and find
   // explored again. Heard from again while the search goes on (most runs), it gets no more work
   // and ends with the others; where the search ends first, it is told the job is over. Either
   // way the job ends with the same bugs.
-  const std::filesystem::path stopper = rank_launcher(dir / "stop-rank-1-in-a-piece.sh", 1,
-                                                      "kill -STOP $pid; sleep 3; kill -CONT $pid");
+  const std::filesystem::path stopper =
+      rank_launcher(dir / "stop-rank-1-in-a-piece.sh", 1, "kill -STOP $pid; sleep 3; kill -CONT $pid");
   args = check;
   args.insert(args.end(), {"--mpi", "--mpi-timeout", "2", "--json", (dir / "slow.json").string()});
   const testing::CliRun slow = under_mpirun(3, args, "dpor-slow", "", stopper.string());
