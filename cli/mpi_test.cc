@@ -313,10 +313,9 @@ TEST_CASE("check --mpi: a dpor search gives branches to the other ranks and find
   // and heard from again at the next: it ends its branch, if it holds one, and gets no more
   // work. Rank 0 explores the rest. Three ranks for 3 steps (21,952 executions), or more steps
   // where the build runs that in under 2 s alone, so that beats come while the search runs.
-  std::vector<std::string> check_3;
+  const std::vector<std::string> check_3 = {"check", (dir / "ckpt-3.yaml").string(), "--patience", "0"};
   for (int steps = 3;; ++steps) {
     std::ofstream(dir / "ckpt-3.yaml") << ckpt_yaml(3, steps);
-    check_3 = {"check", (dir / "ckpt-3.yaml").string(), "--patience", "0"};
     const auto start = std::chrono::steady_clock::now();
     const testing::CliRun alone_3 = alone_with_json(check_3, dir);
     REQUIRE(alone_3.code == EXIT_BUG);
