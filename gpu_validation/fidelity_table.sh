@@ -111,19 +111,29 @@ add_row() {  # ID KIND INPUT PARAMS ENV TOOL INFORMS READING_IF_CONFIRMED READIN
   ROW_INFORMS+=("$7") ROW_YES+=("$8") ROW_NO+=("$9")
 }
 
-expect_of() { sed -n 's/^expect:[[:space:]]*\([a-z]*\).*/\1/p' "$1" | head -1; }
-
-# The NCCL environment a scenario's semantics stand for: comm_concurrency K is
-# CUDA_DEVICE_MAX_CONNECTIONS=K, launch_order_implicit: true is NCCL_LAUNCH_ORDER_IMPLICIT=1.
-nccl_env_of() {
-  local block k env=""
-  block=$(sed -n '/^semantics:/,/^[a-z]/p' "$1")  # the key, flow or block style, and the next key
-  k=$(printf '%s\n' "$block" | grep -o 'comm_concurrency:[[:space:]]*[0-9]*' | grep -o '[0-9]*$' | head -1)
-  [ -n "$k" ] && env="CUDA_DEVICE_MAX_CONNECTIONS=$k"
-  if printf '%s\n' "$block" | grep -q 'launch_order_implicit:[[:space:]]*true'; then
-    env="${env:+$env }NCCL_LAUNCH_ORDER_IMPLICIT=1"
-  fi
-  printf '%s' "$env"
+# What the rows need of a scenario file, read with the shell's builtins (a table of some 70 rows
+# is set up on every run; a process per question would take seconds): its `expect:` value, and
+# the NCCL environment its semantics stand for (comm_concurrency K is
+# CUDA_DEVICE_MAX_CONNECTIONS=K, launch_order_implicit: true is NCCL_LAUNCH_ORDER_IMPLICIT=1),
+# from the `semantics:` key, flow or block style, to the next top-level key.
+read_scenario() {  # FILE -> sets expect, nccl_env
+  local line k="" implicit=0 in=0
+  expect=""
+  while IFS= read -r line || [ -n "$line" ]; do
+    [[ -z $expect && $line =~ ^expect:[[:space:]]*([a-z]*) ]] && expect=${BASH_REMATCH[1]}
+    case $in in  # 0: before the block, 1: in it, 2: its last line (the next key), 3: after it
+      0) [[ $line == semantics:* ]] && in=1 ;;
+      1) [[ $line =~ ^[a-z] ]] && in=2 ;;
+      2) in=3 ;;
+    esac
+    if [ "$in" = 1 ] || [ "$in" = 2 ]; then
+      [[ -z $k && $line =~ comm_concurrency:[[:space:]]*([0-9]+) ]] && k=${BASH_REMATCH[1]}
+      [[ $line =~ launch_order_implicit:[[:space:]]*true ]] && implicit=1
+    fi
+  done <"$1"
+  nccl_env=${k:+CUDA_DEVICE_MAX_CONNECTIONS=$k}
+  [ "$implicit" = 1 ] && nccl_env="${nccl_env:+$nccl_env }NCCL_LAUNCH_ORDER_IMPLICIT=1"
+  return 0
 }
 
 # Readings of the corpus rows that are also launch-order probes (docs/fidelity.md).
@@ -137,10 +147,12 @@ corpus_reading() {  # NAME -> "INFORMS|IF_CONFIRMED|IF_NOT" or nothing
 
 bugs=() fixes=() oks=()
 # By name, so that a bug comes before its fixes (C order: "x" < "x-fixed").
-corpus_names=$(for f in "$corpus"/*.yaml; do [ -f "$f" ] && basename "$f" .yaml; done | LC_ALL=C sort)
+declare -A expect_of=() nccl_env_of=()
+corpus_names=$(for f in "$corpus"/*.yaml; do [ -f "$f" ] && f=${f##*/} && printf '%s\n' "${f%.yaml}"; done | LC_ALL=C sort)
 for name in $corpus_names; do
-  f=$corpus/$name.yaml
-  case "$(expect_of "$f")" in
+  read_scenario "$corpus/$name.yaml"
+  expect_of[$name]=$expect nccl_env_of[$name]=$nccl_env
+  case "$expect" in
     deadlock|hang|mismatch) bugs+=("$name") ;;
     *) oks+=("$name") ;;
   esac
@@ -157,10 +169,10 @@ is_fix() { local n; for n in "${fixes[@]}"; do [ "$n" = "$1" ] && return 0; done
 for name in $corpus_names; do
   f=$corpus/$name.yaml
   kind=ok
-  case "$(expect_of "$f")" in deadlock|hang|mismatch) kind=bug ;; esac
+  case "${expect_of[$name]}" in deadlock|hang|mismatch) kind=bug ;; esac
   if [ "$kind" = ok ]; then is_fix "$name" || continue; kind=fix; fi
   IFS='|' read -r informs yes no <<<"$(corpus_reading "$name")"
-  add_row "corpus/$name" "$kind" "$f" "" "$(nccl_env_of "$f")" replay "${informs:-}" "${yes:-}" "${no:-}"
+  add_row "corpus/$name" "$kind" "$f" "" "${nccl_env_of[$name]}" replay "${informs:-}" "${yes:-}" "${no:-}"
 done
 
 cold=$probes/p2p-head-to-head-cold.yaml warm=$probes/p2p-head-to-head-warm.yaml
@@ -194,13 +206,12 @@ done
 
 for name in "${oks[@]}"; do
   is_fix "$name" && continue
-  f=$corpus/$name.yaml
-  add_row "corpus/$name" ok "$f" "" "$(nccl_env_of "$f")" replay "" "" ""
+  add_row "corpus/$name" ok "$corpus/$name.yaml" "" "${nccl_env_of[$name]}" replay "" "" ""
 done
 
 selected=()
 for i in "${!ROW_ID[@]}"; do
-  if [ -z "$rows_regex" ] || printf '%s\n' "${ROW_ID[$i]}" | grep -Eq -- "$rows_regex"; then selected+=("$i"); fi
+  if [ -z "$rows_regex" ] || [[ ${ROW_ID[$i]} =~ $rows_regex ]]; then selected+=("$i"); fi
 done
 if [ "$list_only" = 1 ]; then
   for i in "${selected[@]}"; do
@@ -229,15 +240,17 @@ mkdir -p "$state/cells" "$state/model" "$state/logs"
 slug() { printf '%s' "${1//\//__}"; }
 if [ -n "$redo_regex" ]; then
   for i in "${selected[@]}"; do
-    if printf '%s\n' "${ROW_ID[$i]}" | grep -Eq -- "$redo_regex"; then rm -f "$state/cells/$(slug "${ROW_ID[$i]}")".*; fi
+    if [[ ${ROW_ID[$i]} =~ $redo_regex ]]; then rm -f "$state/cells/$(slug "${ROW_ID[$i]}")".*; fi
   done
 fi
 
 # A cell's file: OUTCOME<TAB>SECONDS<TAB>DETAIL. Kept across runs when decided.
-cell_file() { printf '%s/cells/%s.%s' "$state" "$(slug "${ROW_ID[$1]}")" "$2"; }
+cell_file() { printf '%s/cells/%s.%s' "$state" "${ROW_ID[$1]//\//__}" "$2"; }
 cell_field() {  # ROW BACKEND FIELD(1-3)
-  local f; f=$(cell_file "$1" "$2")
-  [ -f "$f" ] && cut -f"$3" "$f"
+  local f=$state/cells/${ROW_ID[$1]//\//__}.$2 o s d
+  [ -f "$f" ] || return 0
+  IFS=$'\t' read -r o s d <"$f"
+  case "$3" in 1) printf '%s' "$o" ;; 2) printf '%s' "$s" ;; *) printf '%s' "$d" ;; esac
 }
 decided() {
   case "$(cell_field "$1" "$2" 1)" in CONFIRMED|NOT_REPRODUCED|CANNOT_EXPRESS) return 0 ;; esac
