@@ -189,7 +189,8 @@ void OdporSearch::add_alternative(size_t d, const sim::Option& option) {
 // take, the other kernels waiting for a free slot). All are explored here.
 void OdporSearch::add_alternatives(size_t d) {
   const sim::Option p = nodes_[d].taken;
-  for (const sim::Option& o : std::vector<sim::Option>(nodes_[d].options)) {
+  for (size_t i = 0; i < nodes_[d].options.size(); ++i) {
+    const sim::Option o = nodes_[d].options[i];  // (add_alternative adds to the tree, not to these)
     bool excluded = false;
     switch (p.kind) {
       case sim::ChoiceKind::BRANCH: excluded = o.actor == p.actor; break;
@@ -344,7 +345,7 @@ bool OdporSearch::next(const sim::ExecutionResult& result) {
     Node& n = nodes_[d];
     if (n.frozen) break;
     if (n.has_taken) {
-      n.sleep.push_back(Sleeper{n.taken, n.taken_footprint, n.taken_universal});
+      n.sleep.push_back(Sleeper{n.taken, std::move(n.taken_footprint), n.taken_universal});
       n.has_taken = false;
     }
     if (n.given > 0) {
@@ -412,7 +413,7 @@ void OdporSearch::give_branch() {
       for (size_t c = 0; c < out.children.size(); ++c) self(self, trees_.children(id)[c], out.children[c]);
     };
     copy(copy, root, donation->branch);
-    for (const Sleeper& q : n.sleep) donation->sleep.push_back(SleepingOption{q.option, q.footprint, q.universal});
+    for (const Sleeper& q : n.sleep) donation->sleep.push_back(SleepingOption{q.option, *q.footprint, q.universal});
     donation->sleep.push_back(SleepingOption{n.taken, n.taken_footprint, n.taken_universal});
     donation->owner = this;
     // Its future is explored elsewhere: asleep here for the branches after it.

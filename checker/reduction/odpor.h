@@ -112,11 +112,15 @@ class OdporSearch final : public Search, public MailSink {
   void post(BranchMail mail) override;
 
  private:
+  // A step asleep at a node, and at the nodes below it that it commutes with: its footprint is
+  // shared by every copy (one allocation a step, not one a node it sleeps at).
   struct Sleeper {
     sim::Option option;
-    std::vector<sim::Touch> footprint;
+    std::shared_ptr<const std::vector<sim::Touch>> footprint;
     bool universal = false;
-    StepRef ref() const { return {option, footprint, universal}; }
+    Sleeper(const sim::Option& o, std::vector<sim::Touch> f, bool u)
+        : option(o), footprint(std::make_shared<const std::vector<sim::Touch>>(std::move(f))), universal(u) {}
+    StepRef ref() const { return {option, *footprint, universal}; }
   };
   struct Node {
     std::vector<sim::Option> options;
