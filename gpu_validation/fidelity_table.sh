@@ -105,9 +105,12 @@ fi
 # --- the rows ----------------------------------------------------------------------------------
 # Parallel arrays, one entry per row, in table order: the corpus' bugs and their fixes (by
 # name), the probes, then the corpus' other correct scenarios.
-ROW_ID=() ROW_KIND=() ROW_INPUT=() ROW_PARAMS=() ROW_ENV=() ROW_TOOL=() ROW_INFORMS=() ROW_YES=() ROW_NO=()
+# ROW_SLUG: the ID as a file name in the state ("/" -> "__").
+ROW_ID=() ROW_SLUG=() ROW_KIND=() ROW_INPUT=() ROW_PARAMS=() ROW_ENV=() ROW_TOOL=() ROW_INFORMS=()
+ROW_YES=() ROW_NO=()
 add_row() {  # ID KIND INPUT PARAMS ENV TOOL INFORMS READING_IF_CONFIRMED READING_IF_NOT
-  ROW_ID+=("$1") ROW_KIND+=("$2") ROW_INPUT+=("$3") ROW_PARAMS+=("$4") ROW_ENV+=("$5") ROW_TOOL+=("$6")
+  ROW_ID+=("$1") ROW_SLUG+=("${1//\//__}") ROW_KIND+=("$2") ROW_INPUT+=("$3") ROW_PARAMS+=("$4")
+  ROW_ENV+=("$5") ROW_TOOL+=("$6")
   ROW_INFORMS+=("$7") ROW_YES+=("$8") ROW_NO+=("$9")
 }
 
@@ -148,7 +151,9 @@ corpus_reading() {  # NAME -> "INFORMS|IF_CONFIRMED|IF_NOT" or nothing
 bugs=() fixes=() oks=()
 # By name, so that a bug comes before its fixes (C order: "x" < "x-fixed").
 declare -A expect_of=() nccl_env_of=()
-corpus_names=$(for f in "$corpus"/*.yaml; do [ -f "$f" ] && f=${f##*/} && printf '%s\n' "${f%.yaml}"; done | LC_ALL=C sort)
+corpus_names=$(for f in "$corpus"/*.yaml; do
+                 [ -f "$f" ] && f=${f##*/} && printf '%s\n' "${f%.yaml}"
+               done | LC_ALL=C sort)
 for name in $corpus_names; do
   read_scenario "$corpus/$name.yaml"
   expect_of[$name]=$expect nccl_env_of[$name]=$nccl_env
@@ -172,7 +177,8 @@ for name in $corpus_names; do
   case "${expect_of[$name]}" in deadlock|hang|mismatch) kind=bug ;; esac
   if [ "$kind" = ok ]; then is_fix "$name" || continue; kind=fix; fi
   IFS='|' read -r informs yes no <<<"$(corpus_reading "$name")"
-  add_row "corpus/$name" "$kind" "$f" "" "${nccl_env_of[$name]}" replay "${informs:-}" "${yes:-}" "${no:-}"
+  add_row "corpus/$name" "$kind" "$f" "" "${nccl_env_of[$name]}" replay \
+    "${informs:-}" "${yes:-}" "${no:-}"
 done
 
 cold=$probes/p2p-head-to-head-cold.yaml warm=$probes/p2p-head-to-head-warm.yaml
@@ -237,17 +243,16 @@ elif [ -f "$state/stamp" ] && [ "$(cat "$state/stamp")" != "$stamp" ]; then
 fi
 echo "$stamp" >"$state/stamp"
 mkdir -p "$state/cells" "$state/model" "$state/logs"
-slug() { printf '%s' "${1//\//__}"; }
 if [ -n "$redo_regex" ]; then
   for i in "${selected[@]}"; do
-    if [[ ${ROW_ID[$i]} =~ $redo_regex ]]; then rm -f "$state/cells/$(slug "${ROW_ID[$i]}")".*; fi
+    if [[ ${ROW_ID[$i]} =~ $redo_regex ]]; then rm -f "$state/cells/${ROW_SLUG[$i]}".*; fi
   done
 fi
 
 # A cell's file: OUTCOME<TAB>SECONDS<TAB>DETAIL. Kept across runs when decided.
-cell_file() { printf '%s/cells/%s.%s' "$state" "${ROW_ID[$1]//\//__}" "$2"; }
+cell_file() { printf '%s/cells/%s.%s' "$state" "${ROW_SLUG[$1]}" "$2"; }
 cell_field() {  # ROW BACKEND FIELD(1-3)
-  local f=$state/cells/${ROW_ID[$1]//\//__}.$2 o s d
+  local f=$state/cells/${ROW_SLUG[$1]}.$2 o s d
   [ -f "$f" ] || return 0
   IFS=$'\t' read -r o s d <"$f"
   case "$3" in 1) printf '%s' "$o" ;; 2) printf '%s' "$s" ;; *) printf '%s' "$d" ;; esac
@@ -267,9 +272,9 @@ write_cell() {  # ROW BACKEND OUTCOME SECONDS DETAIL
 params_args() { local p; for p in $1; do printf -- '-D\n%s\n' "$p"; done; }
 model_of() {  # ROW -> sets model_verdict, model_cex
   local i=$1 dir m args
-  m=$state/model/$(slug "${ROW_ID[$i]}")
+  m=$state/model/${ROW_SLUG[$i]}
   if [ ! -f "$m" ]; then
-    dir=$state/model/$(slug "${ROW_ID[$i]}").cex
+    dir=$state/model/${ROW_SLUG[$i]}.cex
     rm -rf "$dir" && mkdir -p "$dir"
     mapfile -t args < <(params_args "${ROW_PARAMS[$i]}")
     timeout -k 5 120 "$lockstep" check "${ROW_INPUT[$i]}" "${args[@]}" --time-budget 60 --cex-dir "$dir" \
@@ -281,7 +286,7 @@ model_of() {  # ROW -> sets model_verdict, model_cex
   fi
   model_verdict=$(cut -f1 "$m")
   model_cex=$(cut -f2 "$m")
-  [ -n "$model_cex" ] && model_cex=$state/model/$(slug "${ROW_ID[$i]}").cex/$model_cex
+  [ -n "$model_cex" ] && model_cex=$state/model/${ROW_SLUG[$i]}.cex/$model_cex
 }
 is_bug() { case "$1" in deadlock|hang|mismatch|timeout) return 0 ;; esac; return 1; }
 
@@ -302,7 +307,7 @@ seconds_since() { awk -v a="$1" -v b="$(now_s)" 'BEGIN { printf "%.1f", b - a }'
 run_cell() {
   local i=$1 backend=$2 log input start rc line outcome detail s limit
   local -a args envs cmd
-  log=$state/logs/$(slug "${ROW_ID[$i]}").$backend.log
+  log=$state/logs/${ROW_SLUG[$i]}.$backend.log
   model_of "$i"
   start=$(now_s)
   if [ "${ROW_TOOL[$i]}" = replay ]; then
@@ -477,7 +482,7 @@ printf '\n%3s  %-46s %-5s %-9s %-15s %6s  %-15s %6s\n' "#" row kind model mpi s 
 n=0
 for i in "${selected[@]}"; do
   n=$((n + 1))
-  m=$state/model/$(slug "${ROW_ID[$i]}")
+  m=$state/model/${ROW_SLUG[$i]}
   model=$( [ -f "$m" ] && cut -f1 "$m" || echo "-")
   IFS=$'\t' read -r mpi_o mpi_s <<<"$(shown "$i" mpi)"
   IFS=$'\t' read -r nccl_o nccl_s <<<"$(shown "$i" nccl)"
