@@ -451,8 +451,10 @@ Slice Exploration::explore_giving(unsigned jobs, uint64_t& donations) {
 std::unique_ptr<Exploration> exploration(const sim::Scenario& scenario, const CheckOptions& options) {
   const StrategyInfo* info = find_strategy(options.strategy);
   assert(info != nullptr && "the CLI accepts only strategy_names()");
-  auto search = std::make_unique<Exploration>(scenario, options, *info, engine_options_for(options), Clock::now(),
-                                              execution_budget(options));
+  // Braces, not make_unique's parentheses: clang 14 (the fuzz targets' compiler) has no
+  // parenthesized aggregate initialization.
+  std::unique_ptr<Exploration> search(
+      new Exploration{scenario, options, *info, engine_options_for(options), Clock::now(), execution_budget(options)});
   if (options.time_budget_s > 0) {
     search->engine_options.deadline =
         search->started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.time_budget_s));
