@@ -253,7 +253,7 @@ echo
 # Written with a per-op `stream:` the checkpoint thread shares the current stream `main`: every
 # order of the two threads' issues is a GPU schedule of its own, one execution each, none
 # sleep-blocked (docs/semantics.md, "Decision (the checkpoint thread without a stream of its
-# own)"). The issue's rows are the ckpt-own ones: the thread with a stream of its own.
+# own)"). The goals for a checkpoint thread are the ckpt-own rows': a stream of its own.
 goal ckpt-shared-1 "one per schedule: 6^4 = 1,296, 0 blocked" "$dir/ckpt-shared-1.yaml"
 goal ckpt-shared-2 "one per schedule: 15^4 = 50,625, 0 blocked" "$dir/ckpt-shared-2.yaml"
 goal ckpt-shared-3 "one per schedule: 28^4 = 614,656, 0 blocked" "$dir/ckpt-shared-3.yaml"
