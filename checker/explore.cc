@@ -603,6 +603,7 @@ CheckResult check_scenario(const sim::Scenario& scenario, const CheckOptions& op
   const std::unique_ptr<Exploration> explored = exploration(scenario, options);
   Exploration& search = *explored;
   const StrategyInfo* info = &search.info;
+  out.reduces = info->reduces;
   const bool sampling = !info->exhaustive;
   if (search.engine_options.symmetry) {
     const sim::Engine engine(scenario, search.engine_options);

@@ -189,6 +189,7 @@ struct CheckResult {
   sim::Verdict verdict = sim::Verdict::OK;
   bool exhaustive = false;  // the whole space was explored
   std::string strategy;
+  bool reduces = false;     // StrategyInfo::reduces: pruned, sleep_blocked, states mean something
   uint64_t executions = 0;  // including pruned ones
   uint64_t pruned = 0;      // dpor: executions ended at a state whose future was explored, or
                             // where every option was asleep (sleep_blocked of them)

@@ -122,7 +122,7 @@ Json input_json(const InputReport& report) {
   stats["events"] = result.events;
   stats["seconds"] = result.seconds;
   stats["strategy"] = result.strategy;
-  if (result.strategy == "dpor") {  // the state cache (docs/semantics.md)
+  if (result.reduces) {  // sleep sets and the state cache (docs/semantics.md)
     stats["pruned"] = result.pruned;
     stats["sleep_blocked"] = result.sleep_blocked;
     stats["states"] = result.states;

@@ -86,6 +86,7 @@ struct StrategyInfo {
   // --jobs: the search of a branch another search gave to an idle thread (checker/work_pool.h);
   // null when the strategy does not give branches.
   std::unique_ptr<Search> (*make_branch)(const SearchOptions& options, const Donation& donation) = nullptr;
+  bool reduces = false;  // sleep sets and a state cache: the report says what they pruned
 };
 
 // Every strategy `check --strategy` accepts, by name.

@@ -25,10 +25,19 @@ const std::vector<StrategyInfo>& strategies() {
          dfs->use_state_cache(o.dfs_state_cache);
          return dfs;
        }},
-      {"dpor", "Optimal-DPOR over footprints, sleep sets and a state cache (the default)", true, false,
+      {"dpor", "DPOR over footprints: source sets, sleep sets, a state cache (the default)", true, false,
        footprints_and_states,
-       [](const SearchOptions& o) -> std::unique_ptr<Search> { return std::make_unique<OdporSearch>(o); },
-       [](const SearchOptions& o, const Donation& d) -> std::unique_ptr<Search> { return std::make_unique<OdporSearch>(o, d); }},
+       [](const SearchOptions& o) -> std::unique_ptr<Search> { return std::make_unique<OdporSearch>(o, Reversals::FIRST_STEP); },
+       [](const SearchOptions& o, const Donation& d) -> std::unique_ptr<Search> {
+         return std::make_unique<OdporSearch>(o, Reversals::FIRST_STEP, d);
+       },
+       true},
+      {"odpor", "Optimal-DPOR: dpor with each race's whole reversal in wakeup trees", true, false, footprints_and_states,
+       [](const SearchOptions& o) -> std::unique_ptr<Search> { return std::make_unique<OdporSearch>(o, Reversals::WHOLE); },
+       [](const SearchOptions& o, const Donation& d) -> std::unique_ptr<Search> {
+         return std::make_unique<OdporSearch>(o, Reversals::WHOLE, d);
+       },
+       true},
       {"pct", "sampled: random priorities with --pct-depth - 1 change points", false, false, nullptr,
        [](const SearchOptions& o) -> std::unique_ptr<Search> { return std::make_unique<PctStrategy>(o.seed, o.pct_depth); }},
       {"random", "sampled: uniformly random choices", false, false, nullptr,

@@ -130,7 +130,7 @@ TEST_CASE("cli errors: a missing value, a bad number and a bad word exit 2 with 
       {{"check", input, "--time-budget", "soon"},
        usage_error("check", "--time-budget expects a positive number of seconds, got 'soon'")},
       {{"check", input, "--strategy", "dpo"},
-       usage_error("check", "unknown strategy 'dpo' (did you mean 'dpor'?); strategies: dfs, dpor, pct, random")},
+       usage_error("check", "unknown strategy 'dpo' (did you mean 'dpor'?); strategies: dfs, dpor, odpor, pct, random")},
       {{"replay", input, "--order", "any"}, usage_error("replay", "--order is granted or free, not 'any'")},
       {{"import", "pipeline-csv", "x.csv", "-o", "x.jsonl", "--dp-bytes", "lots"},
        usage_error("import", "--dp-bytes expects a non-negative integer, got 'lots'")},

@@ -24,7 +24,8 @@ namespace lockstep {
 namespace {
 
 // `runs` generated scenarios (LOCKSTEP_PROPERTY_RUNS=N runs N by hand; the default is sized for
-// CI), each checked by dfs (the oracle) and, when dfs covers it, by dpor.
+// CI), each checked by dfs (the oracle) and, when dfs covers it, by dpor (and every third by
+// odpor).
 enum class Shape { SMALL, THREE_THREADED, THREADS };
 
 // `stateful`: the oracle is dfs with the state cache (every interleaving, equal states merged),
@@ -49,6 +50,9 @@ void compare_dpor_with_dfs(int default_runs, uint64_t seed, Shape shape, uint64_
   uint64_t parallel_parts = 0;
   uint64_t dfs_parts = 0;  // parts of dfs on two threads, the parts given away included
   int parallel = 0;
+  uint64_t optimal_total = 0;  // odpor's executions, and dpor's on the same scenarios
+  uint64_t optimal_dpor_total = 0;
+  int optimal = 0;
   uint64_t remote_branches = 0;  // explored by a host, as under --mpi
   uint64_t lost_branches = 0;
   for (int i = 0; i < runs; ++i) {
@@ -90,6 +94,19 @@ void compare_dpor_with_dfs(int default_runs, uint64_t seed, Shape shape, uint64_
     dpor_pruned += dpor.pruned;
     fixed_total += fixed.executions;
     fixed_blocked += fixed.sleep_blocked;
+    if (compared % 3 == 0) {
+      // odpor (each race's whole reversal in the wakeup tree): the same outcomes.
+      options.strategy = "odpor";
+      const checker::CheckResult whole = checker::check_scenario(*loaded.scenario, options);
+      options.strategy = "dpor";
+      CHECK(whole.exhaustive);
+      CHECK(whole.verdict == dfs.verdict);
+      CHECK(whole.terminal_states == dfs.terminal_states);
+      if (!stateful) CHECK(whole.executions <= dfs.executions);
+      optimal_total += whole.executions;
+      optimal_dpor_total += dpor.executions;
+      ++optimal;
+    }
     if (compared % parallel_every == 0) {
       options.jobs = 2;
       options.jobs_after = 0;  // cut into parts however small
@@ -139,7 +156,8 @@ void compare_dpor_with_dfs(int default_runs, uint64_t seed, Shape shape, uint64_
   }
   MESSAGE("compared ", compared, " scenarios (", skipped, " too big for dfs): dfs ", dfs_total, " executions, dpor ",
           dpor_total, " of which ", dpor_pruned, " pruned (", fixed_total, " without the state cache, ", fixed_blocked,
-          " of them sleep-blocked); ", parallel, " of them on two threads too: ", parallel_total, " executions, ",
+          " of them sleep-blocked); odpor on ", optimal, " of them: ", optimal_total, " executions (dpor ",
+          optimal_dpor_total, "); ", parallel, " of them on two threads too: ", parallel_total, " executions, ",
           parallel_parts, " branches given to the second thread; as under --mpi: ", remote_branches,
           " branches explored by another host, ", lost_branches, " lost and explored again; dfs on two threads: ",
           dfs_parts, " parts");

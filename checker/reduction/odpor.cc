@@ -7,12 +7,13 @@
 
 namespace lockstep::checker {
 
-OdporSearch::OdporSearch(const SearchOptions& options)
-    : options_(options), own_cache_(options.shared_cache != nullptr ? 1024 : StateCache::DEFAULT_MAX_STATES),
+OdporSearch::OdporSearch(const SearchOptions& options, Reversals reversals)
+    : options_(options), reversals_(reversals), own_cache_(options.shared_cache != nullptr ? 1024 : StateCache::DEFAULT_MAX_STATES),
       cache_(options.shared_cache != nullptr ? *options.shared_cache : own_cache_), pool_(options.pool),
       level_(options.level) {}
 
-OdporSearch::OdporSearch(const SearchOptions& options, const Donation& donation) : OdporSearch(options) {
+OdporSearch::OdporSearch(const SearchOptions& options, Reversals reversals, const Donation& donation)
+    : OdporSearch(options, reversals) {
   options_.prefix = donation.prefix;
   owner_ = donation.owner;
   boundary_ = donation.node;
@@ -296,6 +297,15 @@ void OdporSearch::insert_race(size_t e, std::vector<SequenceStep> v, bool cut_sh
     for (const Sleeper& q : n.sleep) {
       if (weak_initial(q.ref(), v)) return;  // explored from here already, up to equivalence
     }
+  }
+  if (reversals_ == Reversals::FIRST_STEP && execution_[e].option.kind != sim::ChoiceKind::MATCH && !cut_short) {
+    // A source set: v's first step, unless a branch here already starts v (the step taken here
+    // never does: it is the race's first, which v leaves out and its last depends on).
+    for (const WakeupTrees::NodeId root : n.wut) {
+      if (leads(trees_.step(root), v)) return;
+    }
+    trees_.add_root(n.wut, v.front().step);
+    return;
   }
   trees_.insert(n.wut, std::move(v));
 }

@@ -1,5 +1,5 @@
-// `dpor`: Optimal-DPOR (Abdulla et al., JACM 2017) over the engine's steps and their footprints,
-// with wakeup trees, sleep sets and a state cache (docs/semantics.md, "Exploration").
+// `dpor` and `odpor`: DPOR (Abdulla et al., "Source Sets", JACM 2017) over the engine's steps
+// and their footprints, with sleep sets and a state cache (docs/semantics.md, "Exploration").
 //
 // The search walks one execution at a time, depth first. At every step it keeps a node: the
 // options offered there, the steps asleep (their futures are explored elsewhere) and the wakeup
@@ -7,7 +7,11 @@
 // dependent steps of different actors not ordered by anything else) adds, at the state before
 // the first, the sequence that reverses it (the steps after it that do not depend on it, then
 // the second), unless a step asleep there or a branch of the tree already leads to an
-// equivalent execution. Options that exclude each other (the branches of one choose, the
+// equivalent execution. `odpor` adds the whole sequence (Optimal-DPOR: no execution ends with
+// every option asleep); `dpor` its first step (a source set), the whole only where the first is
+// not enough (a wildcard match's race, an execution cut short at a cached state): what follows
+// the first step is then the search's usual order, and a branch's exploration does not depend
+// on what its siblings find, so that --jobs explores the same tree as one thread. Options that exclude each other (the branches of one choose, the
 // senders one wildcard receive may take, kernels waiting for one free slot, the steps of a rank
 // that exits) are all explored where the first is. A state met again, whose future was explored
 // under a sleep set no larger, ends the execution (pruned) when every step before it that may
@@ -79,11 +83,14 @@ struct Donation {
   MailSink* owner = nullptr;
 };
 
+// What a race adds to the wakeup tree (above).
+enum class Reversals : uint8_t { FIRST_STEP, WHOLE };
+
 class OdporSearch final : public Search, public MailSink {
  public:
-  explicit OdporSearch(const SearchOptions& options);
+  OdporSearch(const SearchOptions& options, Reversals reversals);
   // The search of a branch another search gave (check --jobs); `pool` as that search's.
-  OdporSearch(const SearchOptions& options, const Donation& donation);
+  OdporSearch(const SearchOptions& options, Reversals reversals, const Donation& donation);
   ~OdporSearch() override;
 
   size_t choose(const sim::ChoicePoint& point) override;
@@ -170,6 +177,7 @@ class OdporSearch final : public Search, public MailSink {
   sim::Symmetry* symmetry_ = nullptr;
 
   SearchOptions options_;
+  Reversals reversals_;
   std::vector<Node> nodes_;
   std::vector<uint32_t> choice_nodes_;  // node index of each choice point on the path
   size_t depth_ = 0;                    // the next step's index
