@@ -384,17 +384,14 @@ Slice Exploration::explore_giving(unsigned jobs, uint64_t& donations) {
         SearchOptions branch_options = search_options();
         branch_options.pool = pool_of_branches;
         branch_options.level = level;
+        branch_options.cache_once_decided = true;
         Slice slice = explore(info.make_branch(branch_options, *donation), level);
         const std::lock_guard<std::mutex> lock(mutex);
         branches.push_back(std::move(slice));
       },
       // Not before the search has run jobs_after executions (one that ends sooner is what
-      // --jobs 1 reports), nor before the cache knows whether it is useful (unless
-      // jobs_after is 0: at once).
-      [&] {
-        return options.jobs_after == 0 || (executions_so_far.load(std::memory_order_relaxed) >= options.jobs_after &&
-                                           (!cache || cache->decided()));
-      });
+      // --jobs 1 reports; 0: at once).
+      [&] { return options.jobs_after == 0 || executions_so_far.load(std::memory_order_relaxed) >= options.jobs_after; });
   pool_of_branches = &pool;
   std::vector<std::thread> threads;
   for (unsigned j = 1; j < jobs; ++j) threads.emplace_back([&] { pool.serve(); });

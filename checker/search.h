@@ -70,6 +70,9 @@ struct SearchOptions {
   StateCache* shared_cache = nullptr;  // dpor: one cache for every part (--jobs; StateCache(.., true))
   WorkPool* pool = nullptr;  // dpor, --jobs: where branches are given to idle threads
   int level = 0;             // dpor, --jobs: searches the thread is inside of (WorkPool::Runner)
+  // dpor, --jobs: a given branch's search uses the shared cache only once the cache has decided
+  // whether it is useful (StateCache::decided), which the states of the first search decide.
+  bool cache_once_decided = false;
   bool sleep_sets = true;        // dpor: off only to measure what they save
   bool state_cache = true;       // dpor: off only to measure what it saves
   bool dfs_state_cache = false;  // dfs: a stateful oracle (tests; needs the engine's fingerprints)

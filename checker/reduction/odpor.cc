@@ -95,7 +95,7 @@ size_t OdporSearch::arrive(std::span<const sim::Option> options, bool choice, ui
     add(add, WakeupTrees::NONE, start_branch_);
     return pick(d);
   }
-  if (state != 0 && cache_.useful()) {
+  if (state != 0 && caching()) {
     std::vector<uint64_t> keys;
     keys.reserve(n.sleep.size());
     for (const Sleeper& q : n.sleep) {

@@ -97,7 +97,7 @@ class OdporSearch final : public Search, public MailSink {
   bool forced(const sim::Option& option) override;
   void taken(const sim::Step& step) override;
   uint64_t resume_depth() const override;
-  bool wants_state() const override { return options_.state_cache && cache_.useful(); }
+  bool wants_state() const override { return caching(); }
   bool revisits(uint64_t index) const override;
   void resumed(uint64_t index, uint64_t steps) override;
   bool next(const sim::ExecutionResult& result) override;
@@ -150,6 +150,9 @@ class OdporSearch final : public Search, public MailSink {
     bool expansion_posted = false;  // a node of the search above: its every option was asked for
   };
 
+  bool caching() const {
+    return options_.state_cache && cache_.useful() && (!options_.cache_once_decided || cache_.decided());
+  }
   // Whether node d is this search's to explore (not above the branch it was given).
   bool owns(size_t d) const { return boundary_ == SIZE_MAX || d > boundary_; }
   void read_mail();
