@@ -443,13 +443,16 @@ void OdporSearch::post(BranchMail mail) {
   // Once the mail is in, this search may end and be destroyed at any moment (a DONE is what it
   // waits for before it ends): nothing of it is read after the lock is let go. The pool
   // outlives every search.
+  // Only a DONE can end a wait (for the branches given: wait_for_given); other mail is read
+  // between executions, and with the DONE at the latest, so it wakes nobody.
   WorkPool* const pool = pool_;
+  const bool done = mail.kind == BranchMail::Kind::DONE;
   {
     const std::lock_guard<std::mutex> lock(mail_mutex_);
     mail_.push_back(std::move(mail));
     has_mail_.store(true, std::memory_order_release);
   }
-  if (pool != nullptr) pool->notify();
+  if (pool != nullptr && done) pool->notify();
 }
 
 void OdporSearch::read_mail() {
