@@ -147,6 +147,15 @@ struct Exploration {
     uint64_t stale = 0;             // executions since the last new class (once there is one)
     uint64_t longest = 0;  // most choice points in one execution (the progress line's depth)
     const bool sampling = !info.exhaustive;
+    // The process's resident memory is read at most every 10 ms (/proc/self/statm: a system
+    // call that, with a second thread, contends for the address space's lock).
+    Clock::time_point next_memory_check{};
+    auto memory_check_due = [&] {
+      const Clock::time_point now = Clock::now();
+      if (now < next_memory_check) return false;
+      next_memory_check = now + std::chrono::milliseconds(10);
+      return true;
+    };
     auto record = [&](uint64_t hash) {
       const SearchStats stats = search.stats();
       out.hashes.push_back(hash);
@@ -169,9 +178,11 @@ struct Exploration {
         if (!sampling) out.bound_hit = fmt::format("--time-budget {}", options.time_budget_s);
         break;
       }
-      if (options.max_memory_bytes > 0 && (out.executions & 63) == 0 && sim::resident_bytes() > options.max_memory_bytes) {
-        out.bound_hit = fmt::format("--max-memory {} (MiB)", options.max_memory_bytes >> 20);
-        break;
+      if (options.max_memory_bytes > 0 && (out.executions & 63) == 0 && memory_check_due()) {
+        if (sim::resident_bytes() > options.max_memory_bytes) {
+          out.bound_hit = fmt::format("--max-memory {} (MiB)", options.max_memory_bytes >> 20);
+          break;
+        }
       }
       if (!sampling && options.patience > 0 && stale >= options.patience) {
         out.bound_hit = fmt::format("--patience {}", options.patience);
