@@ -659,6 +659,41 @@ threads:
   CHECK(dpor.terminal_states.size() == 6);
 }
 
+TEST_CASE("dpor: a race with an exit that aborts kernels is reversed whole, not by its first step") {
+  // Rank 0's main thread exits while its other thread's wildcard receive may have started; rank
+  // 2 issues a barrier from one thread and, by a choose, maybe an all-reduce from the other, both
+  // on world. The outcome where rank 2's all-reduce is world's collective #1 (and hangs, rank 0
+  // gone) needs the race of the barrier with the all-reduce reversed in executions where the
+  // exit, whose footprint holds only in the state it was taken in, races too: added as its
+  // first step only (a source set), the reversal was lost; dpor adds such a race's whole
+  // sequence. Found by the property test (LOCKSTEP_PROPERTY_RUNS=3000).
+  const sim::Scenario scenario = testing::scenario_from(R"Y(
+scenario: exit-and-a-choose
+world: 3
+groups: {g: [0, 1, 2]}
+semantics: {comm_concurrency: 0, p2p: rendezvous, eager_limit: 4, timeout: 12us}
+threads:
+  main:
+    - if: "rank == 0"
+      then: [exit, {choose: {a: [{allreduce: {group: g, size: 4}}], b: [{compute: 1us}]}}]
+    - if: "rank == 1"
+      then: [{send: {to: 0, size: 4}}]
+    - if: "rank == 2"
+      then: [barrier, {send: {to: 0, size: 4}}]
+  bg:
+    - if: "rank == 0"
+      then: [{recv: {from: any, size: 4}}]
+    - if: "rank == 1"
+      then: [{compute: 1us}]
+    - if: "rank == 2"
+      then: [{choose: {a: [{allreduce: {group: world, size: 4}}], b: [{compute: 1us}]}}]
+)Y");
+  const auto [dfs, dpor] = dfs_and_dpor(scenario);
+  REQUIRE(dfs.terminal_states.size() == 4);
+  CHECK(dpor.terminal_states == dfs.terminal_states);
+  CHECK(dpor.executions <= dfs.executions);
+}
+
 TEST_CASE("dpor's state cache: N-1 senders to N-1 wildcard receives converge") {
   const sim::Scenario scenario = wildcard_gather(8);
   CheckOptions options;

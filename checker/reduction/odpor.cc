@@ -8,7 +8,9 @@
 namespace lockstep::checker {
 
 OdporSearch::OdporSearch(const SearchOptions& options, Reversals reversals)
-    : options_(options), reversals_(reversals), own_cache_(options.shared_cache != nullptr ? 1024 : StateCache::DEFAULT_MAX_STATES),
+    : options_(options),
+      reversals_(reversals),
+      own_cache_(options.shared_cache != nullptr ? 1024 : StateCache::DEFAULT_MAX_STATES),
       cache_(options.shared_cache != nullptr ? *options.shared_cache : own_cache_), pool_(options.pool),
       level_(options.level) {}
 
@@ -298,9 +300,14 @@ void OdporSearch::insert_race(size_t e, std::vector<SequenceStep> v, bool cut_sh
       if (weak_initial(q.ref(), v)) return;  // explored from here already, up to equivalence
     }
   }
-  if (reversals_ == Reversals::FIRST_STEP && execution_[e].option.kind != sim::ChoiceKind::MATCH && !cut_short) {
-    // A source set: v's first step, unless a branch here already starts v (the step taken here
-    // never does: it is the race's first, which v leaves out and its last depends on).
+  // A source set: v's first step, unless a branch here already starts v (the step taken here
+  // never does: it is the race's first, which v leaves out and its last depends on). The whole
+  // of v where the first step alone misses executions (the property test finds them): a
+  // wildcard match's race, as above; a race with a step that aborts a rank's kernels, whose
+  // footprint holds only in the state it was taken in; and an execution cut short.
+  const auto aborts = [](const SequenceStep& s) { return s.step.universal; };
+  if (reversals_ == Reversals::FIRST_STEP && execution_[e].option.kind != sim::ChoiceKind::MATCH && !cut_short &&
+      !execution_[e].aborts_pending && std::none_of(v.begin(), v.end(), aborts)) {
     for (const WakeupTrees::NodeId root : n.wut) {
       if (leads(trees_.step(root), v)) return;
     }
