@@ -18,7 +18,7 @@
 
 #include <fmt/format.h>
 
-#include "checker/reduction/odpor.h"
+#include "checker/reduction/dpor.h"
 #include "checker/reduction/state_cache.h"
 #include "checker/replay.h"
 #include "checker/search.h"

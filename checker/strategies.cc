@@ -2,7 +2,7 @@
 #include <memory>
 
 #include "checker/dfs.h"
-#include "checker/reduction/odpor.h"
+#include "checker/reduction/dpor.h"
 #include "checker/sampling.h"
 #include "checker/search.h"
 
@@ -27,15 +27,15 @@ const std::vector<StrategyInfo>& strategies() {
        }},
       {"dpor", "DPOR over footprints: source sets, sleep sets, a state cache (the default)", true, false,
        footprints_and_states,
-       [](const SearchOptions& o) -> std::unique_ptr<Search> { return std::make_unique<OdporSearch>(o, Reversals::FIRST_STEP); },
+       [](const SearchOptions& o) -> std::unique_ptr<Search> { return std::make_unique<DporSearch>(o, Reversals::FIRST_STEP); },
        [](const SearchOptions& o, const Donation& d) -> std::unique_ptr<Search> {
-         return std::make_unique<OdporSearch>(o, Reversals::FIRST_STEP, d);
+         return std::make_unique<DporSearch>(o, Reversals::FIRST_STEP, d);
        },
        true},
       {"odpor", "Optimal-DPOR: dpor with each race's whole reversal in wakeup trees", true, false, footprints_and_states,
-       [](const SearchOptions& o) -> std::unique_ptr<Search> { return std::make_unique<OdporSearch>(o, Reversals::WHOLE); },
+       [](const SearchOptions& o) -> std::unique_ptr<Search> { return std::make_unique<DporSearch>(o, Reversals::WHOLE); },
        [](const SearchOptions& o, const Donation& d) -> std::unique_ptr<Search> {
-         return std::make_unique<OdporSearch>(o, Reversals::WHOLE, d);
+         return std::make_unique<DporSearch>(o, Reversals::WHOLE, d);
        },
        true},
       {"pct", "sampled: random priorities with --pct-depth - 1 change points", false, false, nullptr,

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "checker/explore.h"
-#include "checker/reduction/odpor.h"
+#include "checker/reduction/dpor.h"
 #include "sim/engine.h"
 #include "sim/scenario.h"
 

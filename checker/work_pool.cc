@@ -1,6 +1,6 @@
 #include "checker/work_pool.h"
 
-#include "checker/reduction/odpor.h"
+#include "checker/reduction/dpor.h"
 
 namespace lockstep::checker {
 

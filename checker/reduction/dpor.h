@@ -88,12 +88,12 @@ struct Donation {
 // What a race adds to the wakeup tree (above).
 enum class Reversals : uint8_t { FIRST_STEP, WHOLE };
 
-class OdporSearch final : public Search, public MailSink {
+class DporSearch final : public Search, public MailSink {
  public:
-  OdporSearch(const SearchOptions& options, Reversals reversals);
+  DporSearch(const SearchOptions& options, Reversals reversals);
   // The search of a branch another search gave (check --jobs); `pool` as that search's.
-  OdporSearch(const SearchOptions& options, Reversals reversals, const Donation& donation);
-  ~OdporSearch() override;
+  DporSearch(const SearchOptions& options, Reversals reversals, const Donation& donation);
+  ~DporSearch() override;
 
   size_t choose(const sim::ChoicePoint& point) override;
   bool forced(const sim::Option& option) override;

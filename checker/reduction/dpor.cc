@@ -1,4 +1,4 @@
-#include "checker/reduction/odpor.h"
+#include "checker/reduction/dpor.h"
 
 #include <algorithm>
 #include <cassert>
@@ -7,15 +7,15 @@
 
 namespace lockstep::checker {
 
-OdporSearch::OdporSearch(const SearchOptions& options, Reversals reversals)
+DporSearch::DporSearch(const SearchOptions& options, Reversals reversals)
     : options_(options),
       reversals_(reversals),
       own_cache_(options.shared_cache != nullptr ? 1024 : StateCache::DEFAULT_MAX_STATES),
       cache_(options.shared_cache != nullptr ? *options.shared_cache : own_cache_), pool_(options.pool),
       level_(options.level) {}
 
-OdporSearch::OdporSearch(const SearchOptions& options, Reversals reversals, const Donation& donation)
-    : OdporSearch(options, reversals) {
+DporSearch::DporSearch(const SearchOptions& options, Reversals reversals, const Donation& donation)
+    : DporSearch(options, reversals) {
   options_.prefix = donation.prefix;
   owner_ = donation.owner;
   boundary_ = donation.node;
@@ -23,27 +23,27 @@ OdporSearch::OdporSearch(const SearchOptions& options, Reversals reversals, cons
   for (const SleepingOption& q : donation.sleep) start_sleep_.push_back(Sleeper{q.option, q.footprint, q.universal});
 }
 
-OdporSearch::~OdporSearch() = default;
+DporSearch::~DporSearch() = default;
 
-bool OdporSearch::asleep(const Node& node, uint64_t key) const {
+bool DporSearch::asleep(const Node& node, uint64_t key) const {
   return std::any_of(node.sleep.begin(), node.sleep.end(), [&](const Sleeper& q) { return q.option.key() == key; });
 }
 
-bool OdporSearch::in_tree(const Node& node, uint64_t key) const {
+bool DporSearch::in_tree(const Node& node, uint64_t key) const {
   return std::any_of(node.wut.begin(), node.wut.end(),
                      [&](WakeupTrees::NodeId root) { return trees_.option(root).key() == key; });
 }
 
-size_t OdporSearch::choose(const sim::ChoicePoint& point) {
+size_t DporSearch::choose(const sim::ChoicePoint& point) {
   symmetry_ = point.symmetry;
   return arrive(point.options, true, point.index, point.state);
 }
 
-bool OdporSearch::forced(const sim::Option& option) {
+bool DporSearch::forced(const sim::Option& option) {
   return arrive(std::span<const sim::Option>(&option, 1), false, 0, 0) != sim::Strategy::PRUNE;
 }
 
-size_t OdporSearch::arrive(std::span<const sim::Option> options, bool choice, uint64_t choice_index, uint64_t state) {
+size_t DporSearch::arrive(std::span<const sim::Option> options, bool choice, uint64_t choice_index, uint64_t state) {
   const size_t d = depth_;
   if (d < nodes_.size()) {
     // Where this execution takes the next branch of the wakeup tree (next()).
@@ -140,7 +140,7 @@ size_t OdporSearch::arrive(std::span<const sim::Option> options, bool choice, ui
   return pick(d);
 }
 
-size_t OdporSearch::pick(size_t d) {
+size_t DporSearch::pick(size_t d) {
   Node& n = nodes_[d];
   while (!n.wut.empty()) {
     const WakeupTrees::NodeId root = n.wut.front();
@@ -170,7 +170,7 @@ size_t OdporSearch::pick(size_t d) {
   return sim::Strategy::PRUNE;
 }
 
-void OdporSearch::take_branch(size_t d, WakeupTrees::NodeId root, size_t i) {
+void DporSearch::take_branch(size_t d, WakeupTrees::NodeId root, size_t i) {
   Node& n = nodes_[d];
   trees_.release(pending_wut_);
   trees_.take(n.wut, root, pending_wut_);
@@ -180,7 +180,7 @@ void OdporSearch::take_branch(size_t d, WakeupTrees::NodeId root, size_t i) {
   add_alternatives(d);
 }
 
-void OdporSearch::add_alternative(size_t d, const sim::Option& option) {
+void DporSearch::add_alternative(size_t d, const sim::Option& option) {
   Node& n = nodes_[d];
   const uint64_t key = option.key();
   if ((n.has_taken && n.taken.key() == key) || asleep(n, key) || in_tree(n, key)) return;
@@ -190,7 +190,7 @@ void OdporSearch::add_alternative(size_t d, const sim::Option& option) {
 // Options that exclude the one taken: a race can never show their order, since the one taken
 // disables them (the other branches of a choose, the other senders one wildcard receive may
 // take, the other kernels waiting for a free slot). All are explored here.
-void OdporSearch::add_alternatives(size_t d) {
+void DporSearch::add_alternatives(size_t d) {
   const sim::Option p = nodes_[d].taken;
   for (size_t i = 0; i < nodes_[d].options.size(); ++i) {
     const sim::Option o = nodes_[d].options[i];  // (add_alternative adds to the tree, not to these)
@@ -205,7 +205,7 @@ void OdporSearch::add_alternatives(size_t d) {
   }
 }
 
-void OdporSearch::taken(const sim::Step& step) {
+void DporSearch::taken(const sim::Step& step) {
   const size_t d = static_cast<size_t>(step.index);
   assert(d == execution_.size() && d < nodes_.size());
   execution_.push(step);
@@ -238,7 +238,7 @@ void OdporSearch::taken(const sim::Step& step) {
   }
 }
 
-void OdporSearch::resumed(uint64_t index, uint64_t steps) {
+void DporSearch::resumed(uint64_t index, uint64_t steps) {
   (void)index;
   execution_.truncate(steps);
   depth_ = steps;
@@ -246,9 +246,9 @@ void OdporSearch::resumed(uint64_t index, uint64_t steps) {
   trees_.release(pending_wut_);
 }
 
-uint64_t OdporSearch::resume_depth() const { return target_ < nodes_.size() ? nodes_[target_].choice_index : 0; }
+uint64_t DporSearch::resume_depth() const { return target_ < nodes_.size() ? nodes_[target_].choice_index : 0; }
 
-bool OdporSearch::revisits(uint64_t index) const {
+bool DporSearch::revisits(uint64_t index) const {
   if (index >= choice_nodes_.size()) return false;
   if (!owns(choice_nodes_[index])) return false;
   const Node& n = nodes_[choice_nodes_[index]];
@@ -257,7 +257,7 @@ bool OdporSearch::revisits(uint64_t index) const {
                      [&](const sim::Option& o) { return o.key() != n.taken.key() && !asleep(n, o.key()); });
 }
 
-void OdporSearch::reverse(size_t e, size_t j) {
+void DporSearch::reverse(size_t e, size_t j) {
   auto step_of = [&](size_t k) {
     return SequenceStep{StepRef{execution_[k].option, execution_.footprint(k), execution_[k].aborts_pending},
                         static_cast<uint32_t>(k), execution_.after(k)};
@@ -281,7 +281,7 @@ void OdporSearch::reverse(size_t e, size_t j) {
   insert_race(e, std::move(v), cut_short_);
 }
 
-void OdporSearch::insert_race(size_t e, std::vector<SequenceStep> v, bool cut_short) {
+void DporSearch::insert_race(size_t e, std::vector<SequenceStep> v, bool cut_short) {
   Node& n = nodes_[e];
   // A step asleep here that commutes with all of v (a weak initial of it) has a subtree holding
   // an execution that extends v: the reversal is covered there. Not when e is a wildcard
@@ -317,7 +317,7 @@ void OdporSearch::insert_race(size_t e, std::vector<SequenceStep> v, bool cut_sh
   trees_.insert(n.wut, std::move(v));
 }
 
-FutureSet OdporSearch::renamed(FutureSet future, std::span<const uint32_t> names) {
+FutureSet DporSearch::renamed(FutureSet future, std::span<const uint32_t> names) {
   for (sim::Touch& t : future.touches) t.object = symmetry_->rename_object(t.object, names);
   std::sort(future.touches.begin(), future.touches.end(),
             [](const sim::Touch& a, const sim::Touch& b) { return a.object < b.object; });
@@ -325,7 +325,7 @@ FutureSet OdporSearch::renamed(FutureSet future, std::span<const uint32_t> names
 }
 
 template <typename Future>
-bool OdporSearch::needs_more(const Future& future, size_t d) {
+bool DporSearch::needs_more(const Future& future, size_t d) {
   for (size_t e = 0; e < d && e < execution_.size(); ++e) {
     Node& n = nodes_[e];
     if (!future.conflicts(execution_.footprint(e), execution_[e].aborts_pending)) continue;
@@ -346,7 +346,7 @@ bool OdporSearch::needs_more(const Future& future, size_t d) {
   return false;
 }
 
-bool OdporSearch::next(const sim::ExecutionResult& result) {
+bool DporSearch::next(const sim::ExecutionResult& result) {
   (void)result;  // the execution's steps came through taken()
   trees_.release(pending_wut_);
   pending_sleep_.clear();
@@ -404,7 +404,7 @@ bool OdporSearch::next(const sim::ExecutionResult& result) {
   return false;
 }
 
-void OdporSearch::give_branch() {
+void DporSearch::give_branch() {
   // The shallowest node of the path with a branch left, the most work in one piece; its next
   // branch, explored as if right after the one this search is in there: that one sleeps in it,
   // and it sleeps in the branches after it here.
@@ -446,7 +446,7 @@ void OdporSearch::give_branch() {
   }
 }
 
-void OdporSearch::post(BranchMail mail) {
+void DporSearch::post(BranchMail mail) {
   // Once the mail is in, this search may end and be destroyed at any moment (a DONE is what it
   // waits for before it ends): nothing of it is read after the lock is let go. The pool
   // outlives every search.
@@ -462,7 +462,7 @@ void OdporSearch::post(BranchMail mail) {
   if (pool != nullptr && done) pool->notify();
 }
 
-void OdporSearch::read_mail() {
+void DporSearch::read_mail() {
   if (!has_mail_.load(std::memory_order_acquire)) return;
   std::vector<BranchMail> mail;
   {
@@ -491,9 +491,9 @@ void OdporSearch::read_mail() {
   }
 }
 
-void OdporSearch::wait_for_given(const std::function<bool()>& done) { pool_->wait_until(done, level_); }
+void DporSearch::wait_for_given(const std::function<bool()>& done) { pool_->wait_until(done, level_); }
 
-void OdporSearch::finish() {
+void DporSearch::finish() {
   if (given_ > 0) {
     wait_for_given([&] {
       read_mail();
@@ -503,7 +503,7 @@ void OdporSearch::finish() {
   if (owner_ != nullptr) owner_->post(BranchMail{BranchMail::Kind::DONE, boundary_, {}, {}});
 }
 
-std::vector<uint32_t> OdporSearch::schedule() const {
+std::vector<uint32_t> DporSearch::schedule() const {
   std::vector<uint32_t> out;
   for (size_t d = 0; d < nodes_.size() && d < depth_; ++d) {
     if (nodes_[d].choice && nodes_[d].has_taken) out.push_back(nodes_[d].taken_index);
@@ -511,7 +511,7 @@ std::vector<uint32_t> OdporSearch::schedule() const {
   return out;
 }
 
-SearchStats OdporSearch::stats() const {
+SearchStats DporSearch::stats() const {
   return SearchStats{pruned_, sleep_blocked_, cache_.size(), cache_.full()};
 }
 
