@@ -178,11 +178,10 @@ struct Exploration {
         if (!sampling) out.bound_hit = fmt::format("--time-budget {}", options.time_budget_s);
         break;
       }
-      if (options.max_memory_bytes > 0 && (out.executions & 63) == 0 && memory_check_due()) {
-        if (sim::resident_bytes() > options.max_memory_bytes) {
-          out.bound_hit = fmt::format("--max-memory {} (MiB)", options.max_memory_bytes >> 20);
-          break;
-        }
+      if (options.max_memory_bytes > 0 && (out.executions & 63) == 0 && memory_check_due() &&
+          sim::resident_bytes() > options.max_memory_bytes) {
+        out.bound_hit = fmt::format("--max-memory {} (MiB)", options.max_memory_bytes >> 20);
+        break;
       }
       if (!sampling && options.patience > 0 && stale >= options.patience) {
         out.bound_hit = fmt::format("--patience {}", options.patience);

@@ -15,6 +15,16 @@ void footprints_and_states(sim::EngineOptions& engine) {
   engine.track_state = true;
 }
 
+template <Reversals R>
+std::unique_ptr<Search> make_dpor(const SearchOptions& o) {
+  return std::make_unique<DporSearch>(o, R);
+}
+
+template <Reversals R>
+std::unique_ptr<Search> make_dpor_branch(const SearchOptions& o, const Donation& d) {
+  return std::make_unique<DporSearch>(o, R, d);
+}
+
 }  // namespace
 
 const std::vector<StrategyInfo>& strategies() {
@@ -26,18 +36,9 @@ const std::vector<StrategyInfo>& strategies() {
          return dfs;
        }},
       {"dpor", "DPOR over footprints: source sets, sleep sets, a state cache (the default)", true, false,
-       footprints_and_states,
-       [](const SearchOptions& o) -> std::unique_ptr<Search> { return std::make_unique<DporSearch>(o, Reversals::FIRST_STEP); },
-       [](const SearchOptions& o, const Donation& d) -> std::unique_ptr<Search> {
-         return std::make_unique<DporSearch>(o, Reversals::FIRST_STEP, d);
-       },
-       true},
-      {"odpor", "Optimal-DPOR: dpor with each race's whole reversal in wakeup trees", true, false, footprints_and_states,
-       [](const SearchOptions& o) -> std::unique_ptr<Search> { return std::make_unique<DporSearch>(o, Reversals::WHOLE); },
-       [](const SearchOptions& o, const Donation& d) -> std::unique_ptr<Search> {
-         return std::make_unique<DporSearch>(o, Reversals::WHOLE, d);
-       },
-       true},
+       footprints_and_states, make_dpor<Reversals::FIRST_STEP>, make_dpor_branch<Reversals::FIRST_STEP>, true},
+      {"odpor", "Optimal-DPOR: dpor with each race's whole reversal in wakeup trees", true, false,
+       footprints_and_states, make_dpor<Reversals::WHOLE>, make_dpor_branch<Reversals::WHOLE>, true},
       {"pct", "sampled: random priorities with --pct-depth - 1 change points", false, false, nullptr,
        [](const SearchOptions& o) -> std::unique_ptr<Search> { return std::make_unique<PctStrategy>(o.seed, o.pct_depth); }},
       {"random", "sampled: uniformly random choices", false, false, nullptr,

@@ -295,7 +295,8 @@ void DporSearch::insert_race(size_t e, std::vector<SequenceStep> v, bool cut_sho
   // step's subtree extends the short v but not the v of the execution this one stands for (with
   // symmetric ranks: a rank's other order, explored from the renamed state, never meets this
   // rank's reversed one; see tests/property_test.cc's symmetric scenarios).
-  if (execution_[e].option.kind != sim::ChoiceKind::MATCH && !cut_short) {
+  const bool asleep_may_miss = execution_[e].option.kind == sim::ChoiceKind::MATCH || cut_short;
+  if (!asleep_may_miss) {
     for (const Sleeper& q : n.sleep) {
       if (weak_initial(q.ref(), v)) return;  // explored from here already, up to equivalence
     }
@@ -306,8 +307,8 @@ void DporSearch::insert_race(size_t e, std::vector<SequenceStep> v, bool cut_sho
   // wildcard match's race, as above; a race with a step that aborts a rank's kernels, whose
   // footprint holds only in the state it was taken in; and an execution cut short.
   const auto aborts = [](const SequenceStep& s) { return s.step.universal; };
-  if (reversals_ == Reversals::FIRST_STEP && execution_[e].option.kind != sim::ChoiceKind::MATCH && !cut_short &&
-      !execution_[e].aborts_pending && std::none_of(v.begin(), v.end(), aborts)) {
+  if (reversals_ == Reversals::FIRST_STEP && !asleep_may_miss && !execution_[e].aborts_pending &&
+      std::none_of(v.begin(), v.end(), aborts)) {
     for (const WakeupTrees::NodeId root : n.wut) {
       if (leads(trees_.step(root), v)) return;
     }
