@@ -136,8 +136,11 @@ Json input_json(const InputReport& report) {
   }
   if (result.parts > 0) stats["parts"] = result.parts;  // --jobs cut the search
   if (result.timing_dependent) {
+    // Which execution shows a bug, and what it says of that execution: the ranks of a
+    // mismatch (its signature holds its ops' places, not the ranks), the times waited.
     stats["timing_dependent"] = Json::array({"executions", "events", "pruned", "sleep_blocked", "states", "fingerprint",
-                                             "bugs[].schedule", "bugs[].execution"});
+                                             "bugs[].schedule", "bugs[].choices", "bugs[].execution", "bugs[].summary",
+                                             "bugs[].explanation", "bugs[].stuck", "bugs[].mismatch", "classes[].summary"});
   }
   out["stats"] = std::move(stats);
   if (!result.bound_hit.empty()) out["bound_hit"] = result.bound_hit;
