@@ -694,6 +694,56 @@ threads:
   CHECK(dpor.executions <= dfs.executions);
 }
 
+TEST_CASE("odpor reverses every race of each execution") {
+  // Rank 0 takes a choose's `b`, then its `a`, whose all-reduce on g shares stream main with its
+  // other thread's wildcard receive; ranks 1 and 2 send to rank 0 from both or one thread, on
+  // their main streams too. The deadlock where rank 0's all-reduce is ahead of its receive, rank
+  // 1's second thread sent first and rank 2's send is ahead of its all-reduce needs rank 2's race
+  // reversed under an ending in which rank 1's race already was: odpor's whole sequence holds
+  // the ending, so a race is reversed again under each new one; reversing only the races of
+  // each execution's new steps, odpor found 21 of the 22 outcomes. Found by the property test
+  // (LOCKSTEP_PROPERTY_RUNS=10000, odpor on every scenario).
+  const sim::Scenario scenario = testing::scenario_from(R"Y(
+scenario: reversed-under-each-ending
+world: 3
+groups: {g: [0, 1, 2]}
+semantics: {comm_concurrency: 0, p2p: rendezvous, eager_limit: 4}
+threads:
+  main:
+    - if: "rank == 0"
+      then: [{choose: {a: [{allreduce: {group: g, size: 4}}], b: [{compute: 1us}]}}, {choose: {a: [{allreduce: {group: g, size: 4}}], b: [{compute: 1us}]}}]
+    - if: "rank == 1"
+      then: [{send: {to: 0, size: 4}}]
+    - if: "rank == 2"
+      then: [{compute: 1us}, {allreduce: {group: g, size: 4}}]
+  bg:
+    - if: "rank == 0"
+      then: [{recv: {from: any, size: 4}}]
+    - if: "rank == 1"
+      then: [{send: {to: 0, size: 4}}]
+    - if: "rank == 2"
+      then: [{send: {to: 0, size: 4}}]
+)Y");
+  CheckOptions options;
+  options.collect_terminal_states = true;
+  options.strategy = "dfs";
+  options.dfs_state_cache = true;  // plain dfs passes a million executions
+  const CheckResult dfs = check_scenario(scenario, options);
+  REQUIRE(dfs.exhaustive);
+  REQUIRE(dfs.terminal_states.size() == 22);
+  options.dfs_state_cache = false;
+  for (const bool cache : {true, false}) {
+    options.state_cache = cache;
+    for (const char* strategy : {"dpor", "odpor"}) {
+      options.strategy = strategy;
+      const CheckResult result = check_scenario(scenario, options);
+      INFO(strategy << (cache ? " with" : " without") << " the state cache");
+      CHECK(result.exhaustive);
+      CHECK(result.terminal_states == dfs.terminal_states);
+    }
+  }
+}
+
 TEST_CASE("dpor's state cache: N-1 senders to N-1 wildcard receives converge") {
   const sim::Scenario scenario = wildcard_gather(8);
   CheckOptions options;
