@@ -257,6 +257,11 @@ bool DporSearch::revisits(uint64_t index) const {
                      [&](const sim::Option& o) { return o.key() != n.taken.key() && !asleep(n, o.key()); });
 }
 
+bool DporSearch::excludes_others(size_t k) const {
+  const sim::Option& o = execution_[k].option;
+  return o.kind == sim::ChoiceKind::START || o.kind == sim::ChoiceKind::MATCH;
+}
+
 void DporSearch::reverse(size_t e, size_t j) {
   auto step_of = [&](size_t k) {
     return SequenceStep{StepRef{execution_[k].option, execution_.footprint(k), execution_[k].aborts_pending},
@@ -265,14 +270,29 @@ void DporSearch::reverse(size_t e, size_t j) {
   if (j < races_done_ && owns(e) && execution_[e].option.kind != sim::ChoiceKind::MATCH && !cut_short_) {
     // A race reversed before (odpor): when the sequence's first step is asleep at e, it is a
     // weak initial of it, as insert_race would find; most are, and their sequence is not built.
+    // (Not when it is a step that excludes others, which v may leave out: below.)
     size_t k = e + 1;
     while (k < execution_.size() && (k == j || execution_.happens_before(e, k))) ++k;
-    if (asleep(nodes_[e], execution_[k < execution_.size() ? k : j].option.key())) return;
+    if (k == execution_.size()) k = j;
+    if (!excludes_others(k) && asleep(nodes_[e], execution_[k].option.key())) return;
   }
-  // The steps after e that do not depend on it, then j.
+  // The steps after e that do not depend on it, then j; without those that exclude others (a
+  // kernel's start, a wildcard match) and that no later step of v needs. The executions below
+  // such a step never take what it excluded (another kernel in the slot, another sender):
+  // first in v and asleep at e, it would count as covering the reversal, whose executions may
+  // need just that (checker/explore_test.cc, "a step that excludes others, asleep at a race,
+  // does not cover its reversal").
   std::vector<SequenceStep> v;
   for (size_t k = e + 1; k < execution_.size(); ++k) {
-    if (k != j && !execution_.happens_before(e, k)) v.push_back(step_of(k));
+    if (k == j || execution_.happens_before(e, k)) continue;
+    if (excludes_others(k)) {
+      bool needed = false;
+      for (size_t l = k + 1; l < execution_.size() && !needed; ++l) {
+        needed = (l == j || !execution_.happens_before(e, l)) && execution_.happens_before(k, l);
+      }
+      if (!needed) continue;
+    }
+    v.push_back(step_of(k));
   }
   v.push_back(step_of(j));
   if (!owns(e)) {

@@ -170,6 +170,10 @@ class DporSearch final : public Search, public MailSink {
   bool asleep(const Node& node, uint64_t key) const;
   bool in_tree(const Node& node, uint64_t key) const;
   void reverse(size_t e, size_t j);
+  // Whether step k of the execution excludes steps that were possible beside it: a kernel's
+  // start (the rank's other kernels waiting for its slot), a wildcard match (the receive's other
+  // senders).
+  bool excludes_others(size_t k) const;
   // Whether a step before node d may race with `future` (a summary of what the steps of a
   // state's explored future touched) at a point where some option is neither asleep nor in the
   // wakeup tree: what pruning at the state would leave unexplored.
