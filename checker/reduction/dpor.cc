@@ -378,13 +378,13 @@ bool DporSearch::next(const sim::ExecutionResult& result) {
   (void)result;  // the execution's steps came through taken()
   trees_.release(pending_wut_);
   pending_sleep_.clear();
-  // dpor reverses the races of the steps new in this execution, each race once, as source-set
-  // DPOR does as it runs (the races it reverses whole too; the property test finds no
-  // execution that misses). odpor's whole sequence holds every step after the race's first
-  // that does not depend on it, to the end of the execution, so each race is reversed again
-  // under every new ending (ODPOR as published; the tree and the sleep sets drop what an
-  // earlier reversal covers): reversing only new races misses executions
-  // (checker/explore_test.cc, "odpor reverses every race of each execution").
+  // dpor reverses the races of the steps new in this execution, each race once, as source-set DPOR
+  // does as it runs (the races it reverses whole too: reversing those again under each new ending
+  // was measured not to find the outcome docs/semantics.md "Not yet" has). odpor's whole sequence
+  // holds every step after the race's first that does not depend on it, to the end of the
+  // execution, so each race is reversed again under every new ending (ODPOR as published; the tree
+  // and the sleep sets drop what an earlier reversal covers): reversing only new races misses
+  // executions (checker/explore_test.cc, "odpor reverses every race of each execution").
   for (size_t j = reversals_ == Reversals::WHOLE ? 0 : races_done_; j < execution_.size(); ++j) {
     for (const uint32_t e : execution_.races(j)) reverse(e, j);
   }
