@@ -256,14 +256,13 @@ TEST_CASE("check --mpi: a dpor search gives branches to the other ranks and find
   // for work, as --jobs gives them to threads.
   std::ofstream(dir / "ckpt.yaml") << ckpt_yaml(4, 2);
   const std::vector<std::string> check = {"check", (dir / "ckpt.yaml").string(), "--patience", "0"};
-  // The verdict and every bug's kind and summary, a line each, in one order, with its ranks left
-  // out (a failed check prints both texts). Which
-  // bug of a class the text shows depends on the order they were found in (the list is sorted
-  // only where a branch was given), and the counts on the timing: the JSON's bugs are compared.
-  // Which execution shows a bug depends on the timing too: whichever part reaches it first. The
-  // bug is the same (a mismatch's signature is its ops' places and sequence number), its
-  // summary names the ranks of that execution: rank 1's allreduce against rank 0's allgather in
-  // one run, rank 2's in another.
+  // The verdict and every bug's kind and summary, a line each, in one order, with its ranks
+  // left out (a failed check prints both texts). Which bug of a class the text shows depends on
+  // the order they were found in (the list is sorted only where a branch was given), and the
+  // counts on the timing: the JSON's bugs are compared. Which execution shows a bug depends on
+  // the timing too: whichever part reaches it first. The bug is the same (a mismatch's
+  // signature is its ops' places and sequence number), its summary names the ranks of that
+  // execution: rank 1's allreduce against rank 0's allgather in one run, rank 2's in another.
   const auto bugs_of = [](const std::filesystem::path& json) {
     const nlohmann::json report = nlohmann::json::parse(testing::file_bytes(json), nullptr, false);
     if (report.is_discarded() || !report.contains("bugs")) return std::string("no report in " + json.string());

@@ -267,15 +267,6 @@ void DporSearch::reverse(size_t e, size_t j) {
     return SequenceStep{StepRef{execution_[k].option, execution_.footprint(k), execution_[k].aborts_pending},
                         static_cast<uint32_t>(k), execution_.after(k)};
   };
-  if (j < races_done_ && owns(e) && execution_[e].option.kind != sim::ChoiceKind::MATCH && !cut_short_) {
-    // A race reversed before (odpor): when the sequence's first step is asleep at e, it is a
-    // weak initial of it, as insert_race would find; most are, and their sequence is not built.
-    // (Not when it is a step that excludes others, which v may leave out: below.)
-    size_t k = e + 1;
-    while (k < execution_.size() && (k == j || execution_.happens_before(e, k))) ++k;
-    if (k == execution_.size()) k = j;
-    if (!excludes_others(k) && asleep(nodes_[e], execution_[k].option.key())) return;
-  }
   // The steps after e that do not depend on it, then j; without those that exclude others (a
   // kernel's start, a wildcard match) and that no later step of v needs. The executions below
   // such a step never take what it excluded (another kernel in the slot, another sender):
@@ -378,13 +369,13 @@ bool DporSearch::next(const sim::ExecutionResult& result) {
   (void)result;  // the execution's steps came through taken()
   trees_.release(pending_wut_);
   pending_sleep_.clear();
-  // dpor reverses the races of the steps new in this execution, each race once, as source-set DPOR
-  // does as it runs (the races it reverses whole too: reversing those again under each new ending
-  // was measured not to find the outcome docs/semantics.md "Not yet" has). odpor's whole sequence
-  // holds every step after the race's first that does not depend on it, to the end of the
-  // execution, so each race is reversed again under every new ending (ODPOR as published; the tree
-  // and the sleep sets drop what an earlier reversal covers): reversing only new races misses
-  // executions (checker/explore_test.cc, "odpor reverses every race of each execution").
+  // dpor reverses the races of the steps new in this execution, each race once, as source-set
+  // DPOR does as it runs (the races it reverses whole too: reversing those again under each new
+  // ending was measured not to find the outcome docs/semantics.md "Not yet" has). odpor's whole
+  // sequence holds every step after the race's first that does not depend on it, to the end of
+  // the execution, so each race is reversed again under every new ending (ODPOR as published;
+  // the tree and the sleep sets drop what an earlier reversal covers): reversing only new races
+  // misses executions (checker/explore_test.cc, "odpor reverses every race of each execution").
   for (size_t j = reversals_ == Reversals::WHOLE ? 0 : races_done_; j < execution_.size(); ++j) {
     for (const uint32_t e : execution_.races(j)) reverse(e, j);
   }
