@@ -267,18 +267,24 @@ void DporSearch::reverse(size_t e, size_t j) {
     return SequenceStep{StepRef{execution_[k].option, execution_.footprint(k), execution_[k].aborts_pending},
                         static_cast<uint32_t>(k), execution_.after(k)};
   };
-  // The steps after e that do not depend on it, then j; without those that exclude others (a
-  // kernel's start, a wildcard match) and that no later step of v needs. The executions below
-  // such a step never take what it excluded (another kernel in the slot, another sender):
-  // first in v and asleep at e, it would count as covering the reversal, whose executions may
-  // need just that (checker/explore_test.cc, "a step that excludes others, asleep at a race,
-  // does not cover its reversal").
+  // The steps after e that do not depend on it, then j: for odpor those up to the end of the
+  // execution (a wakeup tree's sequence), for dpor those before j (source-set DPOR's notdep).
+  // dpor takes the sequence's first step and its usual order after it, so a later step first in
+  // it would steer the search past j: a rank's exit there disables the rank's other threads,
+  // whose own races with this one's then go unexplored (checker/explore_test.cc, "dpor
+  // reverses a race with the steps between its two steps, not those after").
+  // Without the steps that exclude others (a kernel's start, a wildcard match) that no later
+  // step of v needs. The executions below such a step never take what it excluded (another
+  // kernel in the slot, another sender): first in v and asleep at e, it would count as
+  // covering the reversal, whose executions may need just that (checker/explore_test.cc, "a
+  // step that excludes others, asleep at a race, does not cover its reversal").
+  const size_t end = reversals_ == Reversals::WHOLE ? execution_.size() : j + 1;
   std::vector<SequenceStep> v;
-  for (size_t k = e + 1; k < execution_.size(); ++k) {
+  for (size_t k = e + 1; k < end; ++k) {
     if (k == j || execution_.happens_before(e, k)) continue;
     if (excludes_others(k)) {
       bool needed = false;
-      for (size_t l = k + 1; l < execution_.size() && !needed; ++l) {
+      for (size_t l = k + 1; l < end && !needed; ++l) {
         needed = (l == j || !execution_.happens_before(e, l)) && execution_.happens_before(k, l);
       }
       if (!needed) continue;
@@ -308,12 +314,14 @@ void DporSearch::insert_race(size_t e, std::vector<SequenceStep> v, bool cut_sho
   // v makes available meet the receive along with the others the execution needs (an asleep
   // barrier ahead of a rank's send on its stream keeps that send from starting there; see
   // checker/explore_test.cc, "a wildcard gather whose sends can queue behind a barrier").
-  // Nor when the execution was cut short at a state whose future was explored from another
-  // path: v then lacks the steps that would follow (notdep of e would hold them), and the asleep
-  // step's subtree extends the short v but not the v of the execution this one stands for (with
-  // symmetric ranks: a rank's other order, explored from the renamed state, never meets this
-  // rank's reversed one; see tests/property_test.cc's symmetric scenarios).
-  const bool asleep_may_miss = execution_[e].option.kind == sim::ChoiceKind::MATCH || cut_short;
+  // Nor, in odpor, when the execution was cut short at a state whose future was explored from
+  // another path: its v, which runs to the end of the execution, then lacks the steps that
+  // would follow, and the asleep step's subtree extends the short v but not the v of the
+  // execution this one stands for (with symmetric ranks: a rank's other order, explored from
+  // the renamed state, never meets this rank's reversed one; see tests/property_test.cc's
+  // symmetric scenarios). dpor's v ends at the race's second step, which the execution took.
+  const bool asleep_may_miss =
+      execution_[e].option.kind == sim::ChoiceKind::MATCH || (cut_short && reversals_ == Reversals::WHOLE);
   if (!asleep_may_miss) {
     for (const Sleeper& q : n.sleep) {
       if (weak_initial(q.ref(), v)) return;  // explored from here already, up to equivalence
@@ -322,8 +330,8 @@ void DporSearch::insert_race(size_t e, std::vector<SequenceStep> v, bool cut_sho
   // A source set: v's first step, unless a branch here already starts v (the step taken here
   // never does: it is the race's first, which v leaves out and its last depends on). The whole
   // of v where the first step alone misses executions (the property test finds them): a
-  // wildcard match's race, as above; a race with a step that aborts a rank's kernels, whose
-  // footprint holds only in the state it was taken in; and an execution cut short.
+  // wildcard match's race, as above, and a race with a step that aborts a rank's kernels, whose
+  // footprint holds only in the state it was taken in.
   const auto aborts = [](const SequenceStep& s) { return s.step.universal; };
   if (reversals_ == Reversals::FIRST_STEP && !asleep_may_miss && !execution_[e].aborts_pending &&
       std::none_of(v.begin(), v.end(), aborts)) {
@@ -370,12 +378,11 @@ bool DporSearch::next(const sim::ExecutionResult& result) {
   trees_.release(pending_wut_);
   pending_sleep_.clear();
   // dpor reverses the races of the steps new in this execution, each race once, as source-set
-  // DPOR does as it runs (the races it reverses whole too: reversing those again under each new
-  // ending was measured not to find the outcome docs/semantics.md "Not yet" has). odpor's whole
-  // sequence holds every step after the race's first that does not depend on it, to the end of
-  // the execution, so each race is reversed again under every new ending (ODPOR as published;
-  // the tree and the sleep sets drop what an earlier reversal covers): reversing only new races
-  // misses executions (checker/explore_test.cc, "odpor reverses every race of each execution").
+  // DPOR does as it runs. odpor's whole sequence holds every step after the race's first that
+  // does not depend on it, to the end of the execution, so each race is reversed again under
+  // every new ending (ODPOR as published; the tree and the sleep sets drop what an earlier
+  // reversal covers): reversing only new races misses executions (checker/explore_test.cc,
+  // "odpor reverses every race of each execution").
   for (size_t j = reversals_ == Reversals::WHOLE ? 0 : races_done_; j < execution_.size(); ++j) {
     for (const uint32_t e : execution_.races(j)) reverse(e, j);
   }

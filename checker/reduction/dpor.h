@@ -3,17 +3,17 @@
 //
 // The search walks one execution at a time, depth first. At every step it keeps a node: the
 // options offered there, the steps asleep (their futures are explored elsewhere) and the wakeup
-// tree (what is still to explore from there). After an execution, each race in it (two
-// dependent steps of different actors not ordered by anything else) adds, at the state before
-// the first, the sequence that reverses it (the steps after it that do not depend on it, but
-// kernel starts and wildcard matches that none of the later ones needs, then the second),
-// unless a step asleep there or a branch of the tree already leads to an equivalent execution.
-// `odpor` adds the whole sequence, again under each new ending of the execution (Optimal-DPOR:
-// in theory no execution ends with every option asleep); `dpor` its first step (a source set),
-// and the whole only where the first is not enough (a wildcard match's race, a race through a
-// step that aborts a rank's kernels, an execution cut short at a cached state). After a source
-// set's step the search takes its usual order, and a branch's exploration does not depend on
-// what its siblings find: --jobs explores the same tree as one thread. Options that exclude
+// tree (what is still to explore from there). After an execution, each race in it (two dependent
+// steps of different actors not ordered by anything else) adds, at the state before the first,
+// the sequence that reverses it (the steps after it that do not depend on it, to the end of the
+// execution for odpor and up to the second for dpor, but kernel starts and wildcard matches that
+// none of the later ones needs, then the second), unless a step asleep there or a branch of the
+// tree already leads to an equivalent execution. `odpor` adds the whole sequence, again under
+// each new ending of the execution (Optimal-DPOR: in theory no execution ends with every option
+// asleep); `dpor` its first step (a source set), and the whole only where the first is not
+// enough (a wildcard match's race, a race through a step that aborts a rank's kernels). After a
+// source set's step the search takes its usual order, and a branch's exploration does not depend
+// on what its siblings find: --jobs explores the same tree as one thread. Options that exclude
 // each other (the branches of one choose, the senders one wildcard receive may take, kernels
 // waiting for one free slot, the steps of a rank that exits) are all explored where the first
 // is. A state met again, whose future was explored under a sleep set no larger, ends the
