@@ -159,7 +159,8 @@ except Exception: print("error -")' "$dir/ls" 2>/dev/null || echo "error -")
     (cd "$dir" && spin -a model.pml > spin.txt 2>&1 && gcc -O2 -w $flags -o pan pan.c > gcc.txt 2>&1) || {
       row "$name" "spin-$variant" "build failed" "-" "-" "-" "-" ""; continue; }
     compile=$(echo "$(date +%s.%N) - $cstart" | bc -l)
-    measure "$dir/pan.out" "$dir/pan" -m1000000 -w24
+    # In $dir: pan writes its counterexample trail (model.pml.trail) beside the model.
+    (cd "$dir" && measure "$dir/pan.out" "$dir/pan" -m1000000 -w24)
     read -r secs cpu kib status < "$dir/pan.out.time" || true
     secs=${secs:-0}; cpu=${cpu:-0}; kib=${kib:-0}
     states=$(grep -m1 "states, stored" "$dir/pan.out" | awk '{print $1}' || true)
