@@ -63,7 +63,8 @@ void Engine::Impl::pair_p2p(uint32_t send, uint32_t recv) {
 // A wildcard receive takes a message that was sent: both kernels must have started (or, an
 // eager send, finished). A send still queued behind other work on its stream has not been
 // posted, as in MPI's and Gloo's any-source receives (NCCL has no wildcard); matching it early
-// reported deadlocks no real job could reach.
+// reported deadlocks no real job could reach. Nor has one whose rank exited or crashed before
+// it started (aborted, never run): no step made it available (ObjectKind::AVAIL).
 void Engine::Impl::collect_wildcard_options() {
   for (const P2pQueue& receives : recv_queue) {
     if (receives.empty()) continue;
@@ -74,7 +75,7 @@ void Engine::Impl::collect_wildcard_options() {
       if (static_cast<uint32_t>(src) == recv.rank) continue;
       const P2pQueue* sends = send_queue.find(p2p_key(group, static_cast<uint32_t>(src), recv.rank));
       if (sends == nullptr || sends->empty()) continue;
-      if (kernels[sends->front()].state == KernelState::QUEUED) continue;
+      if (kernels[sends->front()].start_ns < 0) continue;  // queued, or aborted before it started
       options_buf.push_back(Option{ChoiceKind::MATCH, static_cast<int32_t>(recv.rank), static_cast<int32_t>(group),
                                    src, kernels[sends->front()].issue_ns, 0,
                                    channel_actor(group, static_cast<uint32_t>(src), recv.rank)});

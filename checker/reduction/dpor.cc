@@ -307,24 +307,28 @@ void DporSearch::reverse(size_t e, size_t j) {
 
 void DporSearch::insert_race(size_t e, std::vector<SequenceStep> v, bool cut_short) {
   Node& n = nodes_[e];
-  // A step asleep here that commutes with all of v (a weak initial of it) has a subtree holding
-  // an execution that extends v: the reversal is covered there. Not when e is a wildcard
-  // match: a match excludes the receive's other senders (it disables their matches), which the
-  // argument does not allow for, and the asleep step's subtree may never let the sender that
-  // v makes available meet the receive along with the others the execution needs (an asleep
-  // barrier ahead of a rank's send on its stream keeps that send from starting there; see
-  // checker/explore_test.cc, "a wildcard gather whose sends can queue behind a barrier").
-  // Nor, in odpor, when the execution was cut short at a state whose future was explored from
-  // another path: its v, which runs to the end of the execution, then lacks the steps that
-  // would follow, and the asleep step's subtree extends the short v but not the v of the
-  // execution this one stands for (with symmetric ranks: a rank's other order, explored from
-  // the renamed state, never meets this rank's reversed one; see tests/property_test.cc's
-  // symmetric scenarios). dpor's v ends at the race's second step, which the execution took.
+  // A step asleep here that begins v (odpor: a weak initial of it, one that commutes with all of
+  // v; dpor: an initial, a step of v that none before it in v must precede) has a subtree
+  // holding an execution that extends v: the reversal is covered there. dpor's v stops at the
+  // race's second step, and what follows it may conflict with a weak initial that is not in v:
+  // such a step's subtree need not hold the outcome (checker/explore_test.cc, "dpor: a step
+  // asleep where a reversal starts covers it only as one of its initials"). Not when e is a
+  // wildcard match: a match excludes the receive's other senders (it disables their matches),
+  // which the argument does not allow for, and the asleep step's subtree may never let the
+  // sender that v makes available meet the receive along with the others the execution needs (an
+  // asleep barrier ahead of a rank's send on its stream keeps that send from starting there; see
+  // checker/explore_test.cc, "a wildcard gather whose sends can queue behind a barrier"). Nor,
+  // in odpor, when the execution was cut short at a state whose future was explored from another
+  // path: its v, which runs to the end of the execution, then lacks the steps that would follow,
+  // and the asleep step's subtree extends the short v but not the v of the execution this one
+  // stands for (with symmetric ranks: a rank's other order, explored from the renamed state,
+  // never meets this rank's reversed one; see tests/property_test.cc's symmetric scenarios).
+  // dpor's v ends at the race's second step, which the execution took.
   const bool asleep_may_miss =
       execution_[e].option.kind == sim::ChoiceKind::MATCH || (cut_short && reversals_ == Reversals::WHOLE);
   if (!asleep_may_miss) {
     for (const Sleeper& q : n.sleep) {
-      if (weak_initial(q.ref(), v)) return;  // explored from here already, up to equivalence
+      if (reversals_ == Reversals::WHOLE ? weak_initial(q.ref(), v) : initial(q.ref(), v)) return;
     }
   }
   // A source set: v's first step, unless a branch here already starts v (the step taken here

@@ -55,6 +55,8 @@ bool weak_initial(const StepRef& step, std::span<const SequenceStep> w) {
   return true;
 }
 
+bool initial(const StepRef& step, std::span<const SequenceStep> w) { return initial_position(step, w) < w.size(); }
+
 bool leads(const StepRef& step, std::span<const SequenceStep> w) {
   return initial_position(step, w) < w.size() || independent_of_all(step, w);
 }

@@ -38,6 +38,11 @@ struct SequenceStep {
 // execution equivalent to w, or extending it, starts with it (so w needs no exploring there).
 bool weak_initial(const StepRef& step, std::span<const SequenceStep> w);
 
+// Whether `step` is an initial of `w`: a step of w that no earlier step of w must come before.
+// Every execution that extends w has an equivalent that starts with it (so, asleep where w
+// would start, it covers them all), which a weak initial that is not in w need not have.
+bool initial(const StepRef& step, std::span<const SequenceStep> w);
+
 // Whether a branch that starts with `step` leads to an execution equivalent to w or extending it
 // (the test the tree's insert makes of each branch): the step is an initial of w, or commutes
 // with all of it.
