@@ -331,16 +331,17 @@ void DporSearch::insert_race(size_t e, std::vector<SequenceStep> v, bool cut_sho
       if (reversals_ == Reversals::WHOLE ? weak_initial(q.ref(), v) : initial(q.ref(), v)) return;
     }
   }
-  // A source set: v's first step, unless a branch here already starts v (the step taken here
-  // never does: it is the race's first, which v leaves out and its last depends on). The whole
-  // of v where the first step alone misses executions (the property test finds them): a
-  // wildcard match's race, as above, and a race with a step that aborts a rank's kernels, whose
-  // footprint holds only in the state it was taken in.
+  // A source set: v's first step, unless a branch here already starts with one of v's initials
+  // (as source-set DPOR asks; the step taken here never is one: it is the race's first, which v
+  // leaves out and its last depends on). The whole of v where the first step alone misses
+  // executions (the property test finds them): a wildcard match's race, as above, and a race
+  // with a step that aborts a rank's kernels, whose footprint holds only in the state it was
+  // taken in.
   const auto aborts = [](const SequenceStep& s) { return s.step.universal; };
   if (reversals_ == Reversals::FIRST_STEP && !asleep_may_miss && !execution_[e].aborts_pending &&
       std::none_of(v.begin(), v.end(), aborts)) {
     for (const WakeupTrees::NodeId root : n.wut) {
-      if (leads(trees_.step(root), v)) return;
+      if (initial(trees_.step(root), v)) return;
     }
     trees_.add_root(n.wut, v.front().step);
     return;

@@ -57,10 +57,6 @@ bool weak_initial(const StepRef& step, std::span<const SequenceStep> w) {
 
 bool initial(const StepRef& step, std::span<const SequenceStep> w) { return initial_position(step, w) < w.size(); }
 
-bool leads(const StepRef& step, std::span<const SequenceStep> w) {
-  return initial_position(step, w) < w.size() || independent_of_all(step, w);
-}
-
 WakeupTrees::NodeId WakeupTrees::make(const StepRef& step) {
   NodeId id;
   if (!free_.empty()) {

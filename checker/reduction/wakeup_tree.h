@@ -43,11 +43,6 @@ bool weak_initial(const StepRef& step, std::span<const SequenceStep> w);
 // would start, it covers them all), which a weak initial that is not in w need not have.
 bool initial(const StepRef& step, std::span<const SequenceStep> w);
 
-// Whether a branch that starts with `step` leads to an execution equivalent to w or extending it
-// (the test the tree's insert makes of each branch): the step is an initial of w, or commutes
-// with all of it.
-bool leads(const StepRef& step, std::span<const SequenceStep> w);
-
 class WakeupTrees {
  public:
   using NodeId = uint32_t;
