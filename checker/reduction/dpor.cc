@@ -308,15 +308,18 @@ void DporSearch::reverse(size_t e, size_t j) {
 void DporSearch::insert_race(size_t e, std::vector<SequenceStep> v, bool cut_short) {
   Node& n = nodes_[e];
   // A step asleep here that begins v (odpor: a weak initial of it, one that commutes with all of
-  // v; dpor: an initial, a step of v that none before it in v must precede) has a subtree
-  // holding an execution that extends v: the reversal is covered there. dpor's v stops at the
-  // race's second step, and what follows it may conflict with a weak initial that is not in v:
-  // such a step's subtree need not hold the outcome (checker/explore_test.cc, "dpor: a step
-  // asleep where a reversal starts covers it only as one of its initials"). Not when e is a
-  // wildcard match: a match excludes the receive's other senders (it disables their matches),
-  // which the argument does not allow for, and the asleep step's subtree may never let the
-  // sender that v makes available meet the receive along with the others the execution needs (an
-  // asleep barrier ahead of a rank's send on its stream keeps that send from starting there; see
+  // v; dpor: an initial, a step of v that none before it in v must precede; but, for a branch
+  // given to another search, a weak initial: that search is under way, and testing it as an
+  // initial ran 881,342 executions, 266,686 of them sleep-blocked, on two threads, where one
+  // runs 614,656 with none: bench/check_bench.sh's ckpt-shared-3) has a subtree holding an
+  // execution that extends v: the reversal is covered there. dpor's v stops at the race's second
+  // step, and what follows it may conflict with a weak initial that is not in v: such a step's
+  // subtree need not hold the outcome (checker/explore_test.cc, "dpor: a step asleep where a
+  // reversal starts covers it only as one of its initials"). Not when e is a wildcard match: a
+  // match excludes the receive's other senders (it disables their matches), which the argument
+  // does not allow for, and the asleep step's subtree may never let the sender that v makes
+  // available meet the receive along with the others the execution needs (an asleep barrier
+  // ahead of a rank's send on its stream keeps that send from starting there; see
   // checker/explore_test.cc, "a wildcard gather whose sends can queue behind a barrier"). Nor,
   // in odpor, when the execution was cut short at a state whose future was explored from another
   // path: its v, which runs to the end of the execution, then lacks the steps that would follow,
@@ -328,7 +331,7 @@ void DporSearch::insert_race(size_t e, std::vector<SequenceStep> v, bool cut_sho
       execution_[e].option.kind == sim::ChoiceKind::MATCH || (cut_short && reversals_ == Reversals::WHOLE);
   if (!asleep_may_miss) {
     for (const Sleeper& q : n.sleep) {
-      if (reversals_ == Reversals::WHOLE ? weak_initial(q.ref(), v) : initial(q.ref(), v)) return;
+      if (reversals_ == Reversals::WHOLE || q.given ? weak_initial(q.ref(), v) : initial(q.ref(), v)) return;
     }
   }
   // A source set: v's first step, unless a branch here already starts with one of v's initials
@@ -472,7 +475,7 @@ void DporSearch::give_branch() {
     donation->sleep.push_back(SleepingOption{n.taken, n.taken_footprint, n.taken_universal});
     donation->owner = this;
     // Its future is explored elsewhere: asleep here for the branches after it.
-    n.sleep.push_back(Sleeper{donation->branch.option, donation->branch.footprint, donation->branch.universal});
+    n.sleep.push_back(Sleeper{donation->branch.option, donation->branch.footprint, donation->branch.universal, true});
     WakeupTrees::Roots below;
     trees_.take(n.wut, root, below);
     trees_.release(below);

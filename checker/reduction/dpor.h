@@ -128,8 +128,9 @@ class DporSearch final : public Search, public MailSink {
     sim::Option option;
     std::shared_ptr<const std::vector<sim::Touch>> footprint;
     bool universal = false;
-    Sleeper(const sim::Option& o, std::vector<sim::Touch> f, bool u)
-        : option(o), footprint(std::make_shared<const std::vector<sim::Touch>>(std::move(f))), universal(u) {}
+    bool given = false;  // a branch given to another search (check --jobs), not explored here
+    Sleeper(const sim::Option& o, std::vector<sim::Touch> f, bool u, bool g = false)
+        : option(o), footprint(std::make_shared<const std::vector<sim::Touch>>(std::move(f))), universal(u), given(g) {}
     StepRef ref() const { return {option, *footprint, universal}; }
   };
   struct Node {
