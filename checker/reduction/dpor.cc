@@ -270,14 +270,14 @@ void DporSearch::reverse(size_t e, size_t j) {
   // The steps after e that do not depend on it, then j: for odpor those up to the end of the
   // execution (a wakeup tree's sequence), for dpor those before j (source-set DPOR's notdep).
   // dpor takes the sequence's first step and its usual order after it, so a later step first in
-  // it would steer the search past j: a rank's exit there disables the rank's other threads,
-  // whose own races with this one's then go unexplored (checker/explore_test.cc, "dpor
-  // reverses a race with the steps between its two steps, not those after").
-  // Without the steps that exclude others (a kernel's start, a wildcard match) that no later
-  // step of v needs. The executions below such a step never take what it excluded (another
-  // kernel in the slot, another sender): first in v and asleep at e, it would count as
-  // covering the reversal, whose executions may need just that (checker/explore_test.cc, "a
-  // step that excludes others, asleep at a race, does not cover its reversal").
+  // it could lead the search where the reversal does not (another rank's sync, below which that
+  // rank exits before its other thread issues what the race needs; checker/explore_test.cc,
+  // "dpor reverses a race with the steps between its two steps, not those after"). Without the
+  // steps that exclude others (a kernel's start, a wildcard match) that no later step of v
+  // needs. The executions below such a step never take what it excluded (another kernel in the
+  // slot, another sender): first in v and asleep at e, it would count as covering the reversal,
+  // whose executions may need just that (checker/explore_test.cc, "a step that excludes others,
+  // asleep at a race, does not cover its reversal").
   const size_t end = reversals_ == Reversals::WHOLE ? execution_.size() : j + 1;
   std::vector<SequenceStep> v;
   for (size_t k = e + 1; k < end; ++k) {
