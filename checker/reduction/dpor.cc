@@ -308,10 +308,9 @@ void DporSearch::reverse(size_t e, size_t j) {
 void DporSearch::insert_race(size_t e, std::vector<SequenceStep> v, bool cut_short) {
   Node& n = nodes_[e];
   // A step asleep here that begins v (odpor: a weak initial of it, one that commutes with all of
-  // v; dpor: an initial, a step of v that none before it in v must precede; but, for a branch
-  // given to another search, a weak initial: that search is under way, and testing it as an
-  // initial ran 881,342 executions, 266,686 of them sleep-blocked, on two threads, where one
-  // runs 614,656 with none: bench/check_bench.sh's ckpt-shared-3) has a subtree holding an
+  // v; dpor: an initial, a step of v that none before it in v must precede, but a weak initial
+  // for a branch given to another search, whose search is under way: docs/semantics.md,
+  // "Parallel exploration", has what testing it as an initial costs) has a subtree holding an
   // execution that extends v: the reversal is covered there. dpor's v stops at the race's second
   // step, and what follows it may conflict with a weak initial that is not in v: such a step's
   // subtree need not hold the outcome (checker/explore_test.cc, "dpor: a step asleep where a
@@ -331,7 +330,8 @@ void DporSearch::insert_race(size_t e, std::vector<SequenceStep> v, bool cut_sho
       execution_[e].option.kind == sim::ChoiceKind::MATCH || (cut_short && reversals_ == Reversals::WHOLE);
   if (!asleep_may_miss) {
     for (const Sleeper& q : n.sleep) {
-      if (reversals_ == Reversals::WHOLE || q.given ? weak_initial(q.ref(), v) : initial(q.ref(), v)) return;
+      const bool weak = reversals_ == Reversals::WHOLE || q.given;
+      if (weak ? weak_initial(q.ref(), v) : initial(q.ref(), v)) return;
     }
   }
   // A source set: v's first step, unless a branch here already starts with one of v's initials
